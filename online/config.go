@@ -1,0 +1,123 @@
+package online
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// Algorithm names a learner.
+type Algorithm string
+
+// Algorithms.
+const (
+	AlgKPCA Algorithm = "kpca" // Oja-style subspace rule (Alg. 1–2)
+	AlgGHA  Algorithm = "gha"  // generalized Hebbian algorithm (Sec. 5.1)
+)
+
+// Defaults.
+const (
+	DefaultBlockSize   = 128
+	DefaultMaxFeatures = 32768
+	DefaultTheta0      = 0.5
+	DefaultTheta1      = 0.01
+	DefaultSeed        = 1
+)
+
+// ErrConfig is returned (wrapped) for an invalid learner configuration.
+var ErrConfig = errors.New("online: invalid config")
+
+// Config configures a learner. Zero values mean the default.
+type Config struct {
+	// Model is the model's name. Default: "model".
+	Model string
+	// Algorithm is kpca or gha. Default: kpca.
+	Algorithm Algorithm
+	// K is the number of components. Required.
+	K int
+	// Dim is the input dimension. Default: 0, taken from the first batch.
+	Dim int
+	// Kernel is the kernel. Default: gaussian with the bandwidth chosen by
+	// the median trick on the first batch (Bandwidth 0).
+	Kernel features.Kernel
+	// BlockSize is B, the features drawn per batch. Must be ≥ K.
+	// Default: 128.
+	BlockSize int
+	// MaxFeatures caps the features; past it blocks are revisited in turn.
+	// Rounded down to a multiple of BlockSize. Default: 32768.
+	MaxFeatures int
+	// Theta0 and Theta1 set η_t = Theta0/((1+Theta1·t)·λ̂). Theta0 is
+	// unitless (η·λ̂ at t=0). Defaults: 0.5 and 0.01.
+	Theta0, Theta1 float64
+	// Seed is the model seed; block seeds derive from it. Default: 1.
+	Seed uint64
+	// Standardize scales each input dimension to zero mean and unit
+	// variance with statistics from the first batch. Default: off.
+	Standardize bool
+	// Center learns the centred covariance operator. Default: off.
+	Center bool
+	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
+	Workers int
+	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
+	CacheBytes int64
+}
+
+func (c *Config) setDefaults() {
+	if c.Model == "" {
+		c.Model = "model"
+	}
+	if c.Algorithm == "" {
+		c.Algorithm = AlgKPCA
+	}
+	if c.Kernel.Family == "" {
+		c.Kernel.Family = features.Gaussian
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.MaxFeatures == 0 {
+		c.MaxFeatures = DefaultMaxFeatures
+	}
+	if c.Theta0 == 0 {
+		c.Theta0 = DefaultTheta0
+	}
+	if c.Theta1 == 0 {
+		c.Theta1 = DefaultTheta1
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+}
+
+// Validate reports the first invalid field, after defaults.
+func (c Config) Validate() error {
+	c.setDefaults()
+	switch c.Algorithm {
+	case AlgKPCA, AlgGHA:
+	default:
+		return fmt.Errorf("%w: algorithm %q (want kpca or gha)", ErrConfig, c.Algorithm)
+	}
+	if c.K < 1 {
+		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)
+	}
+	if c.BlockSize < c.K || c.BlockSize > 1<<16 {
+		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)
+	}
+	if c.MaxFeatures < c.BlockSize {
+		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
+	}
+	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
+		return fmt.Errorf("%w: theta0 must be > 0 and theta1 ≥ 0, got %v and %v", ErrConfig, c.Theta0, c.Theta1)
+	}
+	if c.Dim < 0 {
+		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)
+	}
+	if c.Kernel.Bandwidth != 0 {
+		if err := c.Kernel.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	return nil
+}

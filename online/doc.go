@@ -1,0 +1,64 @@
+// Package online implements kernel component analysis learned by doubly
+// stochastic gradients (DSGD; paper Sec. 3–5): every mini-batch of data draws
+// a new block of random features from a seed, evaluates the current
+// functions on the batch, appends coefficients for the new block and shrinks
+// the old ones. A model is a list of block seeds plus coefficients; it stores
+// no data.
+//
+// # The mini-batch update (paper Eq. 9, Alg. 1–2)
+//
+// For a batch X (b×d), existing blocks j with features Φ_j(X) (b×B) and
+// coefficients α_j (B×k):
+//
+//	H = Σ_j Φ_j(X)·α_j                     (b×k, Alg. 2)
+//	H̃ = H − 1·h̄ᵀ  if centring, else H      (h̄ = column means of H)
+//	M = H̃ᵀH̃/b                              (k×k)
+//	α_j ← α_j·(I − η_t·M)   for every existing j        (KPCA, Eq. 9)
+//	α_j ← α_j·(I − η_t·UT[M])                          (GHA, Sec. 5.1, Eq. 10)
+//	α_new = η_t·Φ_new(X)ᵀ·H̃/b                          (new block)
+//
+// where UT[·] zeroes the strictly lower triangle. Once MaxFeatures is
+// reached, no block is appended: block (t mod blocks) receives the α_new term
+// instead (paper Sec. 6.1, "revisit").
+//
+// # Step size
+//
+// η_t = θ₀·g / ((1 + θ₁·t)·λ̂), paper Sec. 6.1's schedule made unitless:
+// λ̂ is a running estimate of the top eigenvalue of the covariance operator
+// (the larger of the initial block's top eigenvalue and the top eigenvalue of
+// an exponential average of M), so η_t·λ̂ = θ₀/(1+θ₁t) ≤ θ₀ whatever the scale
+// of the kernel; g (initially 1) is halved every time the divergence guard
+// rejects a batch.
+//
+// # Initialisation
+//
+// H = 0 is a fixed point of the update, so the first block is not drawn at
+// zero: on the first batch, α₀ is set to the top-k eigenvectors of that
+// block's (centred, if centring) feature covariance Φ₀ᵀΦ₀/b — a tiny exact
+// kernel PCA in the block's B features. The functions then start with unit
+// RKHS norm and M ≈ diag(top eigenvalues), the scale the update expects. The
+// first batch also fixes the bandwidth by the median trick (median pairwise
+// distance) when none is configured, and the standardisation statistics when
+// standardisation is on.
+//
+// # Centring
+//
+// Off by default for KPCA/GHA (the paper's uncentred operator and its closed
+// form). When on, the batch means are removed before M and the new-block term
+// (this is the centred covariance operator's stochastic gradient), and an
+// exponential average of h̄ (rate max(1/t, 0.01)) is recorded in the snapshot
+// and subtracted from every projection.
+//
+// # Divergence guard
+//
+// A batch whose H is not finite, or whose tr(M) exceeds 1e3·k·λ̂, is rejected
+// before any coefficient changes: the model is never corrupted, the step is
+// halved for the batches that follow, and [ErrDiverged] is returned.
+//
+// # Invariants
+//
+//   - Deterministic: same config, seed and batches ⇒ bit-identical
+//     coefficients, whatever the number of workers.
+//   - Step does not allocate in steady state (coefficient storage is reserved
+//     up to MaxFeatures on the first step).
+package online

@@ -1,0 +1,51 @@
+// Package features implements kernels and their random feature maps
+// (paper Table 1) together with a project-owned, counter-based generator
+// that turns (block seed, feature index) into the random frequencies and
+// phases of a feature block.
+//
+// # Random Fourier features
+//
+// For a shift-invariant kernel k(x, y) = k(x − y), Bochner's theorem (paper
+// Sec. 2.3) gives k(x, y) = E[φ_ω(x) φ_ω(y)] with φ_ω(x) = √2·cos(ωᵀx + b),
+// ω ~ p(ω), b ~ U[0, 2π). A block of B features stacks B such draws and is
+// scaled by 1/√B so that a single block is an unbiased estimate of the kernel:
+//
+//	Φ(x) = √(2/B) · cos(x·Ω + b),   k(x, y) ≈ Φ(x)·Φ(y)ᵀ.
+//
+// Frequencies are stored in turns (ω/2π) and phases in turns in [0, 1), so
+// the evaluation is Φ(x) = √(2/B)·cos2π(x·Ω' + β) with Ω' = Ω/2π, β = b/2π.
+//
+// # Generator (id "splitmix64-bm-v1")
+//
+// Every random number is a pure function of (seed, stream, index); nothing is
+// drawn from a stateful source, so any block can be regenerated on its own,
+// in any order, on any platform, and in another language:
+//
+//	fmix64(z): z ^= z>>30; z *= 0xBF58476D1CE4E5B9; z ^= z>>27;
+//	           z *= 0x94D049BB133111EB; z ^= z>>31            (SplitMix64 finaliser)
+//	key(seed, stream) = fmix64(seed ^ fmix64(stream + 0x9E3779B97F4A7C15))
+//	word(key, i)      = fmix64(key + (i+1)·0x9E3779B97F4A7C15)   (mod 2⁶⁴)
+//	uniform(w)        = ((w >> 11) + 0.5) · 2⁻⁵³                 ∈ (0, 1)
+//
+// Standard normals come in Box–Muller pairs: for pair j, u₁ = uniform(word(key,
+// 2j)), u₂ = uniform(word(key, 2j+1)), r = √(−2·Log(u₁)), z_{2j} = r·Cos2π(u₂),
+// z_{2j+1} = r·Cos2π(u₂ − 1/4). Log and Cos2π are this package's own
+// polynomial implementations (see [Log] and [Cos2Pi]), every product rounded
+// separately (no fused multiply-add), so the bits do not depend on the
+// platform's libm or on the compiler's FMA fusion.
+//
+// Streams: 1 frequencies, 2 phases, 3 block seeds derived from a model seed.
+// Within a block of B features in d dimensions, feature f uses normals
+// f·d … f·d+d−1 of stream 1 and uniform f of stream 2.
+//
+// # Invariants
+//
+//   - A block is a pure function of (generator id, kernel, dimension, block
+//     size, seed). Changing any output of the generator changes the meaning of
+//     every stored snapshot; the golden vectors in the tests pin it, and a
+//     deliberate change must come with a new generator id.
+//   - Evaluation is row-independent: the features of one row do not depend on
+//     the other rows of the batch, so a point projected alone gets the same
+//     bits as the same point inside a training batch.
+//   - Hot loops do not allocate; scratch lives on the receiver.
+package features

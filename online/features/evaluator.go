@@ -1,0 +1,222 @@
+package features
+
+import (
+	"runtime"
+	"sync"
+)
+
+// ChunkBlocks is the number of consecutive blocks whose contributions are
+// summed into one partial result; partials are then added in chunk order.
+// The grouping is fixed, so results do not depend on the number of workers.
+const ChunkBlocks = 8
+
+// EvaluatorConfig configures an [Evaluator].
+type EvaluatorConfig struct {
+	// Workers is the number of goroutines evaluating chunks of blocks in
+	// parallel. Default: runtime.GOMAXPROCS(0). 1 evaluates on the caller's
+	// goroutine and starts none.
+	Workers int
+	// CacheBytes bounds the memory of cached generated blocks. Blocks
+	// beyond the budget are regenerated from their seeds on every use.
+	// Default: 1 GiB. A negative value disables the cache.
+	CacheBytes int64
+}
+
+// Evaluator evaluates functions expanded on random feature blocks,
+// H = Σ_j Φ_j(X)·A_j (paper Alg. 2 in mini-batch form), caching generated
+// blocks under a memory budget. The cache keeps the lowest-numbered blocks:
+// every evaluation visits all blocks in order, and for that cyclic access
+// pattern keeping a fixed prefix is the optimal replacement policy.
+//
+// An Evaluator is not safe for concurrent use. Call Close to stop its
+// workers.
+type Evaluator struct {
+	m           Map
+	cacheBlocks int
+	cache       []*Block
+	workers     int
+
+	// per-call state read by the workers
+	x       []float64
+	rows    int
+	seeds   []uint64
+	coef    []float64
+	k       int
+	partial []float64
+
+	scratch []evalScratch
+	tasks   chan int
+	wg      sync.WaitGroup
+	done    sync.WaitGroup
+	closed  bool
+}
+
+type evalScratch struct {
+	phi, z []float64
+	blk    Block
+}
+
+// NewEvaluator returns an evaluator for m. m must be valid.
+func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
+	if err := m.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 1 << 30
+	}
+	e := &Evaluator{m: m, workers: cfg.Workers}
+	if cfg.CacheBytes > 0 {
+		e.cacheBlocks = int(cfg.CacheBytes / int64(m.BlockBytes()))
+	}
+	e.scratch = make([]evalScratch, cfg.Workers)
+	for i := range e.scratch {
+		e.scratch[i].z = make([]float64, 4*m.BlockSize)
+	}
+	if cfg.Workers > 1 {
+		e.tasks = make(chan int)
+		e.done.Add(cfg.Workers)
+		for w := 0; w < cfg.Workers; w++ {
+			go e.work(&e.scratch[w])
+		}
+	}
+	return e
+}
+
+// Map returns the feature map.
+func (e *Evaluator) Map() Map { return e.m }
+
+// CachedBlocks returns how many blocks the cache budget holds.
+func (e *Evaluator) CachedBlocks() int { return e.cacheBlocks }
+
+// Close stops the workers. The evaluator must not be used afterwards.
+func (e *Evaluator) Close() {
+	if e.closed {
+		return
+	}
+	e.closed = true
+	if e.tasks != nil {
+		close(e.tasks)
+		e.done.Wait()
+	}
+}
+
+func (e *Evaluator) work(s *evalScratch) {
+	defer e.done.Done()
+	for c := range e.tasks {
+		e.chunk(c, s)
+		e.wg.Done()
+	}
+}
+
+// block returns block j, from the cache or regenerated into s.
+func (e *Evaluator) block(j int, seed uint64, s *evalScratch) *Block {
+	if j < e.cacheBlocks {
+		if j >= len(e.cache) {
+			panic("features: cache not grown") // grown in Eval before dispatch
+		}
+		b := e.cache[j]
+		if b == nil {
+			b = new(Block)
+			e.cache[j] = b
+			e.m.Generate(b, seed)
+		} else if b.Seed != seed {
+			e.m.Generate(b, seed)
+		}
+		return b
+	}
+	e.m.Generate(&s.blk, seed)
+	return &s.blk
+}
+
+func (e *Evaluator) growCache(nblocks int) {
+	n := min(nblocks, e.cacheBlocks)
+	for len(e.cache) < n {
+		e.cache = append(e.cache, nil)
+	}
+}
+
+func (s *evalScratch) phiBuf(n int) []float64 {
+	if cap(s.phi) < n {
+		s.phi = make([]float64, n)
+	}
+	return s.phi[:n]
+}
+
+// chunk computes the partial sum of the blocks of chunk c.
+func (e *Evaluator) chunk(c int, s *evalScratch) {
+	rows, k, nb := e.rows, e.k, e.m.BlockSize
+	part := e.partial[c*rows*k : (c+1)*rows*k]
+	clear(part)
+	phi := s.phiBuf(rows * nb)
+	end := min((c+1)*ChunkBlocks, len(e.seeds))
+	for j := c * ChunkBlocks; j < end; j++ {
+		blk := e.block(j, e.seeds[j], s)
+		e.m.PhiTo(phi, s.z, e.x, rows, blk)
+		AddMul(part, phi, e.coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
+	}
+}
+
+// Eval sets h (rows×k, row-major) to Σ_j Φ_j(x)·A_j where block j has seed
+// seeds[j] and coefficients A_j = coef[j·B·k : (j+1)·B·k] (B×k, row-major).
+// x is rows×Dim. Each row of h depends only on the same row of x.
+func (e *Evaluator) Eval(h, x []float64, rows int, seeds []uint64, coef []float64, k int) {
+	nb := e.m.BlockSize
+	if len(h) < rows*k || len(x) < rows*e.m.Dim || len(coef) < len(seeds)*nb*k {
+		panic("features: Eval buffer too small")
+	}
+	h = h[:rows*k]
+	clear(h)
+	if len(seeds) == 0 || rows == 0 {
+		return
+	}
+	e.growCache(len(seeds))
+	nchunks := (len(seeds) + ChunkBlocks - 1) / ChunkBlocks
+	if need := nchunks * rows * k; cap(e.partial) < need {
+		e.partial = make([]float64, need)
+	}
+	e.x, e.rows, e.seeds, e.coef, e.k = x, rows, seeds, coef, k
+	e.partial = e.partial[:nchunks*rows*k]
+	if e.tasks == nil || nchunks == 1 {
+		for c := 0; c < nchunks; c++ {
+			e.chunk(c, &e.scratch[0])
+		}
+	} else {
+		e.wg.Add(nchunks)
+		for c := 0; c < nchunks; c++ {
+			e.tasks <- c
+		}
+		e.wg.Wait()
+	}
+	for c := 0; c < nchunks; c++ {
+		part := e.partial[c*rows*k : (c+1)*rows*k]
+		for i, v := range part {
+			h[i] += v
+		}
+	}
+	e.x, e.seeds, e.coef = nil, nil, nil
+}
+
+// PhiTo writes the features of block j (seed seed) on rows×Dim inputs x
+// into dst (rows×B), using the cache.
+func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
+	e.growCache(j + 1)
+	e.m.PhiTo(dst, e.scratch[0].z, x, rows, e.block(j, seed, &e.scratch[0]))
+}
+
+// AddMul adds phi·a to dst, where phi is rows×nb, a is nb×k and dst is
+// rows×k, all row-major. Every product is rounded before it is added.
+func AddMul(dst, phi, a []float64, rows, nb, k int) {
+	for r := 0; r < rows; r++ {
+		d := dst[r*k : r*k+k]
+		p := phi[r*nb : r*nb+nb]
+		for f, pf := range p {
+			af := a[f*k : f*k+k]
+			for q, v := range af {
+				d[q] += float64(pf * v)
+			}
+		}
+	}
+}

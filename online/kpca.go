@@ -1,0 +1,491 @@
+package online
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// Errors returned by Step.
+var (
+	// ErrDiverged: the batch was rejected by the divergence guard; the model
+	// is unchanged and the step size has been halved.
+	ErrDiverged = errors.New("online: batch rejected by divergence guard")
+	// ErrInput: the batch holds non-finite values or has the wrong shape.
+	ErrInput = errors.New("online: invalid batch")
+)
+
+// KPCA learns the top-k kernel principal components (or, with AlgGHA, the
+// ordered eigenfunctions) of a stream. It is not safe for concurrent use.
+type KPCA struct {
+	cfg Config
+	fm  features.Map
+	ev  *features.Evaluator
+
+	seeds []uint64
+	alpha []float64 // blocks·B rows × k, row-major; cap MaxFeatures·k
+	pre   snapshot.Preprocess
+
+	t, samples uint64
+	lambda0    float64 // top eigenvalue of the initial block
+	backoff    float64
+	rejected   uint64
+	mrun       []float64 // exponential average of M
+	center     []float64 // exponential average of h̄
+
+	// scratch
+	xs, h, phi, newCoef, m, mUse, tmp, hbar, pv, pw []float64
+}
+
+// New returns a learner; its feature map is fixed on the first Step.
+func New(cfg Config) (*KPCA, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
+	return &KPCA{cfg: cfg, backoff: 1}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (l *KPCA) Config() Config { return l.cfg }
+
+// Close releases the evaluator's workers.
+func (l *KPCA) Close() {
+	if l.ev != nil {
+		l.ev.Close()
+	}
+}
+
+// Step returns the number of learned batches.
+func (l *KPCA) Step() uint64 { return l.t }
+
+// SamplesSeen returns the number of samples passed to Update (including
+// those of rejected batches).
+func (l *KPCA) SamplesSeen() uint64 { return l.samples }
+
+// Features returns the current number of random features.
+func (l *KPCA) Features() int { return len(l.seeds) * l.cfg.BlockSize }
+
+// Dim returns the input dimension, 0 before the first batch.
+func (l *KPCA) Dim() int { return l.fm.Dim }
+
+// Kernel returns the kernel (bandwidth fixed after the first batch).
+func (l *KPCA) Kernel() features.Kernel { return l.fm.Kernel }
+
+// Rejected returns the number of batches the divergence guard refused.
+func (l *KPCA) Rejected() uint64 { return l.rejected }
+
+// StepSize returns η for the next batch.
+func (l *KPCA) StepSize() float64 {
+	return l.cfg.Theta0 * l.backoff / ((1 + l.cfg.Theta1*float64(l.t)) * l.scale())
+}
+
+func (l *KPCA) scale() float64 {
+	s := l.lambda0
+	if len(l.mrun) > 0 {
+		s = math.Max(s, l.powerMax(l.mrun))
+	}
+	if !(s > 0) {
+		s = 1
+	}
+	return s
+}
+
+// init fixes dimension, bandwidth, standardisation and scratch from the
+// first batch.
+func (l *KPCA) init(x []float64, rows, d int) error {
+	if l.cfg.Dim != 0 && l.cfg.Dim != d {
+		return fmt.Errorf("%w: dimension %d, configured %d", ErrInput, d, l.cfg.Dim)
+	}
+	k := l.cfg.K
+	if l.cfg.Standardize {
+		l.pre = standardizer(x, rows, d)
+	}
+	kern := l.cfg.Kernel
+	if kern.Bandwidth == 0 {
+		xs := make([]float64, rows*d)
+		l.pre.Apply(xs, x[:rows*d])
+		kern.Bandwidth = MedianDistance(xs, rows, d, 512)
+		if !(kern.Bandwidth > 0) {
+			return fmt.Errorf("%w: the median trick found bandwidth %v on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth)
+		}
+	}
+	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize}
+	if err := l.fm.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	l.ev = features.NewEvaluator(l.fm, features.EvaluatorConfig{Workers: l.cfg.Workers, CacheBytes: l.cfg.CacheBytes})
+	l.alpha = make([]float64, 0, l.cfg.MaxFeatures*k)
+	l.seeds = make([]uint64, 0, l.cfg.MaxFeatures/l.cfg.BlockSize)
+	l.m = make([]float64, k*k)
+	l.mUse = make([]float64, k*k)
+	l.mrun = make([]float64, k*k)
+	l.tmp = make([]float64, k)
+	l.hbar = make([]float64, k)
+	l.pv = make([]float64, k)
+	l.pw = make([]float64, k)
+	for i := range l.pv {
+		l.pv[i] = 1 / math.Sqrt(float64(k))
+	}
+	l.newCoef = make([]float64, l.cfg.BlockSize*k)
+	if l.cfg.Center {
+		l.center = make([]float64, k)
+	}
+	return nil
+}
+
+func (l *KPCA) ensureScratch(rows int) {
+	d, k, nb := l.fm.Dim, l.cfg.K, l.cfg.BlockSize
+	if cap(l.xs) < rows*d {
+		l.xs = make([]float64, rows*d)
+		l.h = make([]float64, rows*k)
+		l.phi = make([]float64, rows*nb)
+	}
+	l.xs, l.h, l.phi = l.xs[:rows*d], l.h[:rows*k], l.phi[:rows*nb]
+}
+
+// Update learns from one mini-batch x of rows points (rows×d, row-major).
+// It returns ErrInput (model unchanged) for non-finite values or a wrong
+// dimension, and ErrDiverged when the guard rejects the batch.
+func (l *KPCA) Update(x []float64, rows int) error {
+	if rows < 1 || len(x) != rows*max(l.fm.Dim, 1) && l.fm.Dim != 0 || len(x)%rows != 0 {
+		return fmt.Errorf("%w: %d values for %d rows (dimension %d)", ErrInput, len(x), rows, l.fm.Dim)
+	}
+	for _, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: non-finite value", ErrInput)
+		}
+	}
+	if l.ev == nil {
+		if err := l.init(x, rows, len(x)/rows); err != nil {
+			return err
+		}
+	}
+	l.ensureScratch(rows)
+	l.pre.Apply(l.xs, x)
+	if len(l.seeds) == 0 {
+		return l.first(rows)
+	}
+	k, nb := l.cfg.K, l.cfg.BlockSize
+	l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
+	if !l.formM(rows) {
+		l.samples += uint64(rows)
+		l.rejected++
+		l.backoff *= 0.5
+		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
+	}
+	l.updateRunning()
+	eta := l.StepSize()
+
+	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
+	j := len(l.seeds)
+	revisit := j*nb >= l.cfg.MaxFeatures
+	var seed uint64
+	if revisit {
+		j = int(l.t % uint64(len(l.seeds)))
+		seed = l.seeds[j]
+	} else {
+		seed = features.DeriveSeed(l.cfg.Seed, uint64(j))
+	}
+	l.ev.PhiTo(l.phi, l.xs, rows, j, seed)
+	clear(l.newCoef)
+	s := eta / float64(rows)
+	for r := 0; r < rows; r++ {
+		hr := l.h[r*k : r*k+k]
+		pr := l.phi[r*nb : r*nb+nb]
+		for f, p := range pr {
+			ps := float64(p * s)
+			c := l.newCoef[f*k : f*k+k]
+			for q, hv := range hr {
+				c[q] += float64(ps * hv)
+			}
+		}
+	}
+
+	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
+	copy(l.mUse, l.m)
+	if l.cfg.Algorithm == AlgGHA {
+		for a := 0; a < k; a++ {
+			for b := 0; b < a; b++ {
+				l.mUse[a*k+b] = 0
+			}
+		}
+	}
+	for i := range l.mUse {
+		l.mUse[i] = float64(eta * l.mUse[i])
+	}
+	shrink(l.alpha, l.mUse, l.tmp, k)
+
+	if revisit {
+		a := l.alpha[j*nb*k : (j+1)*nb*k]
+		for i, v := range l.newCoef {
+			a[i] += v
+		}
+	} else {
+		l.seeds = append(l.seeds, seed)
+		l.alpha = append(l.alpha, l.newCoef...)
+	}
+	l.t++
+	l.samples += uint64(rows)
+	return nil
+}
+
+// formM centres h (if centring) and sets m = H̃ᵀH̃/b. It reports false when
+// the guard trips.
+func (l *KPCA) formM(rows int) bool {
+	k := l.cfg.K
+	clear(l.hbar)
+	for r := 0; r < rows; r++ {
+		for q, v := range l.h[r*k : r*k+k] {
+			l.hbar[q] += v
+		}
+	}
+	for q := range l.hbar {
+		l.hbar[q] /= float64(rows)
+		if math.IsNaN(l.hbar[q]) || math.IsInf(l.hbar[q], 0) {
+			return false
+		}
+	}
+	if l.cfg.Center {
+		for r := 0; r < rows; r++ {
+			hr := l.h[r*k : r*k+k]
+			for q := range hr {
+				hr[q] -= l.hbar[q]
+			}
+		}
+	}
+	clear(l.m)
+	for r := 0; r < rows; r++ {
+		hr := l.h[r*k : r*k+k]
+		for a, va := range hr {
+			ma := l.m[a*k : a*k+k]
+			for b := a; b < k; b++ {
+				ma[b] += float64(va * hr[b])
+			}
+		}
+	}
+	var tr float64
+	for a := 0; a < k; a++ {
+		for b := a; b < k; b++ {
+			v := l.m[a*k+b] / float64(rows)
+			l.m[a*k+b], l.m[b*k+a] = v, v
+		}
+		tr += l.m[a*k+a]
+	}
+	return !math.IsNaN(tr) && !math.IsInf(tr, 0) && tr <= 1e3*float64(k)*l.scale()
+}
+
+func (l *KPCA) updateRunning() {
+	rho := math.Max(1/float64(l.t+1), 0.01)
+	for i, v := range l.m {
+		l.mrun[i] += rho * (v - l.mrun[i])
+	}
+	if l.center != nil {
+		for q, v := range l.hbar {
+			l.center[q] += rho * (v - l.center[q])
+		}
+	}
+}
+
+// shrink sets every row a of alpha (n×k) to a·(I − e), e k×k.
+func shrink(alpha, e, tmp []float64, k int) {
+	for i := 0; i+k <= len(alpha); i += k {
+		row := alpha[i : i+k]
+		copy(tmp, row)
+		for q := 0; q < k; q++ {
+			var s float64
+			for a, v := range tmp {
+				s += float64(v * e[a*k+q])
+			}
+			row[q] = tmp[q] - s
+		}
+	}
+}
+
+// powerMax returns the largest eigenvalue of the symmetric PSD k×k matrix m
+// by power iteration warm-started from the previous call's vector.
+func (l *KPCA) powerMax(m []float64) float64 {
+	k := l.cfg.K
+	v, w := l.pv, l.pw
+	var lam float64
+	for it := 0; it < 30; it++ {
+		var n float64
+		for a := 0; a < k; a++ {
+			var s float64
+			for b := 0; b < k; b++ {
+				s += m[a*k+b] * v[b]
+			}
+			w[a] = s
+			n += s * s
+		}
+		n = math.Sqrt(n)
+		if !(n > 0) {
+			return 0
+		}
+		lam = n
+		for a := range v {
+			v[a] = w[a] / n
+		}
+	}
+	return lam
+}
+
+// first initialises block 0 by exact PCA of its features on the first batch.
+func (l *KPCA) first(rows int) error {
+	k, nb := l.cfg.K, l.cfg.BlockSize
+	seed := features.DeriveSeed(l.cfg.Seed, 0)
+	l.ev.PhiTo(l.phi, l.xs, rows, 0, seed)
+	phi := mat.NewDense(rows, nb, l.phi)
+	if l.cfg.Center {
+		for f := 0; f < nb; f++ {
+			var m float64
+			for r := 0; r < rows; r++ {
+				m += l.phi[r*nb+f]
+			}
+			m /= float64(rows)
+			for r := 0; r < rows; r++ {
+				l.phi[r*nb+f] -= m
+			}
+		}
+	}
+	var c mat.SymDense
+	c.SymOuterK(1/float64(rows), phi.T())
+	var es mat.EigenSym
+	if !es.Factorize(&c, true) {
+		return fmt.Errorf("online: eigendecomposition of the first block failed")
+	}
+	vals := es.Values(nil)
+	var vecs mat.Dense
+	es.VectorsTo(&vecs)
+	// Values ascend; take the top k, largest first, sign fixed so that the
+	// largest-magnitude entry is positive.
+	coef := make([]float64, nb*k)
+	for q := 0; q < k; q++ {
+		col := nb - 1 - q
+		var big float64
+		for f := 0; f < nb; f++ {
+			if v := vecs.At(f, col); math.Abs(v) > math.Abs(big) {
+				big = v
+			}
+		}
+		sgn := 1.0
+		if big < 0 {
+			sgn = -1
+		}
+		for f := 0; f < nb; f++ {
+			coef[f*k+q] = sgn * vecs.At(f, col)
+		}
+	}
+	l.lambda0 = vals[nb-1]
+	if !(l.lambda0 > 0) {
+		return fmt.Errorf("%w: the first batch gives a zero feature covariance", ErrInput)
+	}
+	l.seeds = append(l.seeds, seed)
+	l.alpha = append(l.alpha, coef...)
+	if l.center != nil {
+		// Centre estimate: the batch mean of the initial functions.
+		l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
+		for r := 0; r < rows; r++ {
+			for q := 0; q < k; q++ {
+				l.center[q] += l.h[r*k+q] / float64(rows)
+			}
+		}
+	}
+	l.t++
+	l.samples += uint64(rows)
+	return nil
+}
+
+// EvalTo writes the learned functions at rows points x (raw, before
+// standardisation) into dst (rows×k), minus the centre estimate when
+// centring: exactly what a snapshot's Model.Project returns.
+func (l *KPCA) EvalTo(dst, x []float64, rows int) {
+	k := l.cfg.K
+	xs := make([]float64, len(x))
+	l.pre.Apply(xs, x)
+	l.ev.Eval(dst, xs, rows, l.seeds, l.alpha, k)
+	if l.center != nil {
+		for r := 0; r < rows; r++ {
+			for q := 0; q < k; q++ {
+				dst[r*k+q] -= l.center[q]
+			}
+		}
+	}
+}
+
+// Eigenvalues returns the eigenvalue estimates of the running M in
+// decreasing order, and the orthogonality drift ‖M − diag M‖_F/‖M‖_F.
+func (l *KPCA) Eigenvalues() ([]float64, float64) {
+	k := l.cfg.K
+	if len(l.mrun) == 0 {
+		return nil, 0
+	}
+	s := mat.NewSymDense(k, append([]float64(nil), l.mrun...))
+	var es mat.EigenSym
+	if !es.Factorize(s, false) {
+		return nil, 0
+	}
+	vals := es.Values(nil)
+	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
+	var off, all float64
+	for a := 0; a < k; a++ {
+		for b := 0; b < k; b++ {
+			v := l.mrun[a*k+b] * l.mrun[a*k+b]
+			all += v
+			if a != b {
+				off += v
+			}
+		}
+	}
+	drift := 0.0
+	if all > 0 {
+		drift = math.Sqrt(off / all)
+	}
+	return vals, drift
+}
+
+// Snapshot returns a snapshot of the current model (coefficients copied).
+// The caller fills in Offsets.
+func (l *KPCA) Snapshot() *snapshot.Snapshot {
+	eig, drift := l.Eigenvalues()
+	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre}
+	if l.center != nil {
+		view.Center = append([]float64(nil), l.center...)
+	}
+	return &snapshot.Snapshot{
+		Header: snapshot.Header{
+			Model:       l.cfg.Model,
+			Algorithm:   string(l.cfg.Algorithm),
+			Generator:   features.GeneratorID,
+			K:           l.cfg.K,
+			BlockSize:   l.cfg.BlockSize,
+			Seeds:       append(snapshot.Seeds(nil), l.seeds...),
+			Views:       []snapshot.View{view},
+			Step:        l.t,
+			SamplesSeen: l.samples,
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff},
+			MaxFeatures: l.cfg.MaxFeatures,
+			ModelSeed:   l.cfg.Seed,
+			Created:     time.Now().UTC(),
+			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected},
+			Running:     append([]float64(nil), l.mrun...),
+			Extra:       map[string]float64{"center": boolFloat(l.cfg.Center), "standardize": boolFloat(l.cfg.Standardize)},
+		},
+		Coef: [][]float64{append([]float64(nil), l.alpha...)},
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,118 @@
+package online
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// MedianDistance returns the median Euclidean distance between distinct
+// pairs of the first min(rows, maxPoints) points of x (rows×d): the median
+// trick for the Gaussian bandwidth ℓ in exp(−‖x−y‖²/(2ℓ²)).
+func MedianDistance(x []float64, rows, d, maxPoints int) float64 {
+	n := min(rows, maxPoints)
+	if n < 2 {
+		return 0
+	}
+	ds := make([]float64, 0, n*(n-1)/2)
+	for i := 0; i < n; i++ {
+		xi := x[i*d : i*d+d]
+		for j := i + 1; j < n; j++ {
+			xj := x[j*d : j*d+d]
+			var s float64
+			for c := range xi {
+				t := xi[c] - xj[c]
+				s += t * t
+			}
+			ds = append(ds, s)
+		}
+	}
+	sort.Float64s(ds)
+	m := len(ds) / 2
+	med := ds[m]
+	if len(ds)%2 == 0 {
+		med = (ds[m-1] + ds[m]) / 2
+	}
+	return math.Sqrt(med)
+}
+
+// standardizer returns per-dimension mean and standard deviation of x;
+// a constant dimension gets scale 1.
+func standardizer(x []float64, rows, d int) snapshot.Preprocess {
+	p := snapshot.Preprocess{Mean: make([]float64, d), Scale: make([]float64, d)}
+	for r := 0; r < rows; r++ {
+		for c := 0; c < d; c++ {
+			p.Mean[c] += x[r*d+c]
+		}
+	}
+	for c := range p.Mean {
+		p.Mean[c] /= float64(rows)
+	}
+	for r := 0; r < rows; r++ {
+		for c := 0; c < d; c++ {
+			t := x[r*d+c] - p.Mean[c]
+			p.Scale[c] += t * t
+		}
+	}
+	for c := range p.Scale {
+		s := math.Sqrt(p.Scale[c] / float64(rows))
+		if !(s > 1e-12) {
+			s = 1
+		}
+		p.Scale[c] = s
+	}
+	return p
+}
+
+// Restore returns a learner that continues from snap. Runtime settings
+// (Workers, CacheBytes) come from rt; everything that defines the model
+// comes from the snapshot.
+func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
+	if err := snap.Validate(); err != nil {
+		return nil, err
+	}
+	h := &snap.Header
+	if h.Algorithm != string(AlgKPCA) && h.Algorithm != string(AlgGHA) {
+		return nil, fmt.Errorf("%w: algorithm %q", snapshot.ErrUnsupported, h.Algorithm)
+	}
+	v := h.Views[0]
+	cfg := Config{
+		Model: h.Model, Algorithm: Algorithm(h.Algorithm), K: h.K, Dim: v.Dim,
+		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
+		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed,
+		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Extra["center"] == 1,
+		Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+	}
+	l, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.pre = v.Preprocess
+	// Rebuild scratch through init with the recorded dimension; x is unused
+	// because bandwidth and standardisation are fixed.
+	l.cfg.Standardize = false
+	if err := l.init(nil, 0, v.Dim); err != nil {
+		return nil, err
+	}
+	l.cfg.Standardize = len(v.Preprocess.Mean) > 0
+	if len(snap.Coef[0]) > cap(l.alpha) {
+		l.alpha = make([]float64, 0, len(snap.Coef[0]))
+	}
+	l.alpha = append(l.alpha, snap.Coef[0]...)
+	l.seeds = append(l.seeds, h.Seeds...)
+	l.t, l.samples = h.Step, h.SamplesSeen
+	l.lambda0, l.backoff = h.Schedule.Scale, h.Schedule.Backoff
+	if l.backoff == 0 {
+		l.backoff = 1
+	}
+	l.rejected = h.Diagnostics.Rejected
+	if len(h.Running) == h.K*h.K {
+		copy(l.mrun, h.Running)
+	}
+	if l.center != nil && len(v.Center) == h.K {
+		copy(l.center, v.Center)
+	}
+	return l, nil
+}

@@ -1,0 +1,34 @@
+// Package snapshot is the model users get: the versioned binary format of a
+// learned model (a list of random-feature seeds plus coefficients), its
+// on-disk [Store], and [Model], which projects new points from a snapshot
+// alone. It depends on nothing but the standard library and
+// online/features; clients import it without the learner.
+//
+// # Format v1 (.skpca)
+//
+// All integers and floats are little-endian.
+//
+//	offset        size  field
+//	0             8     magic "SKPCASNP"
+//	8             4     uint32 format version (1)
+//	12            4     uint32 header length H (≤ MaxHeaderBytes)
+//	16            H     JSON header ([Header]), UTF-8
+//	16+H          8     uint64 number of coefficients N
+//	24+H          8·N   float64 coefficients: alpha (rows×k, row-major),
+//	                    then beta for two-view models
+//	24+H+8N       4     uint32 CRC-32C (Castagnoli) of bytes [0, 24+H+8N)
+//
+// N must equal what the header implies (blocks·block_size·k per view). A
+// decoder rejects an unknown magic or version, a header or coefficient count
+// over the limits, a count that does not match the header, trailing or
+// missing bytes and a bad checksum, before it allocates for the payload.
+//
+// # Invariants
+//
+//   - The header's seed list is explicit (one uint64 per block, written as
+//     16 hex digits so that JSON readers in any language keep all 64 bits).
+//   - Same header and coefficients ⇒ bit-identical projections on every
+//     platform (see online/features for why).
+//   - A Store never exposes a partially written file: it writes a temp file,
+//     fsyncs it, renames it into place and fsyncs the directory.
+package snapshot

@@ -1,0 +1,452 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// Magic opens every snapshot file.
+const Magic = "SKPCASNP"
+
+// Version is the format version this package writes and reads.
+const Version uint32 = 1
+
+// Limits checked before allocating.
+const (
+	MaxHeaderBytes = 64 << 20
+	MaxCoef        = 1 << 30 // 8 GiB of float64
+)
+
+// Errors returned (wrapped) by the decoder.
+var (
+	ErrMagic       = errors.New("snapshot: not a snapshot (bad magic)")
+	ErrVersion     = errors.New("snapshot: unsupported version")
+	ErrChecksum    = errors.New("snapshot: checksum mismatch (file corrupt)")
+	ErrTruncated   = errors.New("snapshot: truncated")
+	ErrSize        = errors.New("snapshot: sizes do not add up")
+	ErrHeader      = errors.New("snapshot: invalid header")
+	ErrUnsupported = errors.New("snapshot: unsupported model")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Seeds is a list of block seeds, JSON-encoded as 16-digit hex strings.
+type Seeds []uint64
+
+// MarshalJSON implements json.Marshaler.
+func (s Seeds) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+19*len(s))
+	b = append(b, '[')
+	for i, v := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		h := strconv.FormatUint(v, 16)
+		for j := len(h); j < 16; j++ {
+			b = append(b, '0')
+		}
+		b = append(b, h...)
+		b = append(b, '"')
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *Seeds) UnmarshalJSON(b []byte) error {
+	var strs []string
+	if err := json.Unmarshal(b, &strs); err != nil {
+		return err
+	}
+	out := make(Seeds, len(strs))
+	for i, h := range strs {
+		v, err := strconv.ParseUint(h, 16, 64)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w", i, err)
+		}
+		out[i] = v
+	}
+	*s = out
+	return nil
+}
+
+// Offset is the next Kafka offset to learn from for one topic partition.
+type Offset struct {
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Next      int64  `json:"next"`
+}
+
+// Schedule is the step-size schedule eta_t = Theta0/((1+Theta1·t)·Scale),
+// where Scale is the running estimate of the top eigenvalue that makes
+// Theta0 unitless.
+type Schedule struct {
+	Theta0 float64 `json:"theta0"`
+	Theta1 float64 `json:"theta1"`
+	Scale  float64 `json:"scale"`
+	// Backoff multiplies the step after divergence-guard rejections.
+	Backoff float64 `json:"backoff"`
+}
+
+// Preprocess is the per-dimension standardisation x' = (x − Mean)/Scale
+// applied before the features. Empty slices mean none.
+type Preprocess struct {
+	Mean  []float64 `json:"mean,omitempty"`
+	Scale []float64 `json:"scale,omitempty"`
+}
+
+// View is one input view of a model: its dimension, kernel and
+// standardisation, and the centring offset subtracted from its outputs.
+type View struct {
+	Dim        int             `json:"dim"`
+	Kernel     features.Kernel `json:"kernel"`
+	Preprocess Preprocess      `json:"preprocess"`
+	// Center is the estimate of E[H(x)] (length k) subtracted from every
+	// projection when centring is on; empty when off.
+	Center []float64 `json:"center,omitempty"`
+}
+
+// Diagnostics are live estimates recorded at snapshot time.
+type Diagnostics struct {
+	// Eigenvalues estimates the top-k eigenvalues of the (centred)
+	// covariance operator from the running HᵀH/b, in decreasing order.
+	Eigenvalues []float64 `json:"eigenvalues,omitempty"`
+	// Drift is ‖M − diag(M)‖_F/‖M‖_F for the running M = HᵀH/b: how far the
+	// learned functions are from orthogonal in L2(p).
+	Drift float64 `json:"drift"`
+	// Rejected counts batches the divergence guard refused.
+	Rejected uint64 `json:"rejected"`
+	// BadSamples counts samples dropped by validation upstream.
+	BadSamples uint64 `json:"bad_samples,omitempty"`
+}
+
+// Header is the JSON header of a snapshot.
+type Header struct {
+	Model       string      `json:"model"`
+	Algorithm   string      `json:"algorithm"`
+	Generator   string      `json:"generator"`
+	K           int         `json:"k"`
+	BlockSize   int         `json:"block_size"`
+	Seeds       Seeds       `json:"seeds"`
+	Views       []View      `json:"views"`
+	Step        uint64      `json:"step"`
+	SamplesSeen uint64      `json:"samples_seen"`
+	Schedule    Schedule    `json:"schedule"`
+	MaxFeatures int         `json:"max_features"`
+	ModelSeed   uint64      `json:"model_seed"`
+	Offsets     []Offset    `json:"offsets,omitempty"`
+	Created     time.Time   `json:"created"`
+	Diagnostics Diagnostics `json:"diagnostics"`
+	// Running is the learner's exponential average of M (k×k, row-major),
+	// kept so that a restored learner continues with the same step scale.
+	Running []float64 `json:"running_m,omitempty"`
+	// Extra holds algorithm-specific settings (e.g. slices for KSIR).
+	Extra map[string]float64 `json:"extra,omitempty"`
+}
+
+// Features returns the number of random features (blocks × block size).
+func (h *Header) Features() int { return len(h.Seeds) * h.BlockSize }
+
+// Version is the snapshot's version: the learner step it was taken at.
+func (h *Header) Version() uint64 { return h.Step }
+
+// coefPerView is the number of coefficients each view carries.
+func (h *Header) coefPerView() (int, error) {
+	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 {
+		return 0, fmt.Errorf("%w: k=%d block_size=%d", ErrHeader, h.K, h.BlockSize)
+	}
+	n := uint64(len(h.Seeds)) * uint64(h.BlockSize) * uint64(h.K)
+	if n > MaxCoef {
+		return 0, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, n, MaxCoef)
+	}
+	return int(n), nil
+}
+
+// Validate checks the header's internal consistency.
+func (h *Header) Validate() error {
+	if h.Generator != features.GeneratorID {
+		return fmt.Errorf("%w: generator %q (this build knows %q)", ErrUnsupported, h.Generator, features.GeneratorID)
+	}
+	if len(h.Views) < 1 || len(h.Views) > 2 {
+		return fmt.Errorf("%w: %d views", ErrHeader, len(h.Views))
+	}
+	if _, err := h.coefPerView(); err != nil {
+		return err
+	}
+	for i, v := range h.Views {
+		if v.Dim < 1 || v.Dim > 1<<24 {
+			return fmt.Errorf("%w: view %d dimension %d", ErrHeader, i, v.Dim)
+		}
+		if err := v.Kernel.Validate(); err != nil {
+			return fmt.Errorf("%w: view %d: %w", ErrHeader, i, err)
+		}
+		p := v.Preprocess
+		if (len(p.Mean) != 0 && len(p.Mean) != v.Dim) || len(p.Mean) != len(p.Scale) {
+			return fmt.Errorf("%w: view %d standardisation has %d means, %d scales for dimension %d", ErrHeader, i, len(p.Mean), len(p.Scale), v.Dim)
+		}
+		if len(v.Center) != 0 && len(v.Center) != h.K {
+			return fmt.Errorf("%w: view %d centre has length %d, want k=%d", ErrHeader, i, len(v.Center), h.K)
+		}
+	}
+	return nil
+}
+
+// Snapshot is a decoded snapshot: header plus coefficients. Coef[v] holds
+// view v's coefficients, blocks·BlockSize rows by K columns, row-major.
+type Snapshot struct {
+	Header Header
+	Coef   [][]float64
+}
+
+// Validate checks that the coefficients match the header.
+func (s *Snapshot) Validate() error {
+	if err := s.Header.Validate(); err != nil {
+		return err
+	}
+	n, _ := s.Header.coefPerView()
+	if len(s.Coef) != len(s.Header.Views) {
+		return fmt.Errorf("%w: %d coefficient sets for %d views", ErrSize, len(s.Coef), len(s.Header.Views))
+	}
+	for i, c := range s.Coef {
+		if len(c) != n {
+			return fmt.Errorf("%w: view %d has %d coefficients, header implies %d", ErrSize, i, len(c), n)
+		}
+	}
+	return nil
+}
+
+// MarshalBinary encodes s in format v1.
+func (s *Snapshot) MarshalBinary() ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := s.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteTo writes s in format v1.
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	if err := s.Validate(); err != nil {
+		return 0, err
+	}
+	hdr, err := json.Marshal(&s.Header)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot: encode header: %w", err)
+	}
+	if len(hdr) > MaxHeaderBytes {
+		return 0, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrSize, len(hdr), MaxHeaderBytes)
+	}
+	crc := crc32.New(castagnoli)
+	cw := &countWriter{w: io.MultiWriter(w, crc)}
+	var pre [16]byte
+	copy(pre[:8], Magic)
+	binary.LittleEndian.PutUint32(pre[8:], Version)
+	binary.LittleEndian.PutUint32(pre[12:], uint32(len(hdr)))
+	cw.Write(pre[:])
+	cw.Write(hdr)
+	var total int
+	for _, c := range s.Coef {
+		total += len(c)
+	}
+	var n8 [8]byte
+	binary.LittleEndian.PutUint64(n8[:], uint64(total))
+	cw.Write(n8[:])
+	chunk := make([]byte, 0, 64<<10)
+	for _, c := range s.Coef {
+		for _, v := range c {
+			chunk = binary.LittleEndian.AppendUint64(chunk, math.Float64bits(v))
+			if len(chunk) == cap(chunk) {
+				cw.Write(chunk)
+				chunk = chunk[:0]
+			}
+		}
+	}
+	cw.Write(chunk)
+	if cw.err != nil {
+		return cw.n, fmt.Errorf("snapshot: write: %w", cw.err)
+	}
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
+	m, err := w.Write(sum[:])
+	if err != nil {
+		return cw.n + int64(m), fmt.Errorf("snapshot: write: %w", err)
+	}
+	return cw.n + int64(m), nil
+}
+
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
+
+// UnmarshalBinary decodes a v1 snapshot from data, rejecting any mismatch
+// before allocating the payload.
+func (s *Snapshot) UnmarshalBinary(data []byte) error {
+	if len(data) < 16 {
+		return fmt.Errorf("%w: %d bytes", ErrTruncated, len(data))
+	}
+	hlen, err := checkPrefix(data[:16])
+	if err != nil {
+		return err
+	}
+	if uint64(len(data)) < 16+uint64(hlen)+8+4 {
+		return fmt.Errorf("%w: %d bytes, header alone needs %d", ErrTruncated, len(data), 16+hlen+12)
+	}
+	n := binary.LittleEndian.Uint64(data[16+hlen:])
+	if n > MaxCoef || uint64(len(data)) != 16+uint64(hlen)+8+8*n+4 {
+		return fmt.Errorf("%w: %d bytes for %d coefficients", ErrSize, len(data), n)
+	}
+	body := len(data) - 4
+	if got, want := crc32.Checksum(data[:body], castagnoli), binary.LittleEndian.Uint32(data[body:]); got != want {
+		return fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	var h Header
+	if err := decodeHeader(data[16:16+hlen], &h, n); err != nil {
+		return err
+	}
+	p := data[24+hlen : body]
+	coef := make([]float64, n)
+	for i := range coef {
+		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
+	}
+	s.Header = h
+	s.Coef = splitViews(coef, len(h.Views))
+	return nil
+}
+
+func checkPrefix(p []byte) (int, error) {
+	if string(p[:8]) != Magic {
+		return 0, ErrMagic
+	}
+	if v := binary.LittleEndian.Uint32(p[8:]); v != Version {
+		return 0, fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, v, Version)
+	}
+	hlen := binary.LittleEndian.Uint32(p[12:])
+	if hlen > MaxHeaderBytes {
+		return 0, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrSize, hlen, MaxHeaderBytes)
+	}
+	return int(hlen), nil
+}
+
+func decodeHeader(b []byte, h *Header, n uint64) error {
+	if err := json.Unmarshal(b, h); err != nil {
+		return fmt.Errorf("%w: %w", ErrHeader, err)
+	}
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	per, _ := h.coefPerView()
+	if uint64(per)*uint64(len(h.Views)) != n {
+		return fmt.Errorf("%w: header implies %d coefficients, file has %d", ErrSize, per*len(h.Views), n)
+	}
+	return nil
+}
+
+func splitViews(coef []float64, views int) [][]float64 {
+	per := len(coef) / views
+	out := make([][]float64, views)
+	for v := range out {
+		out[v] = coef[v*per : (v+1)*per : (v+1)*per]
+	}
+	return out
+}
+
+// ReadFrom decodes a v1 snapshot from r. It allocates for the payload only
+// as the bytes arrive, so a lying header cannot force a large allocation.
+func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
+	crc := crc32.New(castagnoli)
+	tr := io.TeeReader(r, crc)
+	var read int64
+	var pre [16]byte
+	m, err := io.ReadFull(tr, pre[:])
+	read += int64(m)
+	if err != nil {
+		return read, fmt.Errorf("%w: %w", ErrTruncated, err)
+	}
+	hlen, err := checkPrefix(pre[:])
+	if err != nil {
+		return read, err
+	}
+	hdr, err := readGrow(tr, hlen)
+	read += int64(len(hdr))
+	if err != nil {
+		return read, err
+	}
+	var n8 [8]byte
+	m, err = io.ReadFull(tr, n8[:])
+	read += int64(m)
+	if err != nil {
+		return read, fmt.Errorf("%w: %w", ErrTruncated, err)
+	}
+	n := binary.LittleEndian.Uint64(n8[:])
+	if n > MaxCoef {
+		return read, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, n, MaxCoef)
+	}
+	var h Header
+	if err := decodeHeader(hdr, &h, n); err != nil {
+		return read, err
+	}
+	p, err := readGrow(tr, int(8*n))
+	read += int64(len(p))
+	if err != nil {
+		return read, err
+	}
+	var sum [4]byte
+	m, err = io.ReadFull(r, sum[:])
+	read += int64(m)
+	if err != nil {
+		return read, fmt.Errorf("%w: checksum: %w", ErrTruncated, err)
+	}
+	if got, want := crc.Sum32(), binary.LittleEndian.Uint32(sum[:]); got != want {
+		return read, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	coef := make([]float64, n)
+	for i := range coef {
+		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
+	}
+	s.Header = h
+	s.Coef = splitViews(coef, len(h.Views))
+	return read, nil
+}
+
+// readGrow reads exactly n bytes, growing its buffer in steps of at most
+// 1 MiB so that memory follows the bytes actually present.
+func readGrow(r io.Reader, n int) ([]byte, error) {
+	const step = 1 << 20
+	buf := make([]byte, 0, min(n, step))
+	for len(buf) < n {
+		want := min(n-len(buf), step)
+		if cap(buf)-len(buf) < want {
+			nb := make([]byte, len(buf), len(buf)+max(want, len(buf)))
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return buf, fmt.Errorf("%w: wanted %d bytes, got %d: %w", ErrTruncated, n, len(buf), err)
+		}
+	}
+	return buf, nil
+}

@@ -1,0 +1,161 @@
+package snapshot
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// Model projects new points with a snapshot: it regenerates every feature
+// block from its seed and evaluates H(x) = Σ_j Φ_j(x)·alpha_j (paper Alg. 2),
+// after the snapshot's standardisation and minus its centring offset. It
+// reproduces the learner's own evaluation bit for bit.
+//
+// A Model is safe for concurrent use; each call uses its own scratch.
+type Model struct {
+	snap *Snapshot
+	maps []features.Map
+	// cacheBytes bounds the generated blocks kept between calls.
+	cache []*blockCache
+}
+
+type blockCache struct {
+	blocks []*features.Block
+}
+
+// ModelOptions tune a Model.
+type ModelOptions struct {
+	// CacheBytes bounds the feature blocks a Model keeps generated between
+	// calls, per view. Default 256 MiB; negative disables the cache.
+	CacheBytes int64
+}
+
+// NewModel validates s and returns a Model for it. The Model keeps s; do not
+// modify it afterwards.
+func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.CacheBytes == 0 {
+		opt.CacheBytes = 256 << 20
+	}
+	m := &Model{snap: s}
+	for _, v := range s.Header.Views {
+		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: s.Header.BlockSize}
+		if err := fm.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrHeader, err)
+		}
+		m.maps = append(m.maps, fm)
+		bc := &blockCache{}
+		if opt.CacheBytes > 0 {
+			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(s.Header.Seeds))
+			bc.blocks = make([]*features.Block, n)
+			for j := range bc.blocks {
+				b := new(features.Block)
+				fm.Generate(b, s.Header.Seeds[j])
+				bc.blocks[j] = b
+			}
+		}
+		m.cache = append(m.cache, bc)
+	}
+	return m, nil
+}
+
+// Header returns the snapshot header.
+func (m *Model) Header() *Header { return &m.snap.Header }
+
+// Snapshot returns the snapshot the model was built from.
+func (m *Model) Snapshot() *Snapshot { return m.snap }
+
+// K returns the number of components.
+func (m *Model) K() int { return m.snap.Header.K }
+
+// Dim returns the input dimension of view v.
+func (m *Model) Dim(view int) int { return m.snap.Header.Views[view].Dim }
+
+// Views returns the number of views.
+func (m *Model) Views() int { return len(m.snap.Header.Views) }
+
+// Project writes the k projections of each of the rows points in x
+// (rows×Dim, row-major) for view 0 into dst (rows×k), allocating when dst is
+// nil. It returns an error for non-finite input or a wrong length.
+func (m *Model) Project(dst, x []float64) ([]float64, error) {
+	return m.ProjectView(0, dst, x)
+}
+
+// ProjectView is Project for a given view (0 = x, 1 = y).
+func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
+	if view < 0 || view >= len(m.maps) {
+		return nil, fmt.Errorf("snapshot: model has %d view(s), asked for view %d", len(m.maps), view)
+	}
+	v := &m.snap.Header.Views[view]
+	d, k := v.Dim, m.snap.Header.K
+	if len(x)%d != 0 {
+		return nil, fmt.Errorf("snapshot: input of %d values is not a whole number of %d-dimensional points", len(x), d)
+	}
+	for i, xv := range x {
+		if math.IsNaN(xv) || math.IsInf(xv, 0) {
+			return nil, fmt.Errorf("snapshot: input value %d is %v", i, xv)
+		}
+	}
+	rows := len(x) / d
+	if dst == nil {
+		dst = make([]float64, rows*k)
+	} else if len(dst) != rows*k {
+		panic("snapshot: Project dst has wrong length")
+	}
+	xs := make([]float64, len(x))
+	v.Preprocess.Apply(xs, x)
+	fm := m.maps[view]
+	nb := fm.BlockSize
+	coef := m.snap.Coef[view]
+	seeds := m.snap.Header.Seeds
+	// Same grouping and order as features.Evaluator.Eval: blocks summed in
+	// chunks of features.ChunkBlocks, chunks added in order.
+	phi := make([]float64, rows*nb)
+	z := make([]float64, 4*nb)
+	part := make([]float64, rows*k)
+	var scratch features.Block
+	clear(dst)
+	cache := m.cache[view].blocks
+	for c0 := 0; c0 < len(seeds); c0 += features.ChunkBlocks {
+		clear(part)
+		for j := c0; j < min(c0+features.ChunkBlocks, len(seeds)); j++ {
+			var blk *features.Block
+			if j < len(cache) {
+				blk = cache[j]
+			} else {
+				fm.Generate(&scratch, seeds[j])
+				blk = &scratch
+			}
+			fm.PhiTo(phi, z, xs, rows, blk)
+			features.AddMul(part, phi, coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
+		}
+		for i, p := range part {
+			dst[i] += p
+		}
+	}
+	if len(v.Center) == k {
+		for r := 0; r < rows; r++ {
+			for q := 0; q < k; q++ {
+				dst[r*k+q] -= v.Center[q]
+			}
+		}
+	}
+	return dst, nil
+}
+
+// Apply writes the standardised x into dst (same length, a multiple of the
+// dimension); with no statistics it copies.
+func (p *Preprocess) Apply(dst, x []float64) {
+	copy(dst, x)
+	d := len(p.Mean)
+	if d == 0 {
+		return
+	}
+	for i := range dst {
+		c := i % d
+		dst[i] = (dst[i] - p.Mean[c]) / p.Scale[c]
+	}
+}

@@ -1,0 +1,181 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Ext is the file extension of snapshot files.
+const Ext = ".skpca"
+
+// ErrNoSnapshot is returned by Latest when the store holds no valid snapshot.
+var ErrNoSnapshot = errors.New("snapshot: no valid snapshot in store")
+
+// Store is a directory of snapshots of one model, named
+// <model>-<version, 20 digits>.skpca so that names sort by version.
+type Store struct {
+	// Dir is the directory. It is created on first write.
+	Dir string
+	// Model is the model name used in file names.
+	Model string
+	// Keep is how many snapshots to retain. Default: 5.
+	Keep int
+	// OnSkip, if set, is told about every file Latest skips as invalid.
+	OnSkip func(path string, err error)
+}
+
+func (s *Store) keep() int {
+	if s.Keep <= 0 {
+		return 5
+	}
+	return s.Keep
+}
+
+// Path returns the file path of a version.
+func (s *Store) Path(version uint64) string {
+	return filepath.Join(s.Dir, fmt.Sprintf("%s-%020d%s", s.Model, version, Ext))
+}
+
+// Save writes snap atomically (temp file, fsync, rename, fsync directory),
+// then removes all but the newest Keep snapshots. It returns the path and
+// the encoded bytes.
+func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
+	data, err := snap.MarshalBinary()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return "", nil, fmt.Errorf("snapshot: create store directory: %w", err)
+	}
+	path := s.Path(snap.Header.Version())
+	if err := writeAtomic(path, data); err != nil {
+		return "", nil, err
+	}
+	if err := s.prune(); err != nil {
+		return path, data, err
+	}
+	return path, data, nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-*"+Ext)
+	if err != nil {
+		return fmt.Errorf("snapshot: create temp file in %s: %w", dir, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("snapshot: fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("snapshot: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("snapshot: rename into %s: %w", path, err)
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// versions lists the store's snapshot versions, newest first.
+func (s *Store) versions() ([]uint64, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list store: %w", err)
+	}
+	prefix := s.Model + "-"
+	var vs []uint64
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, Ext) {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), Ext), 10, 64)
+		if err != nil {
+			continue
+		}
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] > vs[j] })
+	return vs, nil
+}
+
+func (s *Store) prune() error {
+	vs, err := s.versions()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := s.keep(); i < len(vs); i++ {
+		if err := os.Remove(s.Path(vs[i])); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Latest returns the newest snapshot that decodes and validates, with its
+// encoded bytes, skipping (and reporting to OnSkip) corrupt or truncated
+// files. It returns ErrNoSnapshot when none is valid.
+func (s *Store) Latest() (*Snapshot, []byte, error) {
+	vs, err := s.versions()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, v := range vs {
+		p := s.Path(v)
+		snap, data, err := Load(p)
+		if err != nil {
+			if s.OnSkip != nil {
+				s.OnSkip(p, err)
+			}
+			continue
+		}
+		return snap, data, nil
+	}
+	return nil, nil, ErrNoSnapshot
+}
+
+// Load reads and decodes one snapshot file.
+func Load(path string) (*Snapshot, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	var snap Snapshot
+	if err := snap.UnmarshalBinary(data); err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %s: %w", path, err)
+	}
+	return &snap, data, nil
+}
+
+// Decode decodes a snapshot from bytes.
+func Decode(data []byte) (*Snapshot, error) {
+	var snap Snapshot
+	if err := snap.UnmarshalBinary(data); err != nil {
+		return nil, err
+	}
+	return &snap, nil
+}
