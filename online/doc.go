@@ -23,12 +23,19 @@
 //
 // # Step size
 //
-// η_t = θ₀·g / ((1 + θ₁·t)·λ̂), paper Sec. 6.1's schedule made unitless:
+// η_t = min(θ₀/(1 + θ₁·t), 1)·g/λ̂, paper Sec. 6.1's schedule made unitless:
 // λ̂ is a running estimate of the top eigenvalue of the covariance operator
 // (the larger of the initial block's top eigenvalue and the top eigenvalue of
-// an exponential average of M), so η_t·λ̂ = θ₀/(1+θ₁t) ≤ θ₀ whatever the scale
-// of the kernel; g (initially 1) is halved every time the divergence guard
-// rejects a batch.
+// an exponential average of M), so η_t·λ̂ = θ₀/(1+θ₁t) whatever the scale
+// of the kernel, capped at 1 (past it the factor 1 − η·λ_max of the update
+// turns negative and the iteration oscillates or explodes); g (initially 1)
+// is halved every time the divergence guard rejects a batch.
+//
+// Tuning: θ₀ sets the early step (0.5 by default; the cap makes anything
+// above 1 equivalent to 1 at first). θ₁ sets how fast it decays: the error
+// falls like O(1/t) once θ₀/θ₁ exceeds ≈ λ₁/(λ_k − λ_{k+1}), the inverse
+// relative eigengap. A slow plateau means θ₁ too large or θ₀ too small; a
+// noisy floor that does not fall means θ₁ too small.
 //
 // # Initialisation
 //

@@ -83,9 +83,16 @@ func (l *KPCA) Kernel() features.Kernel { return l.fm.Kernel }
 // Rejected returns the number of batches the divergence guard refused.
 func (l *KPCA) Rejected() uint64 { return l.rejected }
 
+// MaxUnitStep caps η·λ̂: the update α(I − ηM) amplifies the top direction
+// once η·λ_max exceeds 1 (its factor 1 − ηλ turns negative and, past 2,
+// grows), so a larger Theta0 only runs at this cap until the schedule
+// brings it below.
+const MaxUnitStep = 1.0
+
 // StepSize returns η for the next batch.
 func (l *KPCA) StepSize() float64 {
-	return l.cfg.Theta0 * l.backoff / ((1 + l.cfg.Theta1*float64(l.t)) * l.scale())
+	u := math.Min(l.cfg.Theta0/(1+l.cfg.Theta1*float64(l.t)), MaxUnitStep)
+	return u * l.backoff / l.scale()
 }
 
 func (l *KPCA) scale() float64 {

@@ -1,0 +1,261 @@
+package online
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+var (
+	exactOnce  sync.Once
+	exactTrain []float64
+	exactHeld  []float64
+	exactRef   *exactKPCA
+)
+
+const exactN, exactHeldN, exactD, exactK = 1500, 500, 10, 3
+
+// exactFixture computes the exact kernel PCA of 1,500 curvedData points
+// once for all tests (bandwidth by the median trick on the first 512).
+func exactFixture(t *testing.T) {
+	exactOnce.Do(func() {
+		rng := rand.New(rand.NewPCG(1, 1))
+		exactTrain = curvedData(rng, exactN)
+		exactHeld = curvedData(rng, exactHeldN)
+		bw := MedianDistance(exactTrain, exactN, exactD, 512)
+		exactRef = newExactKPCA(t, kernelG(bw), exactTrain, exactN, exactD, exactK)
+	})
+}
+
+// streamEpochs streams the training points epochs times in shuffled
+// mini-batches of b.
+func streamEpochs(t *testing.T, l *KPCA, x []float64, n, d, b, epochs int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(2, 2))
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	batch := make([]float64, b*d)
+	for e := 0; e < epochs; e++ {
+		rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		for s := 0; s+b <= n; s += b {
+			for r := 0; r < b; r++ {
+				copy(batch[r*d:r*d+d], x[perm[s+r]*d:perm[s+r]*d+d])
+			}
+			if err := l.Update(batch, b); err != nil {
+				t.Fatalf("epoch %d: %v", e, err)
+			}
+		}
+	}
+}
+
+func evalDense(l *KPCA, x []float64, rows int) *mat.Dense {
+	out := make([]float64, rows*l.Config().K)
+	l.EvalTo(out, x, rows)
+	return mat.NewDense(rows, l.Config().K, out)
+}
+
+// TestAgainstExactKPCA fits KPCA and GHA by streaming the same 1,500
+// points for 40 epochs and compares the learned top-3 subspace with exact
+// kernel PCA of those points (gonum EigenSym on the Gram matrix), on the
+// training points and, through the Nyström extension, on 500 held-out
+// points. GHA must also recover each eigenfunction in order and the
+// eigenvalues.
+func TestAgainstExactKPCA(t *testing.T) {
+	exactFixture(t)
+	truthTrain := exactRef.vecs
+	truthHeld := exactRef.at(exactHeld, exactHeldN)
+	for _, alg := range []Algorithm{AlgKPCA, AlgGHA} {
+		t.Run(string(alg), func(t *testing.T) {
+			l, err := New(Config{Algorithm: alg, K: exactK, Kernel: exactRef.kern})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			streamEpochs(t, l, exactTrain, exactN, exactD, 250, 40)
+			eTrain := synth.SubspaceError(evalDense(l, exactTrain, exactN), truthTrain)
+			eHeld := synth.SubspaceError(evalDense(l, exactHeld, exactHeldN), truthHeld)
+			t.Logf("%s: features %d, subspace error train %.3g, held-out %.3g", alg, l.Features(), eTrain, eHeld)
+			if eTrain > 5e-3 || eHeld > 5e-3 {
+				t.Errorf("subspace error train %.3g held-out %.3g, want ≤ 5e-3", eTrain, eHeld)
+			}
+			if alg != AlgGHA {
+				return
+			}
+			got := evalDense(l, exactTrain, exactN)
+			for q := 0; q < exactK; q++ {
+				e := synth.SubspaceError(got.Slice(0, exactN, q, q+1), truthTrain.Slice(0, exactN, q, q+1))
+				if e > 2e-2 {
+					t.Errorf("GHA component %d: error %.3g vs exact eigenvector %d, want ≤ 2e-2", q, e, q)
+				}
+			}
+			ev, _ := l.Eigenvalues()
+			for q := 0; q < exactK; q++ {
+				if math.Abs(ev[q]-exactRef.vals[q]) > 0.05*exactRef.vals[q] {
+					t.Errorf("eigenvalue %d: estimate %.4f, exact %.4f", q, ev[q], exactRef.vals[q])
+				}
+			}
+		})
+	}
+}
+
+// TestDefaultsRobustToTheta0: no divergence for theta0 within a factor of
+// 10 of the default, on the exact fixture.
+func TestDefaultsRobustToTheta0(t *testing.T) {
+	exactFixture(t)
+	for _, th := range []float64{DefaultTheta0 / 10, DefaultTheta0 * 3, DefaultTheta0 * 10} {
+		l, err := New(Config{K: exactK, Theta0: th, MaxFeatures: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamEpochs(t, l, exactTrain, exactN, exactD, 250, 10)
+		e := synth.SubspaceError(evalDense(l, exactTrain, exactN), exactRef.vecs)
+		t.Logf("theta0 %.3g: rejected %d, error %.3g", th, l.Rejected(), e)
+		if math.IsNaN(e) || e > 0.2 {
+			t.Errorf("theta0 %.3g: subspace error %.3g", th, e)
+		}
+		for _, v := range l.alpha {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("theta0 %.3g: non-finite coefficient", th)
+			}
+		}
+		l.Close()
+	}
+}
+
+func hermiteBatches(n, b int) [][]float64 {
+	h := synth.Hermite1D()
+	rng := rand.New(rand.NewPCG(1, 1))
+	var out [][]float64
+	for i := 0; i < n; i++ {
+		x := make([]float64, b)
+		h.Sample(x, rng)
+		out = append(out, x)
+	}
+	return out
+}
+
+// TestDeterministicAcrossWorkers: the coefficients do not depend on the
+// number of workers or the cache budget.
+func TestDeterministicAcrossWorkers(t *testing.T) {
+	batches := hermiteBatches(30, 64)
+	var ref []float64
+	for _, cfg := range []Config{{Workers: 1}, {Workers: 4}, {Workers: 2, CacheBytes: -1}} {
+		cfg.K, cfg.BlockSize, cfg.MaxFeatures, cfg.Center = 3, 16, 256, true
+		l, _ := New(cfg)
+		for _, x := range batches {
+			if err := l.Update(x, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ref == nil {
+			ref = slices.Clone(l.alpha)
+		} else if !slices.Equal(ref, l.alpha) {
+			t.Errorf("workers %d cache %d: coefficients differ", cfg.Workers, cfg.CacheBytes)
+		}
+		l.Close()
+	}
+}
+
+// TestSnapshotProjectBitIdentical: a snapshot's Model projects exactly what
+// the learner evaluates, and a learner restored from it continues bit for
+// bit as if never interrupted (through the encoded bytes).
+func TestSnapshotProjectBitIdentical(t *testing.T) {
+	batches := hermiteBatches(40, 64)
+	for _, cfg := range []Config{
+		{K: 3, BlockSize: 16, MaxFeatures: 256},
+		{K: 2, BlockSize: 8, MaxFeatures: 512, Center: true, Standardize: true, Algorithm: AlgGHA},
+	} {
+		full, _ := New(cfg)
+		part, _ := New(cfg)
+		for i, x := range batches {
+			if err := full.Update(x, 64); err != nil {
+				t.Fatal(err)
+			}
+			if i < 25 {
+				part.Update(x, 64)
+			}
+		}
+		data, err := part.Snapshot().MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := snapshot.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe := batches[39]
+		want := make([]float64, 64*cfg.K)
+		part.EvalTo(want, probe, 64)
+		got, err := m.Project(nil, probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: Model.Project differs from the learner's evaluation", cfg)
+		}
+		res, err := Restore(snap, Config{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range batches[25:] {
+			if err := res.Update(x, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(res.alpha, full.alpha) || res.SamplesSeen() != full.SamplesSeen() {
+			t.Errorf("%+v: restored learner diverges from the uninterrupted one", cfg)
+		}
+		full.Close()
+		part.Close()
+		res.Close()
+	}
+}
+
+// TestGuardNeverCorrupts: a model whose functions have exploded (here
+// forced by scaling the coefficients 1e4×) makes the guard reject the
+// batch: the coefficients are left exactly as they were and the step backs
+// off. A NaN batch is refused as input.
+func TestGuardNeverCorrupts(t *testing.T) {
+	l, _ := New(Config{K: 3, BlockSize: 16, MaxFeatures: 512})
+	defer l.Close()
+	bs := hermiteBatches(20, 64)
+	for _, x := range bs[:10] {
+		if err := l.Update(x, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range l.alpha {
+		l.alpha[i] *= 1e4
+	}
+	before := slices.Clone(l.alpha)
+	eta := l.StepSize()
+	if err := l.Update(bs[10], 64); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("exploded model: Update returned %v, want ErrDiverged", err)
+	}
+	if !slices.Equal(before, l.alpha) {
+		t.Error("a rejected batch changed the coefficients")
+	}
+	if l.StepSize() >= eta || l.Rejected() != 1 {
+		t.Errorf("step %g → %g, rejected %d: want a backoff and one rejection", eta, l.StepSize(), l.Rejected())
+	}
+	if err := l.Update([]float64{math.NaN()}, 1); !errors.Is(err, ErrInput) {
+		t.Errorf("NaN batch: %v, want ErrInput", err)
+	}
+	if err := l.Update([]float64{1, 2}, 1); !errors.Is(err, ErrInput) {
+		t.Errorf("wrong dimension: %v, want ErrInput", err)
+	}
+}
