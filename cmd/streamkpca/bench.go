@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// CurvePoint is one point of a convergence curve (paper Figure 1).
+type CurvePoint struct {
+	Points   int     `json:"points"`
+	Features int     `json:"features"`
+	Error    float64 `json:"subspace_error"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// HermiteResult is the JSON printed by `bench hermite`.
+type HermiteResult struct {
+	Bench           string       `json:"bench"`
+	Dims            int          `json:"dims"`
+	K               int          `json:"k"`
+	Algorithm       string       `json:"algorithm"`
+	Batch           int          `json:"batch"`
+	Block           int          `json:"block"`
+	MaxFeatures     int          `json:"max_features"`
+	Theta0          float64      `json:"theta0"`
+	Theta1          float64      `json:"theta1"`
+	Points          int          `json:"points"`
+	Features        int          `json:"features"`
+	SubspaceError   float64      `json:"subspace_error"`
+	Seconds         float64      `json:"seconds"`
+	PointsPerSecond float64      `json:"points_per_second"`
+	Slope10k100k    float64      `json:"loglog_slope_10k_100k"`
+	Curve           []CurvePoint `json:"curve"`
+}
+
+func cmdBench(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: streamkpca bench hermite [flags]")
+	}
+	switch args[0] {
+	case "hermite":
+		return benchHermite(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown benchmark %q (known: hermite)", args[0])
+}
+
+func benchHermite(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench hermite", flag.ContinueOnError)
+	points := fs.Int("points", 1_000_000, "stream length")
+	k := fs.Int("k", 3, "components")
+	dims := fs.Int("dims", 1, "1 (s=1, ℓ=1) or 16 (the product form of shared/data)")
+	algo := fs.String("algo", "kpca", "kpca or gha")
+	batch := fs.Int("batch", 512, "mini-batch b")
+	block := fs.Int("block", 128, "block B")
+	maxF := fs.Int("max-features", 65536, "feature budget")
+	theta0 := fs.Float64("theta0", online.DefaultTheta0, "θ₀")
+	theta1 := fs.Float64("theta1", online.DefaultTheta1, "θ₁")
+	seed := fs.Uint64("seed", 1, "seed")
+	asJSON := fs.Bool("json", true, "print JSON (the only output format)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	_ = asJSON
+	h := synth.Hermite1D()
+	if *dims == 16 {
+		h = synth.Hermite16()
+	} else if *dims != 1 {
+		return errors.New("--dims must be 1 or 16")
+	}
+	d := h.Dim()
+	rng := rand.New(rand.NewPCG(*seed, 1))
+	const held = 2000
+	xh := make([]float64, held*d)
+	h.Sample(xh, rng)
+	truth := h.Eigenfunctions(xh, held, *k)
+	l, err := online.New(online.Config{
+		Model: "hermite", Algorithm: online.Algorithm(*algo), K: *k,
+		Kernel:    features.Kernel{Family: features.Gaussian, Bandwidth: h.L},
+		BlockSize: *block, MaxFeatures: *maxF, Theta0: *theta0, Theta1: *theta1, Seed: *seed,
+	})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	res := HermiteResult{Bench: "hermite", Dims: d, K: *k, Algorithm: *algo, Batch: *batch, Block: *block,
+		MaxFeatures: *maxF, Theta0: *theta0, Theta1: *theta1}
+	x := make([]float64, *batch*d)
+	out := make([]float64, held**k)
+	pr := newProgress()
+	var learn time.Duration
+	next := 1000.0
+	score := func(n int) float64 {
+		l.EvalTo(out, xh, held)
+		e := synth.SubspaceError(mat.NewDense(held, *k, out), truth)
+		res.Curve = append(res.Curve, CurvePoint{Points: n, Features: l.Features(), Error: e, Seconds: learn.Seconds()})
+		return e
+	}
+	for n := 0; n < *points; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := min(*batch, *points-n)
+		h.Sample(x[:b*d], rng)
+		t0 := time.Now()
+		err := l.Update(x[:b*d], b)
+		learn += time.Since(t0)
+		if err != nil && !errors.Is(err, online.ErrDiverged) {
+			return err
+		}
+		n += b
+		if float64(n) >= next || n == *points {
+			e := score(n)
+			pr.update("%d/%d points  %d features  error %.3g  %.0f points/s", n, *points, l.Features(), e, float64(n)/learn.Seconds())
+			for next <= float64(n) {
+				next *= math.Pow(10, 0.125)
+			}
+		}
+	}
+	pr.done()
+	last := res.Curve[len(res.Curve)-1]
+	res.Points, res.Features, res.SubspaceError = last.Points, last.Features, last.Error
+	res.Seconds = learn.Seconds()
+	res.PointsPerSecond = float64(res.Points) / res.Seconds
+	res.Slope10k100k = slope(res.Curve, 10_000, 100_000)
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// slope is the least-squares log–log slope of the curve between two point
+// counts.
+func slope(c []CurvePoint, lo, hi int) float64 {
+	var sx, sy, sxx, sxy, n float64
+	for _, p := range c {
+		if p.Points < lo || p.Points > hi || !(p.Error > 0) {
+			continue
+		}
+		x, y := math.Log(float64(p.Points)), math.Log(p.Error)
+		sx, sy, sxx, sxy, n = sx+x, sy+y, sxx+x*x, sxy+x*y, n+1
+	}
+	if n < 2 {
+		return math.NaN()
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}

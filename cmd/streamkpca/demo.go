@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/pipeline"
+	"github.com/streamkpca/streamkpca/internal/synth"
+)
+
+func cmdDemo(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	points := fs.Int("points", 2_000_000, "hermite points to produce")
+	rate := fs.Float64("rate", 5000, "points per second the producer sends")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address (a free port is used if taken)")
+	dir := fs.String("dir", "", "data directory (default: a temp dir, removed at exit)")
+	duration := fs.Duration("duration", 0, "stop after this long (0 = until Ctrl-C)")
+	verbose := fs.Bool("v", false, "show the service's logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	const topic, model = "hermite", "hermite"
+	stack, err := devstack.Start(devstack.Options{Dir: *dir, Topics: map[string]int32{topic: 4}})
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	if ln, err := net.Listen("tcp", *httpAddr); err != nil {
+		*httpAddr = "127.0.0.1:0"
+	} else {
+		ln.Close()
+	}
+	var cfg configs.Config
+	cfg.Model = model
+	cfg.Kafka.Brokers, cfg.Kafka.Topic = stack.Brokers(), topic
+	cfg.NATS.URL = stack.NATSURL()
+	cfg.Learner.K, cfg.Learner.Bandwidth = 3, 1 // the stream's true bandwidth, so the closed form is the truth
+	cfg.Learner.Linger = 500 * time.Millisecond
+	cfg.Snapshot.Dir = stack.Dir() + "/snapshots"
+	cfg.Snapshot.EveryBatches, cfg.Snapshot.Every = 40, 5*time.Second
+	cfg.HTTP.Addr = *httpAddr
+	cfg.Log.Level = "warn"
+	if *verbose {
+		cfg.Log.Level = "info"
+	}
+	cfg.SetDefaults()
+	log := newLogger(cfg.Log, os.Stderr)
+	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log})
+	if err != nil {
+		return err
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- p.Run(runCtx) }()
+	for p.HTTPAddr() == "" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	prodErr := make(chan error, 1)
+	go func() {
+		prodErr <- devstack.Produce(ctx, devstack.HermiteJSON(synth.Hermite1D(), 1),
+			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: *points, Rate: *rate})
+	}()
+	http := "http://" + p.HTTPAddr()
+	fmt.Printf(`streamkpca demo — kernel PCA learned online from Kafka, served over NATS and HTTP
+
+  Kafka (embedded)  %s  topic %q (4 partitions), %d hermite points at %.0f/s
+  NATS  (embedded)  %s
+  HTTP              %s
+
+Try, in another terminal:
+  curl -s %s/v1/models/%s | head -c 600
+  curl -s -X POST %s/v1/models/%s/project -d '{"vectors":[[0.0],[0.5],[1.5]]}'
+  curl -s %s/metrics | grep ^streamkpca_
+  nats --server %s sub 'streamkpca.%s.updates'
+  nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'
+
+Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, lower is better):
+`, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model)
+	h := synth.Hermite1D()
+	held := make([]float64, 2000)
+	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
+	truth := h.Eigenfunctions(held, 2000, 3)
+	start := time.Now()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	var lastVer uint64
+	errStr := "   -"
+	for {
+		select {
+		case err := <-prodErr:
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "producer: %v\n", err)
+			}
+			prodErr = nil
+		case err := <-runErr:
+			return err
+		case <-ctx.Done():
+			fmt.Println("stopping: final snapshot and publish…")
+			stopRun()
+			err := <-runErr
+			s := p.Status()
+			fmt.Printf("done: %d samples learned, version %d persisted, version %d published\n", s.Samples, s.Version, s.Published)
+			return err
+		case <-tick.C:
+			s := p.Status()
+			if m, _ := p.Current().Get(); m != nil && s.Version != lastVer {
+				out, err := m.Project(nil, held)
+				if err == nil {
+					errStr = fmt.Sprintf("%.2e", synth.SubspaceError(mat.NewDense(2000, 3, out), truth))
+				}
+				lastVer = s.Version
+			}
+			el := time.Since(start).Seconds()
+			fmt.Printf("%6.0fs  samples %9d  %7.0f pts/s  features %6d  lag %7d  version %5d (published %5d)  error %s  eig %.3f\n",
+				el, s.Samples, float64(s.Samples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues)
+		}
+	}
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// readVectors reads every record of a csv, jsonl or f32le/f64le file (dim
+// needed for the raw formats), refusing bad records with their line number.
+func readVectors(path string, format ingest.Format, dim int) ([]float64, int, int, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("open input: %w", err)
+		}
+		defer f.Close()
+		r = f
+		if format == "" {
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".jsonl", ".json", ".ndjson":
+				format = ingest.FormatJSON
+			case ".f32", ".f32le":
+				format = ingest.FormatF32LE
+			case ".f64", ".f64le":
+				format = ingest.FormatF64LE
+			default:
+				format = ingest.FormatCSV
+			}
+		}
+	}
+	if format == "" || format == "jsonl" {
+		if format == "" {
+			format = ingest.FormatCSV
+		} else {
+			format = ingest.FormatJSON
+		}
+	}
+	dec := &ingest.Decoder{Format: format, Dim: dim, MaxBytes: 64 << 20}
+	if err := dec.Validate(); err != nil {
+		return nil, 0, 0, err
+	}
+	var x []float64
+	rows := 0
+	if format == ingest.FormatF32LE || format == ingest.FormatF64LE {
+		if dim < 1 {
+			return nil, 0, 0, fmt.Errorf("--dim is required for %s input", format)
+		}
+		w := 4
+		if format == ingest.FormatF64LE {
+			w = 8
+		}
+		buf := make([]byte, w*dim)
+		br := bufio.NewReaderSize(r, 1<<20)
+		for {
+			if _, err := io.ReadFull(br, buf); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
+			}
+			var err error
+			if x, _, err = dec.Decode(x, nil, buf); err != nil {
+				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
+			}
+			rows++
+		}
+		return x, rows, dec.Dim, nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		var err error
+		if x, _, err = dec.Decode(x, nil, b); err != nil {
+			if line == 1 && format == ingest.FormatCSV && ingest.Reason(err) == ingest.ReasonMalformed {
+				dec.Dim = 0 // a header row
+				continue
+			}
+			return nil, 0, 0, fmt.Errorf("line %d: %w", line, err)
+		}
+		rows++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("read input: %w", err)
+	}
+	return x, rows, dec.Dim, nil
+}
+
+// learnerFlags registers the learner's flags on fs.
+type learnerFlags struct {
+	algo, kernel, bandwidth string
+	k, batch, block, maxF   int
+	theta0, theta1          float64
+	seed                    uint64
+	center, standardize     bool
+}
+
+func (lf *learnerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&lf.algo, "algo", "kpca", "algorithm: kpca or gha")
+	fs.IntVar(&lf.k, "k", 0, "number of components (required)")
+	fs.StringVar(&lf.kernel, "kernel", "gaussian", "kernel family")
+	fs.StringVar(&lf.bandwidth, "bandwidth", "auto", "kernel bandwidth, or auto for the median trick on the first batch")
+	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
+	fs.IntVar(&lf.block, "block", online.DefaultBlockSize, "random features per block B")
+	fs.IntVar(&lf.maxF, "max-features", online.DefaultMaxFeatures, "feature budget; past it blocks are revisited")
+	fs.Float64Var(&lf.theta0, "theta0", online.DefaultTheta0, "unitless initial step η·λ̂")
+	fs.Float64Var(&lf.theta1, "theta1", online.DefaultTheta1, "step decay: η_t ∝ 1/(1+θ₁·t)")
+	fs.Uint64Var(&lf.seed, "seed", online.DefaultSeed, "model seed")
+	fs.BoolVar(&lf.center, "center", false, "learn the centred covariance operator")
+	fs.BoolVar(&lf.standardize, "standardize", false, "standardise each input dimension (first-batch statistics)")
+}
+
+func (lf *learnerFlags) config(model string) (online.Config, error) {
+	cfg := online.Config{
+		Model: model, Algorithm: online.Algorithm(lf.algo), K: lf.k,
+		Kernel:    features.Kernel{Family: features.Family(lf.kernel)},
+		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
+		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize,
+	}
+	if lf.bandwidth != "auto" && lf.bandwidth != "" {
+		bw, err := strconv.ParseFloat(lf.bandwidth, 64)
+		if err != nil {
+			return cfg, fmt.Errorf("--bandwidth: %w", err)
+		}
+		cfg.Kernel.Bandwidth = bw
+	}
+	if lf.batch < 1 {
+		return cfg, fmt.Errorf("--batch must be ≥ 1")
+	}
+	return cfg, cfg.Validate()
+}
+
+// progress prints a refreshing status line on a terminal, nothing otherwise.
+type progress struct {
+	on   bool
+	last time.Time
+}
+
+func newProgress() *progress { return &progress{on: term.IsTerminal(int(os.Stderr.Fd()))} }
+
+func (p *progress) update(format string, args ...any) {
+	if !p.on || time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(os.Stderr, "\r\033[K"+format, args...)
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+}
+
+func cmdFit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
+	var lf learnerFlags
+	lf.register(fs)
+	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le), - for stdin")
+	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
+	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
+	epochs := fs.Int("epochs", 1, "passes over the input (shuffled after the first)")
+	out := fs.String("out", "model.skpca", "snapshot file to write")
+	model := fs.String("model", "model", "model name stored in the snapshot")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *input == "" {
+		return errors.New("--input is required (a file, or - for stdin)")
+	}
+	cfg, err := lf.config(*model)
+	if err != nil {
+		return err
+	}
+	x, rows, d, err := readVectors(*input, ingest.Format(*format), *dim)
+	if err != nil {
+		return err
+	}
+	if rows == 0 {
+		return errors.New("input holds no vectors")
+	}
+	l, err := online.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	start := time.Now()
+	pr := newProgress()
+	rng := rand.New(rand.NewPCG(lf.seed, 7))
+	perm := make([]int, rows)
+	for i := range perm {
+		perm[i] = i
+	}
+	b := min(lf.batch, rows)
+	batch := make([]float64, b*d)
+	var rejected int
+	for e := 0; e < *epochs; e++ {
+		if e > 0 {
+			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		}
+		for s := 0; s < rows; s += b {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(b, rows-s)
+			for r := 0; r < n; r++ {
+				copy(batch[r*d:r*d+d], x[perm[s+r]*d:perm[s+r]*d+d])
+			}
+			if err := l.Update(batch[:n*d], n); err != nil {
+				if errors.Is(err, online.ErrDiverged) {
+					rejected++
+					continue
+				}
+				return err
+			}
+			el := time.Since(start).Seconds()
+			pr.update("epoch %d/%d  %d points  %d features  %.0f points/s", e+1, *epochs, l.SamplesSeen(), l.Features(), float64(l.SamplesSeen())/el)
+		}
+	}
+	pr.done()
+	snap := l.Snapshot()
+	data, err := snap.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", *out, err)
+	}
+	eig, _ := l.Eigenvalues()
+	fmt.Fprintf(os.Stderr, "wrote %s: %d points, %d features, bandwidth %.4g, eigenvalue estimates %.4g, %d batches rejected, %.1fs\n",
+		*out, l.SamplesSeen(), l.Features(), l.Kernel().Bandwidth, eig, rejected, time.Since(start).Seconds())
+	return nil
+}
+
+func cmdProject(args []string) error {
+	fs := flag.NewFlagSet("project", flag.ContinueOnError)
+	modelPath := fs.String("model", "", "snapshot file")
+	input := fs.String("input", "-", "input file, - for stdin")
+	format := fs.String("format", "", "input format (default: from the extension, csv for stdin)")
+	view := fs.String("view", "x", "view to project: x or y (two-view models)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	snap, _, err := snapshot.Load(*modelPath)
+	if err != nil {
+		return err
+	}
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err != nil {
+		return err
+	}
+	v := 0
+	if *view == "y" {
+		v = 1
+	}
+	x, rows, _, err := readVectors(*input, ingest.Format(*format), m.Dim(min(v, m.Views()-1)))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	k := m.K()
+	d := m.Dim(min(v, m.Views()-1))
+	const chunk = 1024
+	for s := 0; s < rows; s += chunk {
+		n := min(chunk, rows-s)
+		p, err := m.ProjectView(v, nil, x[s*d:(s+n)*d])
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			for q := 0; q < k; q++ {
+				if q > 0 {
+					w.WriteByte(',')
+				}
+				w.WriteString(strconv.FormatFloat(p[r*k+q], 'g', -1, 64))
+			}
+			w.WriteByte('\n')
+		}
+	}
+	return nil
+}
+
+func cmdInspect(args []string) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: streamkpca inspect FILE")
+	}
+	snap, data, err := snapshot.Load(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	out := struct {
+		File     string           `json:"file"`
+		Bytes    int              `json:"bytes"`
+		Features int              `json:"features"`
+		Header   *snapshot.Header `json:"header"`
+	}{fs.Arg(0), len(data), snap.Header.Features(), &snap.Header}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

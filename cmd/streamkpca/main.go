@@ -1,0 +1,66 @@
+// Command streamkpca learns kernel principal components online from a Kafka
+// stream and serves the model over NATS and HTTP. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `streamkpca — online kernel PCA by doubly stochastic gradients
+
+Usage: streamkpca <verb> [flags]
+
+Verbs:
+  demo      embedded Kafka + NATS + synthetic producer + learner + HTTP, nothing to install
+  run       the service: streamkpca run --config FILE
+  fit       learn from a file:   streamkpca fit --input FILE|- --k K --out model.skpca
+  project   project points:      streamkpca project --model model.skpca --input FILE|-
+  inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
+  produce   write synthetic or file data into a Kafka topic
+  bench     benchmarks as JSON:  streamkpca bench hermite [--points N]
+
+Run 'streamkpca <verb> -h' for the verb's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	verb, args := os.Args[1], os.Args[2:]
+	var err error
+	switch verb {
+	case "fit":
+		err = cmdFit(ctx, args)
+	case "project":
+		err = cmdProject(args)
+	case "inspect":
+		err = cmdInspect(args)
+	case "bench":
+		err = cmdBench(ctx, args)
+	case "run":
+		err = cmdRun(ctx, args)
+	case "demo":
+		err = cmdDemo(ctx, args)
+	case "produce":
+		err = cmdProduce(ctx, args)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "streamkpca: unknown verb %q\n\n%s", verb, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "streamkpca %s: %v\n", verb, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/pipeline"
+	"github.com/streamkpca/streamkpca/internal/synth"
+)
+
+func newLogger(c configs.Log, w io.Writer) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	format := c.Format
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "console"
+		}
+	}
+	if format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	path := fs.String("config", "", "YAML config file (see configs/streamkpca.yaml); STREAMKPCA_* env vars override it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := configs.Load(*path, os.Environ())
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, os.Stderr)
+	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log})
+	if err != nil {
+		return err
+	}
+	log.Info().Str("http", p.HTTPAddr()).Msg("streamkpca running; Ctrl-C stops after a final snapshot")
+	return p.Run(ctx)
+}
+
+func cmdProduce(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	brokers := fs.String("brokers", "localhost:9092", "Kafka bootstrap brokers, comma-separated")
+	topic := fs.String("topic", "vectors", "topic")
+	source := fs.String("source", "hermite", "hermite, hermite16, or a file with one message per line (csv or jsonl)")
+	n := fs.Int("n", 100000, "messages to produce (synthetic sources)")
+	rate := fs.Float64("rate", 0, "messages per second (0 = as fast as possible)")
+	seed := fs.Uint64("seed", 1, "seed of synthetic sources")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var src devstack.Source
+	count := *n
+	switch *source {
+	case "hermite":
+		src = devstack.HermiteJSON(synth.Hermite1D(), *seed)
+	case "hermite16":
+		src = devstack.HermiteJSON(synth.Hermite16(), *seed)
+	default:
+		f, err := os.Open(*source)
+		if err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+		defer f.Close()
+		var lines [][]byte
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			if len(strings.TrimSpace(sc.Text())) > 0 {
+				lines = append(lines, append([]byte(nil), sc.Bytes()...))
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+		src, count = func(i int) []byte { return lines[i] }, len(lines)
+	}
+	pr := newProgress()
+	start := time.Now()
+	err := devstack.Produce(ctx, src, devstack.ProduceOptions{
+		Brokers: strings.Split(*brokers, ","), Topic: *topic, N: count, Rate: *rate,
+		Progress: func(i int) {
+			pr.update("%d/%d messages  %.0f/s", i, count, float64(i)/time.Since(start).Seconds())
+		},
+	})
+	pr.done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "produced %d messages to %s in %.1fs\n", count, *topic, time.Since(start).Seconds())
+	return nil
+}
+
+var errDemoDone = errors.New("demo finished")

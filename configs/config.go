@@ -1,0 +1,462 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole service configuration. Every field documents its
+// default; the zero value means "use the default".
+type Config struct {
+	// Model is the model's name (subjects, file names). Default: "default".
+	Model    string   `yaml:"model"`
+	Kafka    Kafka    `yaml:"kafka"`
+	Learner  Learner  `yaml:"learner"`
+	Snapshot Snapshot `yaml:"snapshot"`
+	NATS     NATS     `yaml:"nats"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+}
+
+// Kafka is the input side.
+type Kafka struct {
+	// Brokers is the bootstrap list. Default: [localhost:9092].
+	Brokers []string `yaml:"brokers"`
+	// Topic of vectors. Default: "vectors".
+	Topic string `yaml:"topic"`
+	// Group is the consumer group. Default: "streamkpca". One model per
+	// group: several instances in a group split the partitions and each
+	// learns its own model (see README).
+	Group string `yaml:"group"`
+	// Start for partitions the model has never seen: earliest or latest.
+	// Default: earliest.
+	Start string `yaml:"start"`
+	// Format of messages: json, csv, f32le, f64le. Default: json.
+	Format string `yaml:"format"`
+	// Dim is the input dimension; 0 = from the first valid message.
+	Dim int `yaml:"dim"`
+	// DeadLetterTopic receives refused messages. Default: "<topic>.dlq".
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// MaxMessageBytes refuses larger messages. Default: 1048576.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// QueueSize bounds fetched-but-unlearned messages. Default: 4096.
+	QueueSize int `yaml:"queue_size"`
+	TLS       TLS  `yaml:"tls"`
+	SASL      SASL `yaml:"sasl"`
+}
+
+// TLS configures a TLS client. Off unless Enabled.
+type TLS struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile, CertFile, KeyFile are PEM files; empty = system roots, no
+	// client certificate.
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify disables verification (tests only).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures Kafka authentication.
+type SASL struct {
+	// Mechanism: "", plain, scram-sha-256, scram-sha-512. Default: none.
+	Mechanism    string `yaml:"mechanism"`
+	User         string `yaml:"user"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// Learner configures the DSGD learner (package online).
+type Learner struct {
+	// Algorithm: kpca or gha. Default: kpca.
+	Algorithm string `yaml:"algorithm"`
+	// K components. Default: 3.
+	K int `yaml:"k"`
+	// Kernel family. Default: gaussian.
+	Kernel string `yaml:"kernel"`
+	// Bandwidth of the kernel; 0 = median trick on the first batch.
+	Bandwidth float64 `yaml:"bandwidth"`
+	// Batch is the mini-batch size b. Default: 512.
+	Batch int `yaml:"batch"`
+	// Linger: a partial batch is learned after waiting this long for more
+	// data. Default: 2s.
+	Linger time.Duration `yaml:"linger"`
+	// Block is the features per block B. Default: 128.
+	Block int `yaml:"block"`
+	// MaxFeatures is the feature budget. Default: 32768.
+	MaxFeatures int `yaml:"max_features"`
+	// Theta0, Theta1: step schedule. Defaults: 0.5, 0.01.
+	Theta0 float64 `yaml:"theta0"`
+	Theta1 float64 `yaml:"theta1"`
+	// Seed of the model. Default: 1.
+	Seed uint64 `yaml:"seed"`
+	// Center learns the centred operator. Default: false.
+	Center bool `yaml:"center"`
+	// Standardize each input dimension. Default: false.
+	Standardize bool `yaml:"standardize"`
+	// Workers evaluating features. Default: number of CPUs.
+	Workers int `yaml:"workers"`
+	// CacheBytes for generated features. Default: 1 GiB.
+	CacheBytes int64 `yaml:"cache_bytes"`
+}
+
+// Snapshot configures persistence.
+type Snapshot struct {
+	// Dir of snapshot files. Default: "./snapshots".
+	Dir string `yaml:"dir"`
+	// Keep snapshots. Default: 5.
+	Keep int `yaml:"keep"`
+	// EveryBatches: snapshot after this many batches. Default: 50.
+	EveryBatches int `yaml:"every_batches"`
+	// Every: snapshot at least this often while learning. Default: 30s.
+	Every time.Duration `yaml:"every"`
+}
+
+// NATS configures the output side.
+type NATS struct {
+	// URL of the servers (comma-separated). Default: nats://127.0.0.1:4222.
+	URL string `yaml:"url"`
+	// Disabled turns publishing off (snapshots stay local).
+	Disabled bool `yaml:"disabled"`
+	// Prefix of subjects. Default: "streamkpca".
+	Prefix string `yaml:"prefix"`
+	// ObjectBucket, KVBucket: JetStream buckets. Defaults:
+	// streamkpca-snapshots, streamkpca-latest.
+	ObjectBucket string `yaml:"object_bucket"`
+	KVBucket     string `yaml:"kv_bucket"`
+	// Keep versions in the object store. Default: 10.
+	Keep int `yaml:"keep"`
+	// Authentication: user/password, token, creds file or nkey seed file.
+	User         string `yaml:"user"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	Token        string `yaml:"token"`
+	TokenFile    string `yaml:"token_file"`
+	CredsFile    string `yaml:"creds_file"`
+	NKeyFile     string `yaml:"nkey_file"`
+	TLS          TLS    `yaml:"tls"`
+}
+
+// HTTP configures the HTTP server.
+type HTTP struct {
+	// Addr to listen on; "off" disables. Default: ":8080".
+	Addr string `yaml:"addr"`
+	// Token, if set, is required as "Authorization: Bearer <token>" on
+	// /v1/ endpoints. TokenFile reads it from a file.
+	Token     string `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	// MaxVectors per project request. Default: 10000.
+	MaxVectors int `yaml:"max_vectors"`
+	// MaxBodyBytes of a request. Default: 8388608.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level: debug, info, warn, error. Default: info.
+	Level string `yaml:"level"`
+	// Format: console or json. Default: console on a terminal, else json.
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	var c Config
+	c.SetDefaults()
+	return c
+}
+
+// SetDefaults fills zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defI := func(i *int, v int) {
+		if *i == 0 {
+			*i = v
+		}
+	}
+	def(&c.Model, "default")
+	if len(c.Kafka.Brokers) == 0 {
+		c.Kafka.Brokers = []string{"localhost:9092"}
+	}
+	def(&c.Kafka.Topic, "vectors")
+	def(&c.Kafka.Group, "streamkpca")
+	def(&c.Kafka.Start, "earliest")
+	def(&c.Kafka.Format, "json")
+	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
+	defI(&c.Kafka.MaxMessageBytes, 1<<20)
+	defI(&c.Kafka.QueueSize, 4096)
+	def(&c.Learner.Algorithm, "kpca")
+	defI(&c.Learner.K, 3)
+	def(&c.Learner.Kernel, "gaussian")
+	defI(&c.Learner.Batch, 512)
+	if c.Learner.Linger == 0 {
+		c.Learner.Linger = 2 * time.Second
+	}
+	defI(&c.Learner.Block, 128)
+	defI(&c.Learner.MaxFeatures, 32768)
+	if c.Learner.Theta0 == 0 {
+		c.Learner.Theta0 = 0.5
+	}
+	if c.Learner.Theta1 == 0 {
+		c.Learner.Theta1 = 0.01
+	}
+	if c.Learner.Seed == 0 {
+		c.Learner.Seed = 1
+	}
+	if c.Learner.CacheBytes == 0 {
+		c.Learner.CacheBytes = 1 << 30
+	}
+	def(&c.Snapshot.Dir, "./snapshots")
+	defI(&c.Snapshot.Keep, 5)
+	defI(&c.Snapshot.EveryBatches, 50)
+	if c.Snapshot.Every == 0 {
+		c.Snapshot.Every = 30 * time.Second
+	}
+	def(&c.NATS.URL, "nats://127.0.0.1:4222")
+	def(&c.NATS.Prefix, "streamkpca")
+	def(&c.NATS.ObjectBucket, "streamkpca-snapshots")
+	def(&c.NATS.KVBucket, "streamkpca-latest")
+	defI(&c.NATS.Keep, 10)
+	def(&c.HTTP.Addr, ":8080")
+	defI(&c.HTTP.MaxVectors, 10000)
+	if c.HTTP.MaxBodyBytes == 0 {
+		c.HTTP.MaxBodyBytes = 8 << 20
+	}
+	def(&c.Log.Level, "info")
+}
+
+// Validate reports every invalid field, each named by its YAML path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, a...)...))
+	}
+	name := func(field, v string) {
+		for _, r := range v {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				bad(field, "%q: use letters, digits, '-' and '_'", v)
+				return
+			}
+		}
+	}
+	name("model", c.Model)
+	name("nats.prefix", c.NATS.Prefix)
+	for i, b := range c.Kafka.Brokers {
+		if !strings.Contains(b, ":") {
+			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q: want host:port", b)
+		}
+	}
+	if c.Kafka.Start != "earliest" && c.Kafka.Start != "latest" {
+		bad("kafka.start", "%q: want earliest or latest", c.Kafka.Start)
+	}
+	switch c.Kafka.Format {
+	case "json", "csv", "f32le", "f64le":
+	default:
+		bad("kafka.format", "%q: want json, csv, f32le or f64le", c.Kafka.Format)
+	}
+	if c.Kafka.Dim < 0 {
+		bad("kafka.dim", "%d: must be ≥ 0", c.Kafka.Dim)
+	}
+	if c.Kafka.MaxMessageBytes < 8 {
+		bad("kafka.max_message_bytes", "%d: must be ≥ 8", c.Kafka.MaxMessageBytes)
+	}
+	switch c.Kafka.SASL.Mechanism {
+	case "", "plain", "scram-sha-256", "scram-sha-512":
+	default:
+		bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
+	}
+	switch c.Learner.Algorithm {
+	case "kpca", "gha":
+	default:
+		bad("learner.algorithm", "%q: want kpca or gha", c.Learner.Algorithm)
+	}
+	if c.Learner.K < 1 {
+		bad("learner.k", "%d: must be ≥ 1", c.Learner.K)
+	}
+	if c.Learner.Kernel != "gaussian" {
+		bad("learner.kernel", "%q: this build supports gaussian", c.Learner.Kernel)
+	}
+	if c.Learner.Bandwidth < 0 {
+		bad("learner.bandwidth", "%v: must be > 0, or 0 for the median trick", c.Learner.Bandwidth)
+	}
+	if c.Learner.Batch < 1 {
+		bad("learner.batch", "%d: must be ≥ 1", c.Learner.Batch)
+	}
+	if c.Learner.Block < c.Learner.K {
+		bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
+	}
+	if c.Learner.MaxFeatures < c.Learner.Block {
+		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)
+	}
+	if !(c.Learner.Theta0 > 0) || c.Learner.Theta1 < 0 {
+		bad("learner.theta0/theta1", "%v/%v: theta0 must be > 0, theta1 ≥ 0", c.Learner.Theta0, c.Learner.Theta1)
+	}
+	if c.Snapshot.Keep < 1 {
+		bad("snapshot.keep", "%d: must be ≥ 1", c.Snapshot.Keep)
+	}
+	if c.Snapshot.EveryBatches < 1 {
+		bad("snapshot.every_batches", "%d: must be ≥ 1", c.Snapshot.EveryBatches)
+	}
+	if c.Snapshot.Every < 0 {
+		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "", "console", "json":
+	default:
+		bad("log.format", "%q: want console or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// Load reads a YAML file (path "" = none), applies STREAMKPCA_* environment
+// overrides from env (os.Environ() form), fills defaults and validates.
+// Unknown YAML fields are an error.
+func Load(path string, env []string) (Config, error) {
+	var c Config
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return c, fmt.Errorf("configs: %w", err)
+		}
+		defer f.Close()
+		dec := yaml.NewDecoder(f)
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+			return c, fmt.Errorf("configs: %s: %w", path, err)
+		}
+	}
+	if err := ApplyEnv(&c, env); err != nil {
+		return c, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("configs: invalid configuration:\n%w", err)
+	}
+	return c, nil
+}
+
+// ApplyEnv sets fields from STREAMKPCA_<PATH> variables.
+func ApplyEnv(c *Config, env []string) error {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, "STREAMKPCA_") {
+			vars[k] = v
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	used := map[string]bool{}
+	var errs []error
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			name := prefix + "_" + strings.ToUpper(tag)
+			f := v.Field(i)
+			if f.Kind() == reflect.Struct {
+				walk(f, name)
+				continue
+			}
+			s, ok := vars[name]
+			if !ok {
+				continue
+			}
+			used[name] = true
+			if err := setField(f, s); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, s, err))
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), "STREAMKPCA")
+	for k := range vars {
+		if !used[k] {
+			errs = append(errs, fmt.Errorf("%s: no such setting", k))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("configs: environment: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func setField(f reflect.Value, s string) error {
+	if f.Type() == reflect.TypeOf(time.Duration(0)) {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	case reflect.Uint64:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetUint(n)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		f.SetFloat(x)
+	case reflect.Slice:
+		parts := strings.Split(s, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		f.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported kind %s", f.Kind())
+	}
+	return nil
+}
+
+// Secret returns inline if set, else the trimmed contents of file.
+func Secret(inline, file string) (string, error) {
+	if inline != "" || file == "" {
+		return inline, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("configs: read secret file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

@@ -1,0 +1,315 @@
+package ingest
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// Start positions for partitions no snapshot has seen.
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// ConsumerConfig configures a Consumer. Zero values mean the default.
+type ConsumerConfig struct {
+	// Brokers is the bootstrap list. Required.
+	Brokers []string
+	// Topic to learn from. Required.
+	Topic string
+	// GroupID of the consumer group. Default: "streamkpca".
+	GroupID string
+	// Start is where a partition the model has never seen starts:
+	// earliest or latest. Default: earliest.
+	Start string
+	// QueueSize bounds the messages fetched but not yet taken by the
+	// learner (backpressure: fetching pauses when it is full).
+	// Default: 4096.
+	QueueSize int
+	// MaxMessageBytes is the largest fetch per partition. Default: 10 MiB.
+	MaxMessageBytes int
+	// TLS, when non-nil, encrypts broker connections.
+	TLS *tls.Config
+	// SASL mechanism: "", "plain", "scram-sha-256" or "scram-sha-512".
+	SASLMechanism, SASLUser, SASLPassword string
+	// Logger; default zerolog.Nop().
+	Logger *zerolog.Logger
+}
+
+// Validate reports the first invalid field.
+func (c *ConsumerConfig) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("ingest: kafka.brokers is empty")
+	}
+	if c.Topic == "" {
+		return errors.New("ingest: kafka.topic is empty")
+	}
+	switch c.Start {
+	case "", StartEarliest, StartLatest:
+	default:
+		return fmt.Errorf("ingest: kafka.start %q (want earliest or latest)", c.Start)
+	}
+	if _, err := c.mechanism(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *ConsumerConfig) mechanism() (sasl.Mechanism, error) {
+	switch c.SASLMechanism {
+	case "":
+		return nil, nil
+	case "plain":
+		return plain.Mechanism{Username: c.SASLUser, Password: c.SASLPassword}, nil
+	case "scram-sha-256":
+		return scram.Mechanism(scram.SHA256, c.SASLUser, c.SASLPassword)
+	case "scram-sha-512":
+		return scram.Mechanism(scram.SHA512, c.SASLUser, c.SASLPassword)
+	}
+	return nil, fmt.Errorf("ingest: kafka.sasl.mechanism %q (want plain, scram-sha-256 or scram-sha-512)", c.SASLMechanism)
+}
+
+// Dialer returns the kafka-go dialer for the config's TLS and SASL.
+func (c *ConsumerConfig) Dialer() (*kafka.Dialer, error) {
+	m, err := c.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: c.TLS, SASLMechanism: m}, nil
+}
+
+// Transport returns the kafka-go transport for writers.
+func (c *ConsumerConfig) Transport() (*kafka.Transport, error) {
+	m, err := c.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Transport{TLS: c.TLS, SASL: m, DialTimeout: 10 * time.Second}, nil
+}
+
+// Message is one fetched Kafka message.
+type Message = kafka.Message
+
+// OffsetFunc returns the next offset the model needs for a partition, and
+// whether the model has seen it at all.
+type OffsetFunc func(topic string, partition int) (int64, bool)
+
+// Consumer reads a topic as a member of a consumer group. Every partition
+// assigned to it is read from the offset the model needs (OffsetFunc), not
+// from the group's committed offset: the snapshot is the truth, commits are
+// a hint for tooling. Messages of all partitions arrive on one bounded
+// channel.
+type Consumer struct {
+	cfg    ConsumerConfig
+	log    zerolog.Logger
+	dialer *kafka.Dialer
+	cg     *kafka.ConsumerGroup
+	out    chan Message
+
+	mu  sync.Mutex
+	gen *kafka.Generation
+	lag map[int]int64
+}
+
+// NewConsumer joins the group. It does not fetch until Run.
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.GroupID == "" {
+		cfg.GroupID = "streamkpca"
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 4096
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 10 << 20
+	}
+	log := zerolog.Nop()
+	if cfg.Logger != nil {
+		log = *cfg.Logger
+	}
+	d, err := cfg.Dialer()
+	if err != nil {
+		return nil, err
+	}
+	start := kafka.FirstOffset
+	if cfg.Start == StartLatest {
+		start = kafka.LastOffset
+	}
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: cfg.GroupID, Brokers: cfg.Brokers, Topics: []string{cfg.Topic}, Dialer: d,
+		StartOffset: start, HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second,
+		RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
+		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf("kafka group: "+f, a...) }),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: join consumer group %q: %w", cfg.GroupID, err)
+	}
+	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, out: make(chan Message, cfg.QueueSize), lag: map[int]int64{}}, nil
+}
+
+// Messages is the channel the learner reads.
+func (c *Consumer) Messages() <-chan Message { return c.out }
+
+// Lag returns the sum over partitions of the last known consumer lag.
+func (c *Consumer) Lag() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s int64
+	for _, l := range c.lag {
+		s += l
+	}
+	return s
+}
+
+// Run fetches until ctx is done, following rebalances: for every
+// generation it reads each assigned partition from next(topic, partition)
+// or, for a partition the model has not seen, from the start position.
+func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
+	for {
+		gen, err := c.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, kafka.ErrGroupClosed) {
+				return err
+			}
+			c.log.Warn().Err(err).Msg("kafka: waiting for a group generation; retrying")
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		c.mu.Lock()
+		c.gen = gen
+		c.mu.Unlock()
+		assigned := gen.Assignments[c.cfg.Topic]
+		c.log.Info().Int32("generation", gen.ID).Int("partitions", len(assigned)).Msg("kafka: partitions assigned")
+		for _, pa := range assigned {
+			start := pa.Offset
+			if off, ok := next(c.cfg.Topic, pa.ID); ok {
+				start = off
+			} else if start < 0 {
+				start = kafka.FirstOffset
+				if c.cfg.Start == StartLatest {
+					start = kafka.LastOffset
+				}
+			} else {
+				// The group has a commit but the model has not seen the
+				// partition: the model is the truth, start from scratch.
+				start = kafka.FirstOffset
+				if c.cfg.Start == StartLatest {
+					start = kafka.LastOffset
+				}
+			}
+			partition := pa.ID
+			gen.Start(func(gctx context.Context) { c.readPartition(gctx, partition, start) })
+		}
+	}
+}
+
+func (c *Consumer) readPartition(ctx context.Context, partition int, start int64) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: c.cfg.Brokers, Topic: c.cfg.Topic, Partition: partition, Dialer: c.dialer,
+		MinBytes: 1, MaxBytes: c.cfg.MaxMessageBytes, MaxWait: 250 * time.Millisecond,
+		ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: 2 * time.Second,
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { c.log.Warn().Msgf("kafka reader: "+f, a...) }),
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		c.log.Error().Err(err).Int("partition", partition).Msg("kafka: seek failed")
+		return
+	}
+	c.log.Debug().Int("partition", partition).Int64("offset", start).Msg("kafka: reading partition")
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn().Err(err).Int("partition", partition).Msg("kafka: fetch failed; retrying")
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+					continue
+				}
+			}
+			return
+		}
+		c.mu.Lock()
+		c.lag[partition] = r.Lag()
+		c.mu.Unlock()
+		select {
+		case c.out <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Commit commits offsets (topic → partition → next offset) to the group
+// through the current generation. It is a hint for tooling; an error after
+// a rebalance is expected and harmless.
+func (c *Consumer) Commit(offsets map[string]map[int]int64) error {
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
+	if gen == nil {
+		return errors.New("ingest: no group generation to commit through")
+	}
+	return gen.CommitOffsets(offsets)
+}
+
+// Close leaves the group.
+func (c *Consumer) Close() error { return c.cg.Close() }
+
+// DeadLetter writes refused messages to a topic with their reason.
+type DeadLetter struct {
+	w *kafka.Writer
+}
+
+// NewDeadLetter returns a writer to topic.
+func NewDeadLetter(cfg ConsumerConfig, topic string) (*DeadLetter, error) {
+	tr, err := cfg.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &DeadLetter{w: &kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...), Topic: topic, Transport: tr,
+		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true,
+		BatchTimeout: 10 * time.Millisecond, MaxAttempts: 10,
+	}}, nil
+}
+
+// Send writes the original bytes with headers reason, error, source-topic,
+// source-partition and source-offset.
+func (d *DeadLetter) Send(ctx context.Context, m Message, reason string, cause error) error {
+	h := []kafka.Header{
+		{Key: "reason", Value: []byte(reason)},
+		{Key: "error", Value: []byte(cause.Error())},
+		{Key: "source-topic", Value: []byte(m.Topic)},
+		{Key: "source-partition", Value: []byte(strconv.Itoa(m.Partition))},
+		{Key: "source-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+	}
+	if err := d.w.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: m.Value, Headers: h}); err != nil {
+		return fmt.Errorf("ingest: dead-letter write: %w", err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (d *DeadLetter) Close() error { return d.w.Close() }

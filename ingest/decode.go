@@ -1,0 +1,207 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Format is a message encoding (DESIGN "Kafka messages").
+type Format string
+
+// Formats.
+const (
+	FormatJSON  Format = "json"  // [1.0, 2.0] or {"x":[...],"y":[...]} / {"x":[...],"target":[...]}
+	FormatCSV   Format = "csv"   // 1.0,2.0
+	FormatF32LE Format = "f32le" // raw little-endian float32
+	FormatF64LE Format = "f64le" // raw little-endian float64
+)
+
+// Reasons a message is refused; they label the bad-message metric and the
+// dead-letter header.
+const (
+	ReasonEmpty     = "empty"
+	ReasonOversized = "oversized"
+	ReasonMalformed = "malformed"
+	ReasonDimension = "dimension"
+	ReasonNonFinite = "non_finite"
+)
+
+// BadMessageError says why a message was refused.
+type BadMessageError struct {
+	Reason string
+	Err    error
+}
+
+func (e *BadMessageError) Error() string { return "ingest: bad message (" + e.Reason + "): " + e.Err.Error() }
+func (e *BadMessageError) Unwrap() error { return e.Err }
+
+func bad(reason string, format string, args ...any) error {
+	return &BadMessageError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// Reason returns the refusal reason of err, or "" if err is not a
+// BadMessageError.
+func Reason(err error) string {
+	var b *BadMessageError
+	if errors.As(err, &b) {
+		return b.Reason
+	}
+	return ""
+}
+
+// Decoder decodes and validates messages. Dim fixes the dimension; when 0
+// the first valid message fixes it. Decoders are not safe for concurrent use.
+type Decoder struct {
+	Format Format
+	// Dim is the expected dimension of x; 0 means "from the first message".
+	Dim int
+	// DimY is the expected dimension of y (two-view), 0 = from first.
+	DimY int
+	// MaxBytes refuses larger messages. Default: 1 MiB.
+	MaxBytes int
+}
+
+// Validate checks the decoder's settings.
+func (d *Decoder) Validate() error {
+	switch d.Format {
+	case FormatJSON, FormatCSV, FormatF32LE, FormatF64LE:
+	default:
+		return fmt.Errorf("ingest: unknown format %q (json, csv, f32le, f64le)", d.Format)
+	}
+	if d.Dim < 0 || d.MaxBytes < 0 {
+		return fmt.Errorf("ingest: dimension and max bytes must be ≥ 0")
+	}
+	return nil
+}
+
+// Decode returns the vector x (and y for two-view JSON) of one message,
+// appending to the given slices, or a *BadMessageError. It never panics.
+func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, error) {
+	max := d.MaxBytes
+	if max == 0 {
+		max = 1 << 20
+	}
+	if len(bytes.TrimSpace(msg)) == 0 {
+		return x, y, bad(ReasonEmpty, "empty message")
+	}
+	if len(msg) > max {
+		return x, y, bad(ReasonOversized, "%d bytes exceed the limit of %d", len(msg), max)
+	}
+	n0, m0 := len(x), len(y)
+	var err error
+	switch d.Format {
+	case FormatJSON:
+		x, y, err = decodeJSON(x, y, msg)
+	case FormatCSV:
+		x, err = decodeCSV(x, msg)
+	case FormatF32LE:
+		if len(msg)%4 != 0 {
+			return x, y, bad(ReasonMalformed, "%d bytes is not a whole number of float32", len(msg))
+		}
+		for i := 0; i < len(msg); i += 4 {
+			x = append(x, float64(math.Float32frombits(binary.LittleEndian.Uint32(msg[i:]))))
+		}
+	case FormatF64LE:
+		if len(msg)%8 != 0 {
+			return x, y, bad(ReasonMalformed, "%d bytes is not a whole number of float64", len(msg))
+		}
+		for i := 0; i < len(msg); i += 8 {
+			x = append(x, math.Float64frombits(binary.LittleEndian.Uint64(msg[i:])))
+		}
+	default:
+		return x, y, bad(ReasonMalformed, "unknown format %q", d.Format)
+	}
+	if err != nil {
+		return x[:n0], y[:m0], err
+	}
+	if err := checkDim(&d.Dim, len(x)-n0, "x"); err != nil {
+		return x[:n0], y[:m0], err
+	}
+	if len(y) > m0 {
+		if err := checkDim(&d.DimY, len(y)-m0, "y"); err != nil {
+			return x[:n0], y[:m0], err
+		}
+	}
+	for _, v := range x[n0:] {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v", v)
+		}
+	}
+	for _, v := range y[m0:] {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v in y", v)
+		}
+	}
+	return x, y, nil
+}
+
+func checkDim(dim *int, n int, what string) error {
+	if n == 0 {
+		return bad(ReasonDimension, "%s has no values", what)
+	}
+	if *dim == 0 {
+		*dim = n
+		return nil
+	}
+	if n != *dim {
+		return bad(ReasonDimension, "%s has %d values, want %d", what, n, *dim)
+	}
+	return nil
+}
+
+type twoView struct {
+	X      []float64 `json:"x"`
+	Y      []float64 `json:"y"`
+	Target []float64 `json:"target"`
+}
+
+func decodeJSON(x, y []float64, msg []byte) ([]float64, []float64, error) {
+	t := bytes.TrimSpace(msg)
+	switch t[0] {
+	case '[':
+		var v []json.Number
+		if err := json.Unmarshal(t, &v); err != nil {
+			return x, y, bad(ReasonMalformed, "json: %v", err)
+		}
+		for _, n := range v {
+			f, err := strconv.ParseFloat(string(n), 64)
+			if err != nil {
+				return x, y, bad(ReasonNonFinite, "json number %s: %v", n, err)
+			}
+			x = append(x, f)
+		}
+		return x, y, nil
+	case '{':
+		var v twoView
+		if err := json.Unmarshal(t, &v); err != nil {
+			return x, y, bad(ReasonMalformed, "json: %v", err)
+		}
+		x = append(x, v.X...)
+		y = append(y, v.Y...)
+		y = append(y, v.Target...)
+		return x, y, nil
+	}
+	return x, y, bad(ReasonMalformed, "json: want an array or an object, got %q", string(t[:min(len(t), 16)]))
+}
+
+func decodeCSV(x []float64, msg []byte) ([]float64, error) {
+	s := strings.TrimSpace(string(msg))
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			var ne *strconv.NumError
+			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+				return x, bad(ReasonNonFinite, "csv: %v", err)
+			}
+			return x, bad(ReasonMalformed, "csv: %v", err)
+		}
+		x = append(x, v)
+	}
+	return x, nil
+}

@@ -1,0 +1,224 @@
+// Package devstack runs an embedded Kafka (kfake, the real wire protocol)
+// and an embedded NATS server with JetStream, for `streamkpca demo` and
+// for tests. Both listen on 127.0.0.1 only.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+)
+
+// Options configure a Stack. Zero values mean the default.
+type Options struct {
+	// Dir holds Kafka's and JetStream's data; "" = a new temp directory
+	// removed on Close.
+	Dir string
+	// KafkaPort and NATSPort: 0 = a free port.
+	KafkaPort, NATSPort int
+	// Topics to create with their partition counts.
+	Topics map[string]int32
+	// NATSOptions, if set, adjusts the server options (auth, TLS) before start.
+	NATSOptions func(*server.Options)
+}
+
+// Stack is a running embedded Kafka + NATS.
+type Stack struct {
+	Kafka  *kfake.Cluster
+	NATS   *server.Server
+	opt    Options
+	dir    string
+	ownDir bool
+	kport  int
+}
+
+// Start starts both brokers.
+func Start(opt Options) (*Stack, error) {
+	s := &Stack{opt: opt, dir: opt.Dir}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "streamkpca-devstack-")
+		if err != nil {
+			return nil, err
+		}
+		s.dir, s.ownDir = d, true
+	}
+	s.kport = opt.KafkaPort
+	if err := s.StartKafka(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.StartNATS(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartKafka (re)starts the Kafka cluster on the same port and data dir.
+func (s *Stack) StartKafka() error {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
+		kfake.DataDir(filepath.Join(s.dir, "kafka")), kfake.Ports(s.kport)}
+	for t, n := range s.opt.Topics {
+		opts = append(opts, kfake.SeedTopics(n, t))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("devstack: start kafka: %w", err)
+	}
+	s.Kafka = c
+	if s.kport == 0 {
+		_, p, _ := strings.Cut(c.ListenAddrs()[0], ":")
+		s.kport, _ = strconv.Atoi(p)
+	}
+	return nil
+}
+
+// StopKafka closes the Kafka cluster (its data stays in the data dir).
+func (s *Stack) StopKafka() {
+	if s.Kafka != nil {
+		s.Kafka.Close()
+		s.Kafka = nil
+	}
+}
+
+// StartNATS (re)starts NATS on the same port and JetStream store.
+func (s *Stack) StartNATS() error {
+	port := s.opt.NATSPort
+	if port == 0 {
+		port = -1
+	}
+	o := &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, JetStream: true,
+		StoreDir: filepath.Join(s.dir, "jetstream"), ServerName: "streamkpca-devstack"}
+	if s.opt.NATSOptions != nil {
+		s.opt.NATSOptions(o)
+	}
+	ns, err := server.NewServer(o)
+	if err != nil {
+		return fmt.Errorf("devstack: nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return errors.New("devstack: nats not ready after 10s")
+	}
+	if s.opt.NATSPort == 0 {
+		// Keep the port so that a restart comes back at the same address.
+		if a, ok := ns.Addr().(*net.TCPAddr); ok {
+			s.opt.NATSPort = a.Port
+		}
+	}
+	s.NATS = ns
+	return nil
+}
+
+// StopNATS shuts NATS down (its JetStream store stays in the data dir).
+func (s *Stack) StopNATS() {
+	if s.NATS != nil {
+		s.NATS.Shutdown()
+		s.NATS.WaitForShutdown()
+		s.NATS = nil
+	}
+}
+
+// Brokers is the Kafka bootstrap list.
+func (s *Stack) Brokers() []string { return []string{"127.0.0.1:" + strconv.Itoa(s.kport)} }
+
+// NATSURL is the NATS client URL.
+func (s *Stack) NATSURL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.opt.NATSPort) }
+
+// Dir is the data directory.
+func (s *Stack) Dir() string { return s.dir }
+
+// Close stops both and removes a temp data dir.
+func (s *Stack) Close() {
+	s.StopKafka()
+	s.StopNATS()
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// Source yields message payloads.
+type Source func(i int) []byte
+
+// HermiteJSON returns a source of JSON vectors from a hermite stream with a
+// seeded generator (deterministic: message i is the same on every run).
+func HermiteJSON(h synth.Hermite, seed uint64) Source {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	x := make([]float64, h.Dim())
+	return func(int) []byte {
+		h.Sample(x, rng)
+		b := make([]byte, 0, 24*len(x))
+		b = append(b, '[')
+		for j, v := range x {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		return append(b, ']')
+	}
+}
+
+// ProduceOptions configure Produce.
+type ProduceOptions struct {
+	Brokers []string
+	Topic   string
+	// N messages; Rate per second (0 = as fast as possible).
+	N    int
+	Rate float64
+	// Progress, if set, is called with the count after each flush.
+	Progress func(n int)
+	// Transport for TLS/SASL; nil = plain.
+	Transport *kafka.Transport
+}
+
+// Produce writes N messages of src into the topic, spread over its
+// partitions round-robin, with acks from all replicas.
+func Produce(ctx context.Context, src Source, o ProduceOptions) error {
+	w := &kafka.Writer{Addr: kafka.TCP(o.Brokers...), Topic: o.Topic, Balancer: &kafka.RoundRobin{},
+		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true, BatchSize: 1000, BatchTimeout: 5 * time.Millisecond}
+	if o.Transport != nil {
+		w.Transport = o.Transport
+	}
+	defer w.Close()
+	const chunk = 1000
+	start := time.Now()
+	msgs := make([]kafka.Message, 0, chunk)
+	for i := 0; i < o.N; {
+		msgs = msgs[:0]
+		for ; len(msgs) < chunk && i < o.N; i++ {
+			msgs = append(msgs, kafka.Message{Value: src(i)})
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			return fmt.Errorf("devstack: produce to %s: %w", o.Topic, err)
+		}
+		if o.Progress != nil {
+			o.Progress(i)
+		}
+		if o.Rate > 0 {
+			ahead := time.Duration(float64(i)/o.Rate*float64(time.Second)) - time.Since(start)
+			if ahead > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(ahead):
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// Config names the NATS resources of one model. Zero values mean the
+// default.
+type Config struct {
+	// Prefix of subjects. Default: "streamkpca".
+	Prefix string
+	// Model name. Required; letters, digits, '-' and '_'.
+	Model string
+	// ObjectBucket holds snapshot versions. Default: "streamkpca-snapshots".
+	ObjectBucket string
+	// KVBucket maps model → latest notice. Default: "streamkpca-latest".
+	KVBucket string
+	// Keep is how many versions the object store retains. Default: 10.
+	Keep int
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// SetDefaults fills zero fields and validates.
+func (c *Config) SetDefaults() error {
+	if c.Prefix == "" {
+		c.Prefix = "streamkpca"
+	}
+	if c.ObjectBucket == "" {
+		c.ObjectBucket = "streamkpca-snapshots"
+	}
+	if c.KVBucket == "" {
+		c.KVBucket = "streamkpca-latest"
+	}
+	if c.Keep <= 0 {
+		c.Keep = 10
+	}
+	if !nameRE.MatchString(c.Model) {
+		return fmt.Errorf("publish: model name %q must be letters, digits, '-' or '_'", c.Model)
+	}
+	for _, b := range []string{c.ObjectBucket, c.KVBucket} {
+		if !nameRE.MatchString(b) {
+			return fmt.Errorf("publish: bucket name %q must be letters, digits, '-' or '_'", b)
+		}
+	}
+	return nil
+}
+
+// UpdatesSubject is where notices are published.
+func (c *Config) UpdatesSubject() string { return c.Prefix + "." + c.Model + ".updates" }
+
+// Notice announces one published version.
+type Notice struct {
+	Model       string    `json:"model"`
+	Version     uint64    `json:"version"`
+	SamplesSeen uint64    `json:"samples_seen"`
+	Features    int       `json:"features"`
+	Object      string    `json:"object"`
+	Bucket      string    `json:"bucket"`
+	Size        int       `json:"size"`
+	SHA256      string    `json:"sha256"`
+	Created     time.Time `json:"created"`
+}
+
+// ObjectName is the object store name of a version.
+func ObjectName(model string, version uint64) string {
+	return fmt.Sprintf("%s/%020d", model, version)
+}
+
+// Publisher publishes snapshots. It is safe for concurrent use.
+type Publisher struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+	log zerolog.Logger
+
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
+	kv  jetstream.KeyValue
+}
+
+// NewPublisher returns a publisher; buckets are created on first use, so
+// it can be built while NATS is unreachable.
+func NewPublisher(nc *nats.Conn, cfg Config, log zerolog.Logger) (*Publisher, error) {
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("publish: jetstream: %w", err)
+	}
+	return &Publisher{nc: nc, js: js, cfg: cfg, log: log}, nil
+}
+
+// Config returns the configuration with defaults.
+func (p *Publisher) Config() Config { return p.cfg }
+
+func buckets(ctx context.Context, js jetstream.JetStream, cfg Config, create bool) (jetstream.ObjectStore, jetstream.KeyValue, error) {
+	var obs jetstream.ObjectStore
+	var kv jetstream.KeyValue
+	var err error
+	if create {
+		obs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.ObjectBucket, Description: "streamkpca snapshot versions", Storage: jetstream.FileStorage})
+	} else {
+		obs, err = js.ObjectStore(ctx, cfg.ObjectBucket)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish: object store %q: %w", cfg.ObjectBucket, err)
+	}
+	if create {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.KVBucket, Description: "streamkpca latest snapshot per model", History: 5, Storage: jetstream.FileStorage})
+	} else {
+		kv, err = js.KeyValue(ctx, cfg.KVBucket)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish: key-value bucket %q: %w", cfg.KVBucket, err)
+	}
+	return obs, kv, nil
+}
+
+// Publish stores data (the encoded snap) as a new version, points the
+// latest key at it, announces it, and prunes old versions.
+func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.obs == nil {
+		obs, kv, err := buckets(ctx, p.js, p.cfg, true)
+		if err != nil {
+			return Notice{}, err
+		}
+		p.obs, p.kv = obs, kv
+	}
+	sum := sha256.Sum256(data)
+	n := Notice{
+		Model: p.cfg.Model, Version: snap.Header.Version(), SamplesSeen: snap.Header.SamplesSeen,
+		Features: snap.Header.Features(), Object: ObjectName(p.cfg.Model, snap.Header.Version()),
+		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: snap.Header.Created,
+	}
+	if _, err := p.obs.PutBytes(ctx, n.Object, data); err != nil {
+		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
+	}
+	js, _ := json.Marshal(n)
+	if _, err := p.kv.Put(ctx, p.cfg.Model, js); err != nil {
+		return n, fmt.Errorf("publish: point %s at %s: %w", p.cfg.Model, n.Object, err)
+	}
+	if err := p.nc.Publish(p.cfg.UpdatesSubject(), js); err != nil {
+		return n, fmt.Errorf("publish: notice: %w", err)
+	}
+	p.prune(ctx)
+	return n, nil
+}
+
+func (p *Publisher) prune(ctx context.Context) {
+	lst, err := p.obs.List(ctx)
+	if err != nil {
+		return
+	}
+	prefix := p.cfg.Model + "/"
+	var names []string
+	for _, o := range lst {
+		if len(o.Name) > len(prefix) && o.Name[:len(prefix)] == prefix {
+			names = append(names, o.Name)
+		}
+	}
+	// Names sort by version (zero-padded); List returns them in any order.
+	sortStrings(names)
+	for i := 0; i+p.cfg.Keep < len(names); i++ {
+		if err := p.obs.Delete(ctx, names[i]); err != nil {
+			p.log.Warn().Err(err).Str("object", names[i]).Msg("publish: pruning an old version failed")
+		}
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// ErrNoModel is returned when no version has been published yet.
+var ErrNoModel = errors.New("publish: no model version published yet")
+
+// Latest fetches the newest published version of a model.
+func Latest(ctx context.Context, nc *nats.Conn, cfg Config) (*snapshot.Model, Notice, error) {
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, Notice{}, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, Notice{}, err
+	}
+	obs, kv, err := buckets(ctx, js, cfg, false)
+	if err != nil {
+		return nil, Notice{}, err
+	}
+	e, err := kv.Get(ctx, cfg.Model)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, Notice{}, ErrNoModel
+	}
+	if err != nil {
+		return nil, Notice{}, fmt.Errorf("publish: get latest: %w", err)
+	}
+	return fetch(ctx, obs, e.Value())
+}
+
+func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snapshot.Model, Notice, error) {
+	var n Notice
+	if err := json.Unmarshal(notice, &n); err != nil {
+		return nil, n, fmt.Errorf("publish: bad notice: %w", err)
+	}
+	data, err := obs.GetBytes(ctx, n.Object)
+	if err != nil {
+		return nil, n, fmt.Errorf("publish: get %s: %w", n.Object, err)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != n.SHA256 {
+		return nil, n, fmt.Errorf("publish: %s: sha256 mismatch", n.Object)
+	}
+	snap, err := snapshot.Decode(data)
+	if err != nil {
+		return nil, n, err
+	}
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err != nil {
+		return nil, n, err
+	}
+	return m, n, nil
+}
+
+// Watch calls fn with a ready Model for the current published version of
+// cfg.Model (if any) and then for every newer one, in increasing version
+// order, until ctx is done; it returns ctx.Err(). Versions that cannot be
+// fetched (pruned, corrupt) are skipped. Buckets that do not exist yet are
+// waited for.
+func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
+	if err := cfg.SetDefaults(); err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	var obs jetstream.ObjectStore
+	var kv jetstream.KeyValue
+	for {
+		obs, kv, err = buckets(ctx, js, cfg, false)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	w, err := kv.Watch(ctx, cfg.Model)
+	if err != nil {
+		return fmt.Errorf("publish: watch %s: %w", cfg.Model, err)
+	}
+	defer w.Stop()
+	var last uint64
+	seen := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return ctx.Err()
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var n Notice
+			if json.Unmarshal(e.Value(), &n) != nil || (seen && n.Version <= last) {
+				continue
+			}
+			m, n, err := fetch(ctx, obs, e.Value())
+			if err != nil {
+				continue
+			}
+			last, seen = n.Version, true
+			fn(m, n)
+		}
+	}
+}
+
