@@ -196,7 +196,11 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("streamkpca"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("NATS disconnected; learning continues") }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn().Err(err).Msg("NATS disconnected; learning continues")
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
 	}
 	pass, err := configs.Secret(c.Password, c.PasswordFile)

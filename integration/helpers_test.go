@@ -1,0 +1,142 @@
+// Package integration holds end-to-end tests of streamkpca over real-protocol
+// brokers started in-process (kfake for Kafka, nats-server for NATS).
+package integration
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/pipeline"
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+func startStack(t *testing.T, topics map[string]int32) *devstack.Stack {
+	t.Helper()
+	s, err := devstack.Start(devstack.Options{Dir: t.TempDir(), Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// config returns a service config for the stack: hermite model, k = 3,
+// bandwidth 1 (the stream's own), 8,192 features to keep tests quick.
+func config(s *devstack.Stack, topic, dir string) configs.Config {
+	var c configs.Config
+	c.Model = "hermite"
+	c.Kafka.Brokers, c.Kafka.Topic, c.Kafka.Group = s.Brokers(), topic, "it-"+topic
+	c.NATS.URL = s.NATSURL()
+	c.Learner.K, c.Learner.Bandwidth, c.Learner.MaxFeatures = 3, 1, 8192
+	c.Learner.Linger = 300 * time.Millisecond
+	c.Snapshot.Dir = filepath.Join(dir, "snapshots")
+	c.Snapshot.EveryBatches, c.Snapshot.Every = 40, time.Second
+	c.HTTP.Addr = "127.0.0.1:0"
+	c.SetDefaults()
+	return c
+}
+
+type running struct {
+	p    *pipeline.Pipeline
+	reg  *prometheus.Registry
+	done chan error
+	stop context.CancelFunc
+}
+
+func start(t *testing.T, c configs.Config) *running {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	reg := prometheus.NewRegistry()
+	p, err := pipeline.New(pipeline.Options{Config: c, Logger: &log, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, reg: reg, done: make(chan error, 1), stop: cancel}
+	go func() { r.done <- p.Run(ctx) }()
+	waitFor(t, 10*time.Second, "HTTP server up", func() bool { return p.HTTPAddr() != "" })
+	return r
+}
+
+// graceful stops the pipeline with a final snapshot.
+func (r *running) graceful(t *testing.T) {
+	t.Helper()
+	r.stop()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("pipeline did not stop within 60s")
+	}
+}
+
+// kill stops the pipeline as a crash would: no final snapshot.
+func (r *running) kill(t *testing.T) {
+	t.Helper()
+	r.p.Kill()
+	select {
+	case <-r.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("pipeline did not die within 60s")
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func produceHermite(t *testing.T, s *devstack.Stack, topic string, n int, seed uint64) {
+	t.Helper()
+	err := devstack.Produce(context.Background(), devstack.HermiteJSON(synth.Hermite1D(), seed),
+		devstack.ProduceOptions{Brokers: s.Brokers(), Topic: topic, N: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hermiteError is the subspace error of a model vs the closed form on 2,000
+// held-out points.
+func hermiteError(t *testing.T, m *snapshot.Model) float64 {
+	t.Helper()
+	h := synth.Hermite1D()
+	x := make([]float64, 2000)
+	h.Sample(x, rand.New(rand.NewPCG(1, 1)))
+	out, err := m.Project(nil, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return synth.SubspaceError(mat.NewDense(2000, 3, out), h.Eigenfunctions(x, 2000, 3))
+}
+
+func connect(t *testing.T, s *devstack.Stack) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func hermite1D() synth.Hermite { return synth.Hermite1D() }
