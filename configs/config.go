@@ -47,7 +47,7 @@ type Kafka struct {
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// QueueSize bounds fetched-but-unlearned messages. Default: 4096.
-	QueueSize int `yaml:"queue_size"`
+	QueueSize int  `yaml:"queue_size"`
 	TLS       TLS  `yaml:"tls"`
 	SASL      SASL `yaml:"sasl"`
 }

@@ -38,7 +38,9 @@ type BadMessageError struct {
 	Err    error
 }
 
-func (e *BadMessageError) Error() string { return "ingest: bad message (" + e.Reason + "): " + e.Err.Error() }
+func (e *BadMessageError) Error() string {
+	return "ingest: bad message (" + e.Reason + "): " + e.Err.Error()
+}
 func (e *BadMessageError) Unwrap() error { return e.Err }
 
 func bad(reason string, format string, args ...any) error {

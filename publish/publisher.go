@@ -300,4 +300,3 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 		}
 	}
 }
-

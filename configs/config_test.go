@@ -1,0 +1,72 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExampleIsTheDefault: configs/streamkpca.yaml documents the defaults;
+// loading it must give exactly Default().
+func TestExampleIsTheDefault(t *testing.T) {
+	c, err := Load("streamkpca.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Default(); !reflect.DeepEqual(c, d) {
+		t.Errorf("example file differs from the defaults:\n file %+v\n want %+v", c, d)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	c, err := Load("", []string{
+		"STREAMKPCA_LEARNER_K=7", "STREAMKPCA_KAFKA_BROKERS=a:1, b:2", "STREAMKPCA_SNAPSHOT_EVERY=1m",
+		"STREAMKPCA_LEARNER_CENTER=true", "STREAMKPCA_LEARNER_SEED=9", "PATH=/bin",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Learner.K != 7 || !reflect.DeepEqual(c.Kafka.Brokers, []string{"a:1", "b:2"}) ||
+		c.Snapshot.Every != time.Minute || !c.Learner.Center || c.Learner.Seed != 9 {
+		t.Errorf("overrides not applied: %+v", c)
+	}
+	if _, err := Load("", []string{"STREAMKPCA_LEARNER_KAY=1"}); err == nil || !strings.Contains(err.Error(), "STREAMKPCA_LEARNER_KAY") {
+		t.Errorf("unknown variable: %v", err)
+	}
+	if _, err := Load("", []string{"STREAMKPCA_LEARNER_K=x"}); err == nil {
+		t.Error("non-numeric k accepted")
+	}
+}
+
+func TestValidateNamesFields(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	os.WriteFile(p, []byte("learner:\n  k: -1\n  algorithm: pca\nkafka:\n  format: xml\n  brokers: [nohost]\n"), 0o644)
+	_, err := Load(p, nil)
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, field := range []string{"learner.k", "learner.algorithm", "kafka.format", "kafka.brokers[0]"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error does not name %s: %v", field, err)
+		}
+	}
+	os.WriteFile(p, []byte("learner:\n  kk: 1\n"), 0o644)
+	if _, err := Load(p, nil); err == nil {
+		t.Error("unknown YAML field accepted")
+	}
+}
+
+func TestSecretFromFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s")
+	os.WriteFile(p, []byte("hunter2\n"), 0o600)
+	if s, err := Secret("", p); err != nil || s != "hunter2" {
+		t.Errorf("Secret = %q, %v", s, err)
+	}
+	if s, _ := Secret("inline", p); s != "inline" {
+		t.Errorf("inline secret not preferred: %q", s)
+	}
+}

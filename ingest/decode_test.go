@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"testing"
+)
+
+func f32(v ...float32) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+func f64(v ...float64) []byte {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return b
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		format Format
+		dim    int
+		msg    []byte
+		want   []float64
+		wantY  []float64
+		reason string
+	}{
+		{"json array", FormatJSON, 0, []byte(`[1.5, -2, 3e2]`), []float64{1.5, -2, 300}, nil, ""},
+		{"json two-view", FormatJSON, 0, []byte(`{"x":[1,2],"y":[3]}`), []float64{1, 2}, []float64{3}, ""},
+		{"json target", FormatJSON, 0, []byte(`{"x":[1],"target":[0.5]}`), []float64{1}, []float64{0.5}, ""},
+		{"json truncated", FormatJSON, 0, []byte(`[1,`), nil, nil, ReasonMalformed},
+		{"json string", FormatJSON, 0, []byte(`["a"]`), nil, nil, ReasonMalformed},
+		{"json overflow", FormatJSON, 0, []byte(`[1e999]`), nil, nil, ReasonNonFinite},
+		{"json NaN literal", FormatJSON, 0, []byte(`[NaN]`), nil, nil, ReasonMalformed},
+		{"json scalar", FormatJSON, 0, []byte(`3`), nil, nil, ReasonMalformed},
+		{"json empty array", FormatJSON, 0, []byte(`[]`), nil, nil, ReasonDimension},
+		{"wrong dim", FormatJSON, 2, []byte(`[1,2,3]`), nil, nil, ReasonDimension},
+		{"empty", FormatJSON, 0, []byte("  "), nil, nil, ReasonEmpty},
+		{"csv", FormatCSV, 0, []byte("1, 2.5,-3\n"), []float64{1, 2.5, -3}, nil, ""},
+		{"csv NaN", FormatCSV, 0, []byte("1,NaN"), nil, nil, ReasonNonFinite},
+		{"csv Inf", FormatCSV, 0, []byte("Inf,1"), nil, nil, ReasonNonFinite},
+		{"csv junk", FormatCSV, 0, []byte("1,x"), nil, nil, ReasonMalformed},
+		{"f32le", FormatF32LE, 0, f32(1, -0.5), []float64{1, -0.5}, nil, ""},
+		{"f32le ragged", FormatF32LE, 0, []byte{1, 2, 3}, nil, nil, ReasonMalformed},
+		{"f32le inf", FormatF32LE, 0, f32(float32(math.Inf(1))), nil, nil, ReasonNonFinite},
+		{"f64le", FormatF64LE, 0, f64(2, 3), []float64{2, 3}, nil, ""},
+		{"f64le nan", FormatF64LE, 0, f64(math.NaN()), nil, nil, ReasonNonFinite},
+		{"oversized", FormatCSV, 0, []byte("1" + string(make([]byte, 2000))), nil, nil, ReasonOversized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Decoder{Format: tc.format, Dim: tc.dim, MaxBytes: 1000}
+			prefix := []float64{42}
+			x, y, err := d.Decode(slices.Clone(prefix), nil, tc.msg)
+			if tc.reason != "" {
+				if Reason(err) != tc.reason {
+					t.Fatalf("err %v (reason %q), want reason %q", err, Reason(err), tc.reason)
+				}
+				if !slices.Equal(x, prefix) || len(y) != 0 {
+					t.Errorf("refused message left values behind: %v %v", x, y)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(x[1:], tc.want) || !slices.Equal(y, tc.wantY) {
+				t.Errorf("got %v %v, want %v %v", x[1:], y, tc.want, tc.wantY)
+			}
+		})
+	}
+}
+
+func TestDecodeFixesDimension(t *testing.T) {
+	d := &Decoder{Format: FormatJSON}
+	if _, _, err := d.Decode(nil, nil, []byte(`[1,2]`)); err != nil || d.Dim != 2 {
+		t.Fatalf("first message: %v, dim %d", err, d.Dim)
+	}
+	if _, _, err := d.Decode(nil, nil, []byte(`[1]`)); Reason(err) != ReasonDimension {
+		t.Errorf("second message of another dimension: %v", err)
+	}
+}
+
+// FuzzDecode: no payload panics, and an accepted one has the decoder's
+// dimension and only finite values.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`[1,2]`, `{"x":[1],"y":[2]}`, `1,2`, "", `[1e999]`, "\x00\x00\x80\x7f", `{"x":null}`} {
+		f.Add([]byte(s), uint8(0))
+		f.Add([]byte(s), uint8(1))
+		f.Add([]byte(s), uint8(2))
+		f.Add([]byte(s), uint8(3))
+	}
+	formats := []Format{FormatJSON, FormatCSV, FormatF32LE, FormatF64LE}
+	f.Fuzz(func(t *testing.T, msg []byte, fi uint8) {
+		d := &Decoder{Format: formats[int(fi)%len(formats)], MaxBytes: 4096}
+		x, y, err := d.Decode(nil, nil, msg)
+		if err != nil {
+			if Reason(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if len(x) != d.Dim || len(x) == 0 {
+			t.Fatalf("accepted %d values with dim %d", len(x), d.Dim)
+		}
+		for _, v := range append(x, y...) {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("accepted non-finite %v", v)
+			}
+		}
+	})
+}
