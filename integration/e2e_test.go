@@ -23,7 +23,8 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-const streamN = 200_000
+// streamN is the stream length: 200,000 points (50,000 under -race).
+const streamN = 200_000 / raceScale
 
 // TestLearnsPublishesAndServes: 200,000 hermite points in a 4-partition
 // topic are learned; a Watch subscriber sees ≥ 3 versions in increasing
@@ -139,7 +140,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 	produceHermite(t, s, "crash", streamN, 2)
 	cfg := config(s, "crash", t.TempDir())
 	var lastVersion uint64
-	for _, at := range []uint64{30_000, 80_000, 140_000} {
+	for _, at := range []uint64{30_000 / raceScale, 80_000 / raceScale, 140_000 / raceScale} {
 		r := start(t, cfg)
 		waitFor(t, 5*time.Minute, fmt.Sprintf("%d samples and a new snapshot", at), func() bool {
 			st := r.p.Status()
@@ -181,7 +182,7 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 // clean stream alone.
 func TestBadMessagesDeadLettered(t *testing.T) {
 	s := startStack(t, map[string]int32{"mixed": 1})
-	const clean = 30_000
+	const clean = 30_000 / raceScale
 	kinds := []struct{ reason, payload string }{
 		{"malformed", `[0.5,`},
 		{"dimension", `[0.5, 1.5]`},

@@ -1,0 +1,229 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+func natsServer(t *testing.T) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// golden loads snapshot/testdata/golden.skpca with its step set to v.
+func golden(t *testing.T, v uint64) (*snapshot.Snapshot, []byte) {
+	t.Helper()
+	s, _, err := snapshot.Load("../snapshot/testdata/golden.skpca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Header.Step = v
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, data
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPublishWatchLatest(t *testing.T) {
+	nc := natsServer(t)
+	cfg := Config{Model: "golden", Keep: 2}
+	pub, err := NewPublisher(nc, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Notices on the updates subject.
+	notices := make(chan Notice, 10)
+	sub, _ := nc.Subscribe("streamkpca.golden.updates", func(m *nats.Msg) {
+		var n Notice
+		json.Unmarshal(m.Data, &n)
+		notices <- n
+	})
+	defer sub.Unsubscribe()
+	for v := uint64(1); v <= 3; v++ {
+		s, data := golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var got []uint64
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(wctx, nc, cfg, func(m *snapshot.Model, n Notice) {
+			mu.Lock()
+			got = append(got, n.Version)
+			mu.Unlock()
+		})
+	}()
+	// The watcher starts with the current version…
+	waitFor(t, "the current version", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	for v := uint64(4); v <= 5; v++ {
+		s, data := golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// …then sees every newer one in order.
+	waitFor(t, "versions 4 and 5", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Watch returned %v, want context.Canceled", err)
+	}
+	if fmt.Sprint(got) != "[3 4 5]" {
+		t.Errorf("watched versions %v, want [3 4 5]", got)
+	}
+	m, n, err := Latest(ctx, nc, cfg)
+	if err != nil || n.Version != 5 || m.Header().Version() != 5 {
+		t.Fatalf("Latest = %v %v", n.Version, err)
+	}
+	for i := 1; i <= 5; i++ {
+		select {
+		case n := <-notices:
+			if n.Version != uint64(i) || n.Object != ObjectName("golden", uint64(i)) || len(n.SHA256) != 64 {
+				t.Errorf("notice %d: %+v", i, n)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("notice %d not received", i)
+		}
+	}
+	// Retention: only the newest Keep = 2 objects remain.
+	obs, _, _ := buckets(ctx, pub.js, pub.cfg, false)
+	lst, _ := obs.List(ctx)
+	if len(lst) != 2 {
+		t.Errorf("object store holds %d versions, want 2", len(lst))
+	}
+}
+
+func TestQueries(t *testing.T) {
+	var cur Current
+	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 200})
+	do := func(method, path, body string, hdr ...string) (int, string, http.Header) {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		if len(hdr) == 2 {
+			r.Header.Set(hdr[0], hdr[1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		b, _ := io.ReadAll(w.Result().Body)
+		return w.Code, string(b), w.Result().Header
+	}
+	if code, body, _ := do("POST", "/v1/models/golden/project", `{"vectors":[[1,2]]}`); code != 503 || !strings.Contains(body, "error") {
+		t.Errorf("no model: %d %s", code, body)
+	}
+	s, data := golden(t, 7)
+	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	want, _ := m.Project(nil, []float64{1, 2})
+	code, body, _ := do("POST", "/v1/models/golden/project", `{"vectors":[[1,2]]}`)
+	var resp ProjectResponse
+	json.Unmarshal([]byte(body), &resp)
+	if code != 200 || resp.Version != 7 || resp.Projections[0][0] != want[0] || resp.Projections[0][1] != want[1] {
+		t.Errorf("project: %d %s, want %v", code, body, want)
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"vectors":[[1,2],[1,2],[1,2],[1,2]]}`, 400}, // over MaxVectors
+		{`{"vectors":[[1]]}`, 400},                     // wrong dimension
+		{`{"vectors":[]}`, 400},
+		{`{"vectors":[[1,2]],"view":"y"}`, 400}, // no second view
+		{`{"vectors":[[1,2]],"extra":1}`, 400},  // unknown field
+		{`not json`, 400},
+		{`{"vectors":[[` + strings.Repeat("1,", 200) + `2]]}`, 413}, // over MaxBytes
+	} {
+		if code, body, _ := do("POST", "/v1/models/golden/project", tc.body); code != tc.code || !strings.Contains(body, `"error"`) {
+			t.Errorf("%.40s: %d %s, want %d with a JSON error", tc.body, code, body, tc.code)
+		}
+	}
+	code, body, hdr := do("GET", "/v1/models/golden/snapshot", "")
+	if code != 200 || body != string(data) || hdr.Get("ETag") != `"7"` {
+		t.Errorf("snapshot: %d, etag %q", code, hdr.Get("ETag"))
+	}
+	if code, _, _ := do("GET", "/v1/models/golden/snapshot", "", "If-None-Match", `"7"`); code != 304 {
+		t.Errorf("If-None-Match: %d, want 304", code)
+	}
+	if code, body, _ := do("GET", "/v1/models/golden", ""); code != 200 || !strings.Contains(body, `"version":7`) {
+		t.Errorf("info: %d %s", code, body)
+	}
+	if code, _, _ := do("GET", "/v1/models/other", ""); code != 404 {
+		t.Errorf("unknown model: %d, want 404", code)
+	}
+}
+
+// TestServiceOverNATS: the micro service answers project and info, and
+// errors carry a code.
+func TestServiceOverNATS(t *testing.T) {
+	nc := natsServer(t)
+	var cur Current
+	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	msg, err := nc.Request("streamkpca.golden.project", []byte(`{"vectors":[[1,2]]}`), 5*time.Second)
+	if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "503" {
+		t.Errorf("no model yet: %v %v", err, msg.Header)
+	}
+	s, data := golden(t, 9)
+	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	msg, err = nc.Request("streamkpca.golden.project", []byte(`{"vectors":[[1,2]]}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp ProjectResponse
+	if err := json.Unmarshal(msg.Data, &resp); err != nil || resp.Version != 9 || len(resp.Projections) != 1 {
+		t.Errorf("project over NATS: %s", msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.project", []byte(`{"vectors":[[1]]}`), 5*time.Second)
+	if msg.Header.Get("Nats-Service-Error-Code") != "400" {
+		t.Errorf("bad request over NATS: header %v body %s", msg.Header, msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.info", nil, 5*time.Second)
+	if !strings.Contains(string(msg.Data), `"version":9`) {
+		t.Errorf("info over NATS: %s", msg.Data)
+	}
+}
