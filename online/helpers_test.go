@@ -1,7 +1,14 @@
 package online
 
-import "github.com/streamkpca/streamkpca/online/features"
+import (
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/online/features"
+)
 
 func kernelG(l float64) features.Kernel {
 	return features.Kernel{Family: features.Gaussian, Bandwidth: l}
 }
+
+func synthErr(a, b *mat.Dense) float64 { return synth.SubspaceError(a, b) }
