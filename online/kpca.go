@@ -135,7 +135,7 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 	l.m = make([]float64, k*k)
 	l.mUse = make([]float64, k*k)
 	l.mrun = make([]float64, k*k)
-	l.tmp = make([]float64, k)
+	l.tmp = make([]float64, 2*k)
 	l.hbar = make([]float64, k)
 	l.pv = make([]float64, k)
 	l.pw = make([]float64, k)
@@ -302,17 +302,32 @@ func (l *KPCA) updateRunning() {
 	}
 }
 
-// shrink sets every row a of alpha (n×k) to a·(I − e), e k×k.
+// shrink sets every row a of alpha (n×k) to a·(I − e), e k×k: the
+// product a·e is accumulated by features.AddMul (a is 1×k), then
+// subtracted, so the arithmetic is the same on every CPU.
 func shrink(alpha, e, tmp []float64, k int) {
+	acc := tmp[k : 2*k]
+	if k < 4 { // too narrow to vectorise: the same sums, inline
+		for i := 0; i+k <= len(alpha); i += k {
+			row := alpha[i : i+k]
+			copy(tmp[:k], row)
+			for q := 0; q < k; q++ {
+				var s float64
+				for a, v := range tmp[:k] {
+					s += float64(v * e[a*k+q])
+				}
+				row[q] = tmp[q] - s
+			}
+		}
+		return
+	}
 	for i := 0; i+k <= len(alpha); i += k {
 		row := alpha[i : i+k]
-		copy(tmp, row)
-		for q := 0; q < k; q++ {
-			var s float64
-			for a, v := range tmp {
-				s += float64(v * e[a*k+q])
-			}
-			row[q] = tmp[q] - s
+		copy(tmp[:k], row)
+		clear(acc)
+		features.AddMul(acc, tmp[:k], e, 1, k, k)
+		for q := range row {
+			row[q] = tmp[q] - acc[q]
 		}
 	}
 }

@@ -207,15 +207,35 @@ func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
 }
 
 // AddMul adds phi·a to dst, where phi is rows×nb, a is nb×k and dst is
-// rows×k, all row-major. Every product is rounded before it is added.
+// rows×k, all row-major. Every product is rounded before it is added, and
+// each dst element sums over f in order (vectorised over columns where the
+// CPU allows, which keeps the bits).
 func AddMul(dst, phi, a []float64, rows, nb, k int) {
+	if k == 3 { // the common small case: accumulators in registers
+		for r := 0; r < rows; r++ {
+			d0, d1, d2 := dst[r*3], dst[r*3+1], dst[r*3+2]
+			p := phi[r*nb : r*nb+nb]
+			a := a[:3*nb]
+			for f, pf := range p {
+				d0 += float64(pf * a[3*f])
+				d1 += float64(pf * a[3*f+1])
+				d2 += float64(pf * a[3*f+2])
+			}
+			dst[r*3], dst[r*3+1], dst[r*3+2] = d0, d1, d2
+		}
+		return
+	}
+	q0 := addMulCols(dst, phi, a, rows, nb, k)
+	if q0 == k {
+		return
+	}
 	for r := 0; r < rows; r++ {
 		d := dst[r*k : r*k+k]
 		p := phi[r*nb : r*nb+nb]
 		for f, pf := range p {
-			af := a[f*k : f*k+k]
+			af := a[f*k+q0 : f*k+k]
 			for q, v := range af {
-				d[q] += float64(pf * v)
+				d[q0+q] += float64(pf * v)
 			}
 		}
 	}

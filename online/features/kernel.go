@@ -138,29 +138,11 @@ func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
 	r := 0
 	// Tiles of four rows share each load of a row of Omega.
 	for ; r+4 <= rows; r += 4 {
-		z0, z1, z2, z3 := z[:nb], z[nb:2*nb], z[2*nb:3*nb], z[3*nb:4*nb]
-		copy(z0, ph)
-		copy(z1, ph)
-		copy(z2, ph)
-		copy(z3, ph)
-		x0, x1, x2, x3 := x[r*d:r*d+d], x[(r+1)*d:(r+1)*d+d], x[(r+2)*d:(r+2)*d+d], x[(r+3)*d:(r+3)*d+d]
-		for c := 0; c < d; c++ {
-			w := om[c*nb : c*nb+nb]
-			a0, a1, a2, a3 := x0[c], x1[c], x2[c], x3[c]
-			for f, wf := range w {
-				z0[f] += float64(a0 * wf)
-				z1[f] += float64(a1 * wf)
-				z2[f] += float64(a2 * wf)
-				z3[f] += float64(a3 * wf)
-			}
-		}
 		for q := 0; q < 4; q++ {
-			zq := z[q*nb : q*nb+nb]
-			out := dst[(r+q)*nb : (r+q)*nb+nb]
-			for f, v := range zq {
-				out[f] = float64(s * Cos2Pi(v))
-			}
+			copy(z[q*nb:(q+1)*nb], ph)
 		}
+		tile4(z[:4*nb], x[r*d:r*d+d], x[(r+1)*d:(r+1)*d+d], x[(r+2)*d:(r+2)*d+d], x[(r+3)*d:(r+3)*d+d], om, d, nb)
+		cosScale(dst[r*nb:(r+4)*nb], z[:4*nb], s)
 	}
 	for ; r < rows; r++ {
 		z0 := z[:nb]
@@ -176,6 +158,21 @@ func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
 		out := dst[r*nb : r*nb+nb]
 		for f, v := range z0 {
 			out[f] = float64(s * Cos2Pi(v))
+		}
+	}
+}
+
+// tile4Go is the portable tile4: z_q[f] += x_q[c]·Ω[c,f], c in order.
+func tile4Go(z, x0, x1, x2, x3, om []float64, d, nb int) {
+	z0, z1, z2, z3 := z[:nb], z[nb:2*nb], z[2*nb:3*nb], z[3*nb:4*nb]
+	for c := 0; c < d; c++ {
+		w := om[c*nb : c*nb+nb]
+		a0, a1, a2, a3 := x0[c], x1[c], x2[c], x3[c]
+		for f, wf := range w {
+			z0[f] += float64(a0 * wf)
+			z1[f] += float64(a1 * wf)
+			z2[f] += float64(a2 * wf)
+			z3[f] += float64(a3 * wf)
 		}
 	}
 }
