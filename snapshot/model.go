@@ -114,7 +114,7 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	// Same grouping and order as features.Evaluator.Eval: blocks summed in
 	// chunks of features.ChunkBlocks, chunks added in order.
 	phi := make([]float64, rows*nb)
-	z := make([]float64, 4*nb)
+	z := make([]float64, fm.ScratchLen())
 	part := make([]float64, rows*k)
 	var scratch features.Block
 	clear(dst)

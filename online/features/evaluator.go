@@ -73,7 +73,7 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 	}
 	e.scratch = make([]evalScratch, cfg.Workers)
 	for i := range e.scratch {
-		e.scratch[i].z = make([]float64, 4*m.BlockSize)
+		e.scratch[i].z = make([]float64, m.ScratchLen())
 	}
 	if cfg.Workers > 1 {
 		e.tasks = make(chan int)

@@ -9,52 +9,233 @@ import (
 // Family names a kernel of paper Table 1.
 type Family string
 
-// Kernel families. Only shift-invariant families evaluate as
-// √(2/B)·cos(x·Ω + b); the others have their own feature maps.
+// Kernel families (paper Table 1). ℓ is Kernel.Bandwidth; Δ = x − y.
 const (
-	Gaussian Family = "gaussian" // exp(−‖x−y‖²/(2ℓ²)); ω ~ N(0, I/ℓ²)
+	// Gaussian: exp(−‖Δ‖²/(2ℓ²)); ω ~ N(0, I/ℓ²); φ = √2·cos(ωᵀx + b).
+	Gaussian Family = "gaussian"
+	// Laplacian: exp(−‖Δ‖₁/ℓ); ω_i ~ Cauchy(0, 1/ℓ); φ = √2·cos(ωᵀx + b).
+	Laplacian Family = "laplacian"
+	// Cauchy: Π_i 1/(1 + Δ_i²/ℓ²); ω_i ~ Laplace(0, 1/ℓ); φ = √2·cos(ωᵀx + b).
+	// (Table 1 writes Π 2/(1+Δ_i²): the same kernel times 2^d, which only
+	// scales eigenvalues.)
+	Cauchy Family = "cauchy"
+	// Matern(ν, ℓ): 2^(1−ν)/Γ(ν)·(√(2ν)r/ℓ)^ν·K_ν(√(2ν)r/ℓ), r = ‖Δ‖; ω is
+	// multivariate Student-t with 2ν degrees of freedom and scale 1/ℓ:
+	// ω = z/ℓ·√(2ν/g), z ~ N(0, I), g ~ χ²(2ν).
+	Matern Family = "matern"
+	// DotProduct: Σ_n a_n⟨x,y⟩ⁿ (Kar & Karnick's random Maclaurin
+	// features): N ~ P[N = n] = 1/p^(n+1), φ = √(a_N·p^(N+1))·Π_{i≤N} ω_iᵀx,
+	// ω_i Rademacher. Coefficients a_0…a_M (degrees above M contribute 0).
+	DotProduct Family = "dotproduct"
+	// Polynomial: (⟨x,y⟩ + c)^p by TensorSketch (Pham & Pagh): with
+	// x' = (x, √c), p count sketches C_j x' (hash h_j: coordinates → B
+	// buckets, signs s_j) and φ = the circular convolution of the p sketches
+	// (= FFT⁻¹(Π_j FFT(C_j x'))), computed directly.
+	Polynomial Family = "polynomial"
+	// ExpSemigroup: exp(−β·Σ_i √(x_i + y_i)) for x, y ≥ 0; ω_i ~ Lévy(0, β²/2)
+	// (density β/(2√π)·ω^(−3/2)·exp(−β²/(4ω))), ω_i = β²/(2z²);
+	// φ = exp(−ωᵀx).
+	ExpSemigroup Family = "expsemigroup"
+	// RecSemigroup: Π_i λ/(x_i + y_i + λ) for x, y ≥ 0; ω_i ~ Exponential
+	// (rate λ); φ = exp(−ωᵀx).
+	RecSemigroup Family = "recsemigroup"
+	// ArcCosine(n): (1/π)‖x‖ⁿ‖y‖ⁿJ_n(θ) (Cho & Saul), n ∈ {0, 1, 2};
+	// ω ~ N(0, I); φ = √2·Θ(ωᵀx)·(ωᵀx)ⁿ.
+	ArcCosine Family = "arccosine"
+	// Linear: ⟨x, y⟩ with the identity feature map (no randomness): one
+	// block of Dim features, Φ(x) = x. For a view that needs no kernel.
+	Linear Family = "linear"
 )
 
-// Kernel is a kernel family with its parameters. The zero value is not
-// valid; [Kernel.Validate] says what is missing.
+// Families lists every family.
+var Families = []Family{Gaussian, Laplacian, Cauchy, Matern, DotProduct, Polynomial, ExpSemigroup, RecSemigroup, ArcCosine, Linear}
+
+// Kernel is a kernel family with its parameters. Unused parameters must be
+// zero. [Kernel.Validate] says what is missing.
 type Kernel struct {
 	// Family is the kernel family. Default: gaussian.
 	Family Family `json:"family"`
-	// Bandwidth is the length scale ℓ of the Gaussian kernel
-	// exp(−‖x−y‖²/(2ℓ²)). It must be positive and finite.
-	Bandwidth float64 `json:"bandwidth"`
+	// Bandwidth is the length scale ℓ of gaussian, laplacian, cauchy and
+	// matern kernels; > 0.
+	Bandwidth float64 `json:"bandwidth,omitempty"`
+	// Nu is the Matérn smoothness ν > 0 (closed-form Eval for 0.5, 1.5, 2.5).
+	Nu float64 `json:"nu,omitempty"`
+	// Degree is p of the polynomial kernel (1…8) or n of arc-cosine (0, 1, 2).
+	Degree int `json:"degree,omitempty"`
+	// Offset is c ≥ 0 of the polynomial kernel.
+	Offset float64 `json:"offset,omitempty"`
+	// Coefficients are a_0…a_M ≥ 0 of the dot-product kernel (M ≤ 12).
+	Coefficients []float64 `json:"coefficients,omitempty"`
+	// P > 1 is the dot-product kernel's degree distribution parameter.
+	// Default (0): 2.
+	P float64 `json:"p,omitempty"`
+	// Beta > 0 of the exp-semigroup kernel.
+	Beta float64 `json:"beta,omitempty"`
+	// Lambda > 0 of the rec-semigroup kernel.
+	Lambda float64 `json:"lambda,omitempty"`
 }
 
 // ErrKernel is returned (wrapped) for an invalid kernel or feature map.
 var ErrKernel = errors.New("features: invalid kernel")
 
+// ErrDomain is returned (wrapped) by CheckInput for inputs outside the
+// kernel's domain (negative values for the semigroup kernels).
+var ErrDomain = errors.New("features: input outside the kernel's domain")
+
+func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
+
 // Validate reports whether k can generate features.
 func (k Kernel) Validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: %s: "+f, append([]any{ErrKernel, k.Family}, a...)...) }
 	switch k.Family {
-	case Gaussian:
-		if !(k.Bandwidth > 0) || math.IsInf(k.Bandwidth, 0) {
-			return fmt.Errorf("%w: gaussian bandwidth must be positive and finite, got %v", ErrKernel, k.Bandwidth)
+	case Gaussian, Laplacian, Cauchy:
+		if !positive(k.Bandwidth) {
+			return bad("bandwidth must be positive and finite, got %v", k.Bandwidth)
 		}
+	case Matern:
+		if !positive(k.Bandwidth) || !positive(k.Nu) {
+			return bad("bandwidth and nu must be positive, got %v and %v", k.Bandwidth, k.Nu)
+		}
+	case DotProduct:
+		if len(k.Coefficients) == 0 || len(k.Coefficients) > 13 {
+			return bad("needs 1 to 13 coefficients a_0…a_M, got %d", len(k.Coefficients))
+		}
+		for _, a := range k.Coefficients {
+			if !(a >= 0) || math.IsInf(a, 0) {
+				return bad("coefficients must be finite and ≥ 0, got %v", k.Coefficients)
+			}
+		}
+		if k.P != 0 && !(k.P > 1) {
+			return bad("p must be > 1, got %v", k.P)
+		}
+	case Polynomial:
+		if k.Degree < 1 || k.Degree > 8 || !(k.Offset >= 0) || math.IsInf(k.Offset, 0) {
+			return bad("degree must be in 1…8 and offset ≥ 0, got %d and %v", k.Degree, k.Offset)
+		}
+	case ExpSemigroup:
+		if !positive(k.Beta) {
+			return bad("beta must be positive, got %v", k.Beta)
+		}
+	case RecSemigroup:
+		if !positive(k.Lambda) {
+			return bad("lambda must be positive, got %v", k.Lambda)
+		}
+	case ArcCosine:
+		if k.Degree < 0 || k.Degree > 2 {
+			return bad("degree must be 0, 1 or 2, got %d", k.Degree)
+		}
+	case Linear:
 	default:
-		return fmt.Errorf("%w: unknown family %q (known: gaussian)", ErrKernel, k.Family)
+		return fmt.Errorf("%w: unknown family %q (known: %v)", ErrKernel, k.Family, Families)
+	}
+	return nil
+}
+
+// HasBandwidth reports whether the family has a length scale (set by the
+// median trick when 0).
+func (f Family) HasBandwidth() bool {
+	return f == Gaussian || f == Laplacian || f == Cauchy || f == Matern
+}
+
+// CheckInput reports an error for values outside the kernel's domain:
+// the semigroup kernels need x ≥ 0. Other kernels accept any finite x.
+func (k Kernel) CheckInput(x []float64) error {
+	if k.Family != ExpSemigroup && k.Family != RecSemigroup {
+		return nil
+	}
+	for i, v := range x {
+		if v < 0 {
+			return fmt.Errorf("%w: %s kernel needs x ≥ 0, value %d is %v", ErrDomain, k.Family, i, v)
+		}
 	}
 	return nil
 }
 
 // Eval returns the exact kernel value k(x, y) (paper Table 1), for tests and
-// for the exact baselines.
+// exact baselines. Matérn is closed-form for ν ∈ {0.5, 1.5, 2.5} only
+// (NaN otherwise).
 func (k Kernel) Eval(x, y []float64) float64 {
 	if len(x) != len(y) {
 		panic("features: dimension mismatch")
 	}
+	var s, dot, nx, ny float64
+	for i := range x {
+		d := x[i] - y[i]
+		s += d * d
+		dot += x[i] * y[i]
+		nx += x[i] * x[i]
+		ny += y[i] * y[i]
+	}
+	l := k.Bandwidth
 	switch k.Family {
 	case Gaussian:
-		var s float64
+		return math.Exp(-s / (2 * l * l))
+	case Laplacian:
+		var a float64
 		for i := range x {
-			d := x[i] - y[i]
-			s += d * d
+			a += math.Abs(x[i] - y[i])
 		}
-		return math.Exp(-s / (2 * k.Bandwidth * k.Bandwidth))
+		return math.Exp(-a / l)
+	case Cauchy:
+		v := 1.0
+		for i := range x {
+			d := (x[i] - y[i]) / l
+			v /= 1 + d*d
+		}
+		return v
+	case Matern:
+		r := math.Sqrt(s) / l
+		switch k.Nu {
+		case 0.5:
+			return math.Exp(-r)
+		case 1.5:
+			return (1 + math.Sqrt(3)*r) * math.Exp(-math.Sqrt(3)*r)
+		case 2.5:
+			return (1 + math.Sqrt(5)*r + 5*r*r/3) * math.Exp(-math.Sqrt(5)*r)
+		}
+		return math.NaN()
+	case DotProduct:
+		var v float64
+		for n, a := range k.Coefficients {
+			v += a * math.Pow(dot, float64(n))
+		}
+		return v
+	case Polynomial:
+		return math.Pow(dot+k.Offset, float64(k.Degree))
+	case ExpSemigroup:
+		var a float64
+		for i := range x {
+			a += math.Sqrt(x[i] + y[i])
+		}
+		return math.Exp(-k.Beta * a)
+	case RecSemigroup:
+		v := 1.0
+		for i := range x {
+			v *= k.Lambda / (x[i] + y[i] + k.Lambda)
+		}
+		return v
+	case ArcCosine:
+		n1, n2 := math.Sqrt(nx), math.Sqrt(ny)
+		if n1 == 0 || n2 == 0 {
+			if k.Degree == 0 {
+				return 0.5
+			}
+			return 0
+		}
+		c := math.Max(-1, math.Min(1, dot/(n1*n2)))
+		th := math.Acos(c)
+		var j float64
+		switch k.Degree {
+		case 0:
+			j = math.Pi - th
+		case 1:
+			j = math.Sin(th) + (math.Pi-th)*c
+		case 2:
+			j = 3*math.Sin(th)*c + (math.Pi-th)*(1+2*c*c)
+		}
+		return math.Pow(n1*n2, float64(k.Degree)) * j / math.Pi
+	case Linear:
+		return dot
 	}
 	panic("features: Eval on invalid kernel " + string(k.Family))
 }
@@ -78,91 +259,318 @@ func (m Map) Validate() error {
 	if m.BlockSize < 1 || m.BlockSize > 1<<16 {
 		return fmt.Errorf("%w: block size must be in [1, 65536], got %d", ErrKernel, m.BlockSize)
 	}
+	if m.Kernel.Family == Linear && m.BlockSize != m.Dim {
+		return fmt.Errorf("%w: the linear map has exactly Dim = %d features per block, got block size %d", ErrKernel, m.Dim, m.BlockSize)
+	}
 	return nil
 }
 
-// BlockBytes is the memory one generated block occupies.
-func (m Map) BlockBytes() int { return 8 * (m.Dim + 1) * m.BlockSize }
+// inDim is the dimension the product x·Ω sees (x plus √c for TensorSketch).
+func (m Map) inDim() int {
+	if m.Kernel.Family == Polynomial {
+		return m.Dim + 1
+	}
+	return m.Dim
+}
 
-// Block is one generated block of random features: frequencies in turns
-// (Dim×BlockSize, row-major: Omega[c*B+f] is coordinate c of feature f) and
-// phases in turns in [0, 1).
+// cols is the number of columns of Ω: the intermediate values z = x·Ω per
+// row before the family's map to the B features.
+func (m Map) cols() int {
+	switch m.Kernel.Family {
+	case DotProduct:
+		return m.BlockSize * (len(m.Kernel.Coefficients) - 1)
+	case Polynomial:
+		return m.BlockSize * m.Kernel.Degree
+	}
+	return m.BlockSize
+}
+
+// ScratchLen is the scratch PhiTo needs.
+func (m Map) ScratchLen() int { return 4*max(m.cols(), 1) + 4*m.inDim() + m.BlockSize }
+
+// BlockBytes is the memory one generated block occupies.
+func (m Map) BlockBytes() int { return 8 * (m.inDim() + 2) * max(m.cols(), 1) }
+
+// Block is one generated block: Omega (inDim × cols, row-major:
+// Omega[c*cols+j]) and Phase (cols). For shift-invariant families Omega is
+// in turns (ω/2π) and Phase in turns in [0, 1); for the others Phase is 0.
+// Degree holds the dot-product degree N_f of each feature.
 type Block struct {
-	Seed  uint64
-	Omega []float64
-	Phase []float64
+	Seed   uint64
+	Omega  []float64
+	Phase  []float64
+	Degree []int
+}
+
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // Generate fills dst with the block of the given seed, reusing its storage.
 func (m Map) Generate(dst *Block, seed uint64) {
-	d, nb := m.Dim, m.BlockSize
-	if cap(dst.Omega) < d*nb {
-		dst.Omega = make([]float64, d*nb)
-	}
-	if cap(dst.Phase) < nb {
-		dst.Phase = make([]float64, nb)
-	}
-	dst.Omega = dst.Omega[:d*nb]
-	dst.Phase = dst.Phase[:nb]
+	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
+	dst.Omega = grow(dst.Omega, din*max(cols, 1))
+	dst.Phase = grow(dst.Phase, max(cols, 1))
 	dst.Seed = seed
-	switch m.Kernel.Family {
+	k := m.Kernel
+	ko := Key(seed, StreamOmega)
+	set := func(c, j int, v float64) { dst.Omega[c*cols+j] = v }
+	switch k.Family {
 	case Gaussian:
-		// ω ~ N(0, I/ℓ²), stored in turns: ω/(2π).
-		scale := 1 / (2 * math.Pi * m.Kernel.Bandwidth)
-		ko := Key(seed, StreamOmega)
+		scale := 1 / (2 * math.Pi * k.Bandwidth)
 		for f := 0; f < nb; f++ {
 			for c := 0; c < d; c++ {
-				dst.Omega[c*nb+f] = float64(Normal(ko, uint64(f*d+c)) * scale)
+				set(c, f, float64(Normal(ko, uint64(f*d+c))*scale))
 			}
+		}
+	case Laplacian:
+		// Cauchy(0, 1/ℓ) = tan(π(u − ½))/ℓ, in turns.
+		scale := 1 / (2 * math.Pi * k.Bandwidth)
+		for f := 0; f < nb; f++ {
+			for c := 0; c < d; c++ {
+				h := float64(Uniform(Word(ko, uint64(f*d+c)))-0.5) / 2 // θ/(2π), θ = π(u−½)
+				t := Cos2Pi(h-0.25) / Cos2Pi(h)                           // sin θ / cos θ
+				set(c, f, float64(t*scale))
+			}
+		}
+	case Cauchy:
+		// Laplace(0, 1/ℓ) by inversion: −sign(u−½)·log(1 − 2|u−½|)/ℓ.
+		scale := 1 / (2 * math.Pi * k.Bandwidth)
+		for f := 0; f < nb; f++ {
+			for c := 0; c < d; c++ {
+				u := Uniform(Word(ko, uint64(f*d+c))) - 0.5
+				w := -Log(1 - 2*math.Abs(u))
+				if u < 0 {
+					w = -w
+				}
+				set(c, f, float64(w*scale))
+			}
+		}
+	case Matern:
+		kg := Key(seed, StreamExtra1)
+		for f := 0; f < nb; f++ {
+			g := 2 * gammaDraw(Key(Word(kg, uint64(f)), 0), k.Nu) // χ²(2ν)
+			scale := math.Sqrt(2*k.Nu/g) / (2 * math.Pi * k.Bandwidth)
+			for c := 0; c < d; c++ {
+				set(c, f, float64(Normal(ko, uint64(f*d+c))*scale))
+			}
+		}
+	case DotProduct:
+		// Degree N_f ~ P[N = n] = (p−1)/p^(n+1)·(p/(p−1))... see degreeOf;
+		// Rademacher ω_{f,i} in columns f·M + i.
+		mdeg := len(k.Coefficients) - 1
+		if cap(dst.Degree) < nb {
+			dst.Degree = make([]int, nb)
+		}
+		dst.Degree = dst.Degree[:nb]
+		kn := Key(seed, StreamExtra1)
+		for f := 0; f < nb; f++ {
+			dst.Degree[f] = degreeOf(Uniform(Word(kn, uint64(f))), k.p())
+			for i := 0; i < mdeg; i++ {
+				for c := 0; c < d; c++ {
+					v := 1.0
+					if Word(ko, uint64((f*mdeg+i)*d+c))>>63 == 1 {
+						v = -1
+					}
+					set(c, f*mdeg+i, v)
+				}
+			}
+		}
+	case Polynomial:
+		// Sketch j: coordinate c goes to bucket h_j(c) with sign s_j(c):
+		// column j·B + h_j(c) of row c holds s_j(c).
+		for j := 0; j < k.Degree; j++ {
+			for c := 0; c < din; c++ {
+				w := Word(ko, uint64(j*din+c))
+				h := int((w >> 1) % uint64(nb))
+				s := 1.0
+				if w&1 == 1 {
+					s = -1
+				}
+				set(c, j*nb+h, s)
+			}
+		}
+	case ExpSemigroup:
+		// Lévy(0, β²/2): ω = β²/(2z²).
+		for f := 0; f < nb; f++ {
+			for c := 0; c < d; c++ {
+				z := Normal(ko, uint64(f*d+c))
+				set(c, f, float64(k.Beta*k.Beta)/float64(2*float64(z*z)))
+			}
+		}
+	case RecSemigroup:
+		// Exponential(rate λ): −log(u)/λ.
+		for f := 0; f < nb; f++ {
+			for c := 0; c < d; c++ {
+				set(c, f, -Log(Uniform(Word(ko, uint64(f*d+c))))/k.Lambda)
+			}
+		}
+	case ArcCosine:
+		for f := 0; f < nb; f++ {
+			for c := 0; c < d; c++ {
+				set(c, f, Normal(ko, uint64(f*d+c)))
+			}
+		}
+	case Linear:
+		for c := 0; c < d; c++ {
+			set(c, c, 1)
 		}
 	default:
-		panic("features: Generate on invalid kernel " + string(m.Kernel.Family))
+		panic("features: Generate on invalid kernel " + string(k.Family))
 	}
-	kp := Key(seed, StreamPhase)
-	for f := 0; f < nb; f++ {
-		dst.Phase[f] = Uniform(Word(kp, uint64(f)))
+	if k.Family == Gaussian || k.Family == Laplacian || k.Family == Cauchy || k.Family == Matern {
+		kp := Key(seed, StreamPhase)
+		for f := 0; f < nb; f++ {
+			dst.Phase[f] = Uniform(Word(kp, uint64(f)))
+		}
 	}
 }
 
-// PhiTo writes the features of rows×Dim inputs x into dst (rows×BlockSize,
-// row-major): dst[r,f] = √(2/B)·cos2π(x_r·Ω'_f + β_f). Each row is computed
-// with the same operations in the same order whatever rows is. z is scratch
-// of at least 4·BlockSize values.
+func (k Kernel) p() float64 {
+	if k.P == 0 {
+		return 2
+	}
+	return k.P
+}
+
+// degreeOf maps a uniform u to N with P[N = n] = (1 − 1/p)·p^(−n), the
+// geometric law of Kar & Karnick normalised to sum to 1 (the paper's
+// 1/p^(n+1) is this for p = 2). The feature weight is 1/P[N = n].
+func degreeOf(u, p float64) int {
+	n := 0
+	c := 1 - 1/p // P[N = 0]
+	acc := c
+	for u > acc && n < 64 {
+		n++
+		c /= p
+		acc += c
+	}
+	return n
+}
+
+// PhiTo writes the features of rows×Dim inputs x into dst (rows×B,
+// row-major). Each row is computed with the same operations in the same
+// order whatever rows is. z is scratch of at least ScratchLen() values.
 func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
-	d, nb := m.Dim, m.BlockSize
-	if len(x) < rows*d || len(dst) < rows*nb || len(z) < 4*nb {
+	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
+	if len(x) < rows*d || len(dst) < rows*nb || len(z) < m.ScratchLen() {
 		panic("features: PhiTo buffer too small")
 	}
-	s := math.Sqrt(2 / float64(nb))
-	om, ph := b.Omega, b.Phase
-	r := 0
-	// Tiles of four rows share each load of a row of Omega.
-	for ; r+4 <= rows; r += 4 {
-		for q := 0; q < 4; q++ {
-			copy(z[q*nb:(q+1)*nb], ph)
+	zt := z[:4*cols]
+	xr := z[4*cols : 4*cols+4*din]
+	tmp := z[4*cols+4*din:]
+	row := func(r, q int) []float64 {
+		if din == d {
+			return x[r*d : r*d+d]
 		}
-		tile4(z[:4*nb], x[r*d:r*d+d], x[(r+1)*d:(r+1)*d+d], x[(r+2)*d:(r+2)*d+d], x[(r+3)*d:(r+3)*d+d], om, d, nb)
-		cosScale(dst[r*nb:(r+4)*nb], z[:4*nb], s)
+		xq := xr[q*din : (q+1)*din]
+		copy(xq, x[r*d:r*d+d])
+		xq[d] = math.Sqrt(m.Kernel.Offset)
+		return xq
 	}
-	for ; r < rows; r++ {
-		z0 := z[:nb]
-		copy(z0, ph)
-		xr := x[r*d : r*d+d]
-		for c := 0; c < d; c++ {
-			w := om[c*nb : c*nb+nb]
-			a := xr[c]
-			for f, wf := range w {
-				z0[f] += float64(a * wf)
+	for r := 0; r < rows; r += 4 {
+		n := min(4, rows-r)
+		for q := 0; q < 4; q++ {
+			copy(zt[q*cols:(q+1)*cols], b.Phase[:cols])
+		}
+		if n == 4 {
+			tile4(zt, row(r, 0), row(r+1, 1), row(r+2, 2), row(r+3, 3), b.Omega, din, cols)
+		} else {
+			for q := 0; q < n; q++ {
+				oneRow(zt[q*cols:(q+1)*cols], row(r+q, q), b.Omega, din, cols)
 			}
 		}
-		out := dst[r*nb : r*nb+nb]
-		for f, v := range z0 {
-			out[f] = float64(s * Cos2Pi(v))
+		m.activate(dst[r*nb:(r+n)*nb], zt[:n*cols], n, b, tmp)
+	}
+}
+
+// oneRow is tile4Go for a single row: z[j] += x[c]·Ω[c,j], c in order.
+func oneRow(z, x, om []float64, d, cols int) {
+	for c := 0; c < d; c++ {
+		a := x[c]
+		w := om[c*cols : c*cols+cols]
+		for j, wj := range w {
+			z[j] += float64(a * wj)
 		}
 	}
 }
 
-// tile4Go is the portable tile4: z_q[f] += x_q[c]·Ω[c,f], c in order.
+// activate maps the n rows of z (n×cols) to features (n×B).
+func (m Map) activate(dst, z []float64, n int, b *Block, tmp []float64) {
+	nb, cols := m.BlockSize, m.cols()
+	k := m.Kernel
+	switch k.Family {
+	case Gaussian, Laplacian, Cauchy, Matern:
+		cosScale(dst, z, math.Sqrt(2/float64(nb)))
+	case ExpSemigroup, RecSemigroup:
+		s := 1 / math.Sqrt(float64(nb))
+		for i, v := range z {
+			dst[i] = float64(s * ExpNeg(v))
+		}
+	case ArcCosine:
+		s := math.Sqrt(2 / float64(nb))
+		for i, v := range z {
+			switch {
+			case v <= 0:
+				dst[i] = 0
+			case k.Degree == 0:
+				dst[i] = s
+			case k.Degree == 1:
+				dst[i] = float64(s * v)
+			default:
+				dst[i] = float64(float64(s*v) * v)
+			}
+		}
+	case Linear:
+		copy(dst, z)
+	case DotProduct:
+		mdeg := len(k.Coefficients) - 1
+		p := k.p()
+		for r := 0; r < n; r++ {
+			for f := 0; f < nb; f++ {
+				deg := b.Degree[f]
+				if deg > mdeg || k.Coefficients[deg] == 0 {
+					dst[r*nb+f] = 0
+					continue
+				}
+				// weight √(a_N / P[N]) / √B with P[N = n] = (1−1/p)·p^(−n).
+				v := math.Sqrt(k.Coefficients[deg]/((1-1/p)*math.Pow(p, -float64(deg)))) / math.Sqrt(float64(nb))
+				zr := z[r*cols+f*mdeg : r*cols+f*mdeg+deg]
+				for _, zi := range zr {
+					v = float64(v * zi)
+				}
+				dst[r*nb+f] = v
+			}
+		}
+	case Polynomial:
+		// Circular convolution of the sketches, in sketch order.
+		for r := 0; r < n; r++ {
+			out := dst[r*nb : (r+1)*nb]
+			copy(out, z[r*cols:r*cols+nb])
+			for j := 1; j < k.Degree; j++ {
+				sk := z[r*cols+j*nb : r*cols+(j+1)*nb]
+				t := tmp[:nb]
+				clear(t)
+				for a, va := range out {
+					if va == 0 {
+						continue
+					}
+					for c, vc := range sk {
+						t[(a+c)%nb] += float64(va * vc)
+					}
+				}
+				copy(out, t)
+			}
+		}
+	}
+}
+
+// tile4Go is the portable tile4: z_q[j] += x_q[c]·Ω[c,j], c in order.
 func tile4Go(z, x0, x1, x2, x3, om []float64, d, nb int) {
 	z0, z1, z2, z3 := z[:nb], z[nb:2*nb], z[2*nb:3*nb], z[3*nb:4*nb]
 	for c := 0; c < d; c++ {
