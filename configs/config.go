@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // Config is the whole service configuration. Every field documents its
@@ -79,10 +81,26 @@ type Learner struct {
 	Algorithm string `yaml:"algorithm"`
 	// K components. Default: 3.
 	K int `yaml:"k"`
-	// Kernel family. Default: gaussian.
+	// Kernel family: gaussian, laplacian, cauchy, matern, dotproduct,
+	// polynomial, expsemigroup, recsemigroup, arccosine, linear.
+	// Default: gaussian.
 	Kernel string `yaml:"kernel"`
-	// Bandwidth of the kernel; 0 = median trick on the first batch.
+	// Bandwidth ℓ (gaussian, laplacian, cauchy, matern); 0 = median trick
+	// on the first batch.
 	Bandwidth float64 `yaml:"bandwidth"`
+	// Nu: Matérn smoothness ν.
+	Nu float64 `yaml:"nu"`
+	// Degree: polynomial p, or arc-cosine n (0, 1, 2).
+	Degree int `yaml:"degree"`
+	// Offset: polynomial c.
+	Offset float64 `yaml:"offset"`
+	// Coefficients a_0…a_M of the dot-product kernel.
+	Coefficients []float64 `yaml:"coefficients"`
+	// P of the dot-product kernel's degree distribution. 0 = 2.
+	P float64 `yaml:"p"`
+	// Beta of the exp-semigroup kernel; Lambda of the rec-semigroup kernel.
+	Beta   float64 `yaml:"beta"`
+	Lambda float64 `yaml:"lambda"`
 	// Batch is the mini-batch size b. Default: 512.
 	Batch int `yaml:"batch"`
 	// Linger: a partial batch is learned after waiting this long for more
@@ -284,8 +302,13 @@ func (c *Config) Validate() error {
 	if c.Learner.K < 1 {
 		bad("learner.k", "%d: must be ≥ 1", c.Learner.K)
 	}
-	if c.Learner.Kernel != "gaussian" {
-		bad("learner.kernel", "%q: this build supports gaussian", c.Learner.Kernel)
+	if k := c.Learner.KernelSpec(); true {
+		if k.Family.HasBandwidth() && k.Bandwidth == 0 {
+			k.Bandwidth = 1 // median trick
+		}
+		if err := k.Validate(); err != nil {
+			bad("learner.kernel", "%v", err)
+		}
 	}
 	if c.Learner.Bandwidth < 0 {
 		bad("learner.bandwidth", "%v: must be > 0, or 0 for the median trick", c.Learner.Bandwidth)
@@ -442,6 +465,18 @@ func setField(f reflect.Value, s string) error {
 		for i := range parts {
 			parts[i] = strings.TrimSpace(parts[i])
 		}
+		if f.Type().Elem().Kind() == reflect.Float64 {
+			v := make([]float64, len(parts))
+			for i, p := range parts {
+				x, err := strconv.ParseFloat(p, 64)
+				if err != nil {
+					return err
+				}
+				v[i] = x
+			}
+			f.Set(reflect.ValueOf(v))
+			return nil
+		}
 		f.Set(reflect.ValueOf(parts))
 	default:
 		return fmt.Errorf("unsupported kind %s", f.Kind())
@@ -459,4 +494,12 @@ func Secret(inline, file string) (string, error) {
 		return "", fmt.Errorf("configs: read secret file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// KernelSpec returns the learner's kernel as online/features describes it.
+func (l Learner) KernelSpec() features.Kernel {
+	return features.Kernel{
+		Family: features.Family(l.Kernel), Bandwidth: l.Bandwidth, Nu: l.Nu, Degree: l.Degree,
+		Offset: l.Offset, Coefficients: l.Coefficients, P: l.P, Beta: l.Beta, Lambda: l.Lambda,
+	}
 }

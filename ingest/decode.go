@@ -30,6 +30,7 @@ const (
 	ReasonMalformed = "malformed"
 	ReasonDimension = "dimension"
 	ReasonNonFinite = "non_finite"
+	ReasonDomain    = "domain" // outside the kernel's domain (e.g. x < 0 for semigroup kernels)
 )
 
 // BadMessageError says why a message was refused.

@@ -102,10 +102,10 @@ func (c Config) Validate() error {
 	if c.K < 1 {
 		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)
 	}
-	if c.BlockSize < c.K || c.BlockSize > 1<<16 {
+	if c.Kernel.Family != features.Linear && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)
 	}
-	if c.MaxFeatures < c.BlockSize {
+	if c.Kernel.Family != features.Linear && c.MaxFeatures < c.BlockSize {
 		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
 	}
 	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
@@ -114,10 +114,12 @@ func (c Config) Validate() error {
 	if c.Dim < 0 {
 		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)
 	}
-	if c.Kernel.Bandwidth != 0 {
-		if err := c.Kernel.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
+	kern := c.Kernel
+	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {
+		kern.Bandwidth = 1 // chosen by the median trick on the first batch
+	}
+	if err := kern.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return nil
 }

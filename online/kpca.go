@@ -77,6 +77,11 @@ func (l *KPCA) Features() int { return len(l.seeds) * l.cfg.BlockSize }
 // Dim returns the input dimension, 0 before the first batch.
 func (l *KPCA) Dim() int { return l.fm.Dim }
 
+// CheckInput reports whether one vector is in the kernel's domain (the
+// semigroup kernels need x ≥ 0); the pipeline uses it to dead-letter a
+// message instead of refusing a whole batch.
+func (l *KPCA) CheckInput(x []float64) error { return l.cfg.Kernel.CheckInput(x) }
+
 // Kernel returns the kernel (bandwidth fixed after the first batch).
 func (l *KPCA) Kernel() features.Kernel { return l.fm.Kernel }
 
@@ -117,7 +122,14 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 		l.pre = standardizer(x, rows, d)
 	}
 	kern := l.cfg.Kernel
-	if kern.Bandwidth == 0 {
+	if kern.Family == features.Linear {
+		// The identity map: one block of d features, revisited every step.
+		l.cfg.BlockSize, l.cfg.MaxFeatures = d, d
+		if d < k {
+			return fmt.Errorf("%w: the linear map has %d features, fewer than k = %d", ErrConfig, d, k)
+		}
+	}
+	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {
 		xs := make([]float64, rows*d)
 		l.pre.Apply(xs, x[:rows*d])
 		kern.Bandwidth = MedianDistance(xs, rows, d, 512)
@@ -170,6 +182,9 @@ func (l *KPCA) Update(x []float64, rows int) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%w: non-finite value", ErrInput)
 		}
+	}
+	if err := l.cfg.Kernel.CheckInput(x); err != nil {
+		return fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	if l.ev == nil {
 		if err := l.init(x, rows, len(x)/rows); err != nil {

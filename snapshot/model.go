@@ -99,6 +99,9 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 			return nil, fmt.Errorf("snapshot: input value %d is %v", i, xv)
 		}
 	}
+	if err := v.Kernel.CheckInput(x); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
 	rows := len(x) / d
 	if dst == nil {
 		dst = make([]float64, rows*k)

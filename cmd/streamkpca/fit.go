@@ -112,17 +112,25 @@ func readVectors(path string, format ingest.Format, dim int) ([]float64, int, in
 
 // learnerFlags registers the learner's flags on fs.
 type learnerFlags struct {
-	algo, kernel, bandwidth string
-	k, batch, block, maxF   int
-	theta0, theta1          float64
-	seed                    uint64
-	center, standardize     bool
+	algo, kernel, bandwidth, coefs string
+	k, batch, block, maxF, degree  int
+	theta0, theta1, nu, offset     float64
+	p, beta, lambda                float64
+	seed                           uint64
+	center, standardize            bool
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&lf.algo, "algo", "kpca", "algorithm: kpca or gha")
 	fs.IntVar(&lf.k, "k", 0, "number of components (required)")
-	fs.StringVar(&lf.kernel, "kernel", "gaussian", "kernel family")
+	fs.StringVar(&lf.kernel, "kernel", "gaussian", "kernel: gaussian, laplacian, cauchy, matern, dotproduct, polynomial, expsemigroup, recsemigroup, arccosine, linear")
+	fs.Float64Var(&lf.nu, "nu", 0, "matern ν")
+	fs.IntVar(&lf.degree, "degree", 0, "polynomial p, or arccosine n")
+	fs.Float64Var(&lf.offset, "offset", 0, "polynomial c")
+	fs.StringVar(&lf.coefs, "coefficients", "", "dotproduct a_0,…,a_M")
+	fs.Float64Var(&lf.p, "p", 0, "dotproduct degree law parameter (default 2)")
+	fs.Float64Var(&lf.beta, "beta", 0, "expsemigroup β")
+	fs.Float64Var(&lf.lambda, "lambda", 0, "recsemigroup λ")
 	fs.StringVar(&lf.bandwidth, "bandwidth", "auto", "kernel bandwidth, or auto for the median trick on the first batch")
 	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
 	fs.IntVar(&lf.block, "block", online.DefaultBlockSize, "random features per block B")
@@ -137,9 +145,19 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 func (lf *learnerFlags) config(model string) (online.Config, error) {
 	cfg := online.Config{
 		Model: model, Algorithm: online.Algorithm(lf.algo), K: lf.k,
-		Kernel:    features.Kernel{Family: features.Family(lf.kernel)},
+		Kernel: features.Kernel{Family: features.Family(lf.kernel), Nu: lf.nu, Degree: lf.degree, Offset: lf.offset,
+			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
 		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize,
+	}
+	if lf.coefs != "" {
+		for _, c := range strings.Split(lf.coefs, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
+			if err != nil {
+				return cfg, fmt.Errorf("--coefficients: %w", err)
+			}
+			cfg.Kernel.Coefficients = append(cfg.Kernel.Coefficients, v)
+		}
 	}
 	if lf.bandwidth != "auto" && lf.bandwidth != "" {
 		bw, err := strconv.ParseFloat(lf.bandwidth, 64)

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
 		m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs)
-	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite"} {
+	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}
 	return m

@@ -18,7 +18,6 @@ import (
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -112,7 +111,7 @@ func New(opt Options) (*Pipeline, error) {
 		}}
 	lc := online.Config{
 		Model: cfg.Model, Algorithm: online.Algorithm(cfg.Learner.Algorithm), K: cfg.Learner.K, Dim: cfg.Kafka.Dim,
-		Kernel:    features.Kernel{Family: features.Family(cfg.Learner.Kernel), Bandwidth: cfg.Learner.Bandwidth},
+		Kernel:    cfg.Learner.KernelSpec(),
 		BlockSize: cfg.Learner.Block, MaxFeatures: cfg.Learner.MaxFeatures, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1,
 		Seed: cfg.Learner.Seed, Standardize: cfg.Learner.Standardize, Center: cfg.Learner.Center,
 		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes,
@@ -379,6 +378,12 @@ func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
 	if err == nil && p.learner.Dim() != 0 && len(l.batch)-n0 != p.learner.Dim() {
 		l.batch = l.batch[:n0]
 		err = &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%d values, model dimension %d", len(l.batch)-n0, p.learner.Dim())}
+	}
+	if err == nil {
+		if derr := p.learner.CheckInput(l.batch[n0:]); derr != nil {
+			l.batch = l.batch[:n0]
+			err = &ingest.BadMessageError{Reason: ingest.ReasonDomain, Err: derr}
+		}
 	}
 	if err != nil {
 		reason := ingest.Reason(err)

@@ -86,7 +86,9 @@ func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 
 // Validate reports whether k can generate features.
 func (k Kernel) Validate() error {
-	bad := func(f string, a ...any) error { return fmt.Errorf("%w: %s: "+f, append([]any{ErrKernel, k.Family}, a...)...) }
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%w: %s: "+f, append([]any{ErrKernel, k.Family}, a...)...)
+	}
 	switch k.Family {
 	case Gaussian, Laplacian, Cauchy:
 		if !positive(k.Bandwidth) {
@@ -334,7 +336,7 @@ func (m Map) Generate(dst *Block, seed uint64) {
 		for f := 0; f < nb; f++ {
 			for c := 0; c < d; c++ {
 				h := float64(Uniform(Word(ko, uint64(f*d+c)))-0.5) / 2 // θ/(2π), θ = π(u−½)
-				t := Cos2Pi(h-0.25) / Cos2Pi(h)                           // sin θ / cos θ
+				t := Cos2Pi(h-0.25) / Cos2Pi(h)                        // sin θ / cos θ
 				set(c, f, float64(t*scale))
 			}
 		}
