@@ -15,7 +15,13 @@ type Algorithm string
 const (
 	AlgKPCA Algorithm = "kpca" // Oja-style subspace rule (Alg. 1–2)
 	AlgGHA  Algorithm = "gha"  // generalized Hebbian algorithm (Sec. 5.1)
+	AlgKSVD Algorithm = "ksvd" // kernel SVD of the cross-covariance (Alg. 3)
+	AlgKCCA Algorithm = "kcca" // kernel CCA (Alg. 4)
+	AlgKSIR Algorithm = "ksir" // kernel sliced inverse regression (Sec. 5.4)
 )
+
+// TwoView reports whether the algorithm learns from (x, y) pairs.
+func (a Algorithm) TwoView() bool { return a == AlgKSVD || a == AlgKCCA || a == AlgKSIR }
 
 // Defaults.
 const (
@@ -58,6 +64,17 @@ type Config struct {
 	Standardize bool
 	// Center learns the centred covariance operator. Default: off.
 	Center bool
+	// KernelY is the kernel of the second view (ksvd, kcca). Default:
+	// gaussian with the median trick. Ignored by ksir, whose second view is
+	// the slice indicators of the target under the linear map.
+	KernelY features.Kernel
+	// DimY is the second view's dimension; 0 = from the first batch.
+	DimY int
+	// Uncentered turns off the centring two-view algorithms use by default
+	// (without it Alg. 4 diverges at useful step sizes on real data).
+	Uncentered bool
+	// Slices is the number of target slices of ksir. Default: 10.
+	Slices int
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
@@ -89,15 +106,33 @@ func (c *Config) setDefaults() {
 	if c.Seed == 0 {
 		c.Seed = DefaultSeed
 	}
+	if c.KernelY.Family == "" {
+		c.KernelY.Family = features.Gaussian
+	}
+	if c.Slices == 0 {
+		c.Slices = 10
+	}
 }
 
 // Validate reports the first invalid field, after defaults.
 func (c Config) Validate() error {
 	c.setDefaults()
 	switch c.Algorithm {
-	case AlgKPCA, AlgGHA:
+	case AlgKPCA, AlgGHA, AlgKSVD, AlgKCCA, AlgKSIR:
 	default:
-		return fmt.Errorf("%w: algorithm %q (want kpca or gha)", ErrConfig, c.Algorithm)
+		return fmt.Errorf("%w: algorithm %q (want kpca, gha, ksvd, kcca or ksir)", ErrConfig, c.Algorithm)
+	}
+	if c.Algorithm == AlgKSIR && c.Slices <= c.K {
+		return fmt.Errorf("%w: ksir needs more slices (%d) than components (k=%d)", ErrConfig, c.Slices, c.K)
+	}
+	if c.Algorithm.TwoView() && c.Algorithm != AlgKSIR {
+		ky := c.KernelY
+		if ky.Family.HasBandwidth() && ky.Bandwidth == 0 {
+			ky.Bandwidth = 1
+		}
+		if err := ky.Validate(); err != nil {
+			return fmt.Errorf("%w: kernel of y: %w", ErrConfig, err)
+		}
 	}
 	if c.K < 1 {
 		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)

@@ -50,6 +50,9 @@ func New(cfg Config) (*KPCA, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	if cfg.Algorithm.TwoView() {
+		return nil, fmt.Errorf("%w: %s learns from (x, y) pairs: use NewTwoView", ErrConfig, cfg.Algorithm)
+	}
 	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
 	return &KPCA{cfg: cfg, backoff: 1}, nil
 }
@@ -380,51 +383,11 @@ func (l *KPCA) first(rows int) error {
 	k, nb := l.cfg.K, l.cfg.BlockSize
 	seed := features.DeriveSeed(l.cfg.Seed, 0)
 	l.ev.PhiTo(l.phi, l.xs, rows, 0, seed)
-	phi := mat.NewDense(rows, nb, l.phi)
-	if l.cfg.Center {
-		for f := 0; f < nb; f++ {
-			var m float64
-			for r := 0; r < rows; r++ {
-				m += l.phi[r*nb+f]
-			}
-			m /= float64(rows)
-			for r := 0; r < rows; r++ {
-				l.phi[r*nb+f] -= m
-			}
-		}
+	coef, top, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
+	if err != nil {
+		return err
 	}
-	var c mat.SymDense
-	c.SymOuterK(1/float64(rows), phi.T())
-	var es mat.EigenSym
-	if !es.Factorize(&c, true) {
-		return fmt.Errorf("online: eigendecomposition of the first block failed")
-	}
-	vals := es.Values(nil)
-	var vecs mat.Dense
-	es.VectorsTo(&vecs)
-	// Values ascend; take the top k, largest first, sign fixed so that the
-	// largest-magnitude entry is positive.
-	coef := make([]float64, nb*k)
-	for q := 0; q < k; q++ {
-		col := nb - 1 - q
-		var big float64
-		for f := 0; f < nb; f++ {
-			if v := vecs.At(f, col); math.Abs(v) > math.Abs(big) {
-				big = v
-			}
-		}
-		sgn := 1.0
-		if big < 0 {
-			sgn = -1
-		}
-		for f := 0; f < nb; f++ {
-			coef[f*k+q] = sgn * vecs.At(f, col)
-		}
-	}
-	l.lambda0 = vals[nb-1]
-	if !(l.lambda0 > 0) {
-		return fmt.Errorf("%w: the first batch gives a zero feature covariance", ErrInput)
-	}
+	l.lambda0 = top
 	l.seeds = append(l.seeds, seed)
 	l.alpha = append(l.alpha, coef...)
 	if l.center != nil {

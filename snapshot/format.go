@@ -114,6 +114,14 @@ type View struct {
 	// Center is the estimate of E[H(x)] (length k) subtracted from every
 	// projection when centring is on; empty when off.
 	Center []float64 `json:"center,omitempty"`
+	// Seeds and BlockSize of a view after the first (the first view uses
+	// the header's). A view's coefficients are len(Seeds)·BlockSize rows.
+	Seeds     Seeds `json:"seeds,omitempty"`
+	BlockSize int   `json:"block_size,omitempty"`
+	// Slices are the KSIR target thresholds (view 1 is the one-hot slice
+	// indicator of the target): slice i holds t with Slices[i-1] < t ≤
+	// Slices[i].
+	Slices []float64 `json:"slices,omitempty"`
 }
 
 // Diagnostics are live estimates recorded at snapshot time.
@@ -160,16 +168,34 @@ func (h *Header) Features() int { return len(h.Seeds) * h.BlockSize }
 // Version is the snapshot's version: the learner step it was taken at.
 func (h *Header) Version() uint64 { return h.Step }
 
-// coefPerView is the number of coefficients each view carries.
-func (h *Header) coefPerView() (int, error) {
+// ViewSeeds returns the block seeds and block size of view v.
+func (h *Header) ViewSeeds(v int) (Seeds, int) {
+	if v == 0 || h.Views[v].BlockSize == 0 {
+		return h.Seeds, h.BlockSize
+	}
+	return h.Views[v].Seeds, h.Views[v].BlockSize
+}
+
+// coefCounts is the number of coefficients each view carries.
+func (h *Header) coefCounts() ([]int, error) {
 	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 {
-		return 0, fmt.Errorf("%w: k=%d block_size=%d", ErrHeader, h.K, h.BlockSize)
+		return nil, fmt.Errorf("%w: k=%d block_size=%d", ErrHeader, h.K, h.BlockSize)
 	}
-	n := uint64(len(h.Seeds)) * uint64(h.BlockSize) * uint64(h.K)
-	if n > MaxCoef {
-		return 0, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, n, MaxCoef)
+	out := make([]int, len(h.Views))
+	var total uint64
+	for v := range h.Views {
+		seeds, bs := h.ViewSeeds(v)
+		if bs < 1 || bs > 1<<16 {
+			return nil, fmt.Errorf("%w: view %d block_size=%d", ErrHeader, v, bs)
+		}
+		n := uint64(len(seeds)) * uint64(bs) * uint64(h.K)
+		total += n
+		if total > MaxCoef {
+			return nil, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, total, MaxCoef)
+		}
+		out[v] = int(n)
 	}
-	return int(n), nil
+	return out, nil
 }
 
 // Validate checks the header's internal consistency.
@@ -180,8 +206,10 @@ func (h *Header) Validate() error {
 	if len(h.Views) < 1 || len(h.Views) > 2 {
 		return fmt.Errorf("%w: %d views", ErrHeader, len(h.Views))
 	}
-	if _, err := h.coefPerView(); err != nil {
-		return err
+	if len(h.Views) >= 1 && len(h.Views) <= 2 {
+		if _, err := h.coefCounts(); err != nil {
+			return err
+		}
 	}
 	for i, v := range h.Views {
 		if v.Dim < 1 || v.Dim > 1<<24 {
@@ -213,13 +241,13 @@ func (s *Snapshot) Validate() error {
 	if err := s.Header.Validate(); err != nil {
 		return err
 	}
-	n, _ := s.Header.coefPerView()
+	counts, _ := s.Header.coefCounts()
 	if len(s.Coef) != len(s.Header.Views) {
 		return fmt.Errorf("%w: %d coefficient sets for %d views", ErrSize, len(s.Coef), len(s.Header.Views))
 	}
 	for i, c := range s.Coef {
-		if len(c) != n {
-			return fmt.Errorf("%w: view %d has %d coefficients, header implies %d", ErrSize, i, len(c), n)
+		if len(c) != counts[i] {
+			return fmt.Errorf("%w: view %d has %d coefficients, header implies %d", ErrSize, i, len(c), counts[i])
 		}
 	}
 	return nil
@@ -331,7 +359,7 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
 	}
 	s.Header = h
-	s.Coef = splitViews(coef, len(h.Views))
+	s.Coef = splitViews(coef, &h)
 	return nil
 }
 
@@ -356,18 +384,24 @@ func decodeHeader(b []byte, h *Header, n uint64) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	per, _ := h.coefPerView()
-	if uint64(per)*uint64(len(h.Views)) != n {
-		return fmt.Errorf("%w: header implies %d coefficients, file has %d", ErrSize, per*len(h.Views), n)
+	counts, _ := h.coefCounts()
+	var total uint64
+	for _, c := range counts {
+		total += uint64(c)
+	}
+	if total != n {
+		return fmt.Errorf("%w: header implies %d coefficients, file has %d", ErrSize, total, n)
 	}
 	return nil
 }
 
-func splitViews(coef []float64, views int) [][]float64 {
-	per := len(coef) / views
-	out := make([][]float64, views)
-	for v := range out {
-		out[v] = coef[v*per : (v+1)*per : (v+1)*per]
+func splitViews(coef []float64, h *Header) [][]float64 {
+	counts, _ := h.coefCounts()
+	out := make([][]float64, len(counts))
+	off := 0
+	for v, c := range counts {
+		out[v] = coef[off : off+c : off+c]
+		off += c
 	}
 	return out
 }
@@ -426,7 +460,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
 	}
 	s.Header = h
-	s.Coef = splitViews(coef, len(h.Views))
+	s.Coef = splitViews(coef, &h)
 	return read, nil
 }
 

@@ -41,19 +41,20 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 		opt.CacheBytes = 256 << 20
 	}
 	m := &Model{snap: s}
-	for _, v := range s.Header.Views {
-		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: s.Header.BlockSize}
+	for vi, v := range s.Header.Views {
+		seeds, bs := s.Header.ViewSeeds(vi)
+		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs}
 		if err := fm.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrHeader, err)
 		}
 		m.maps = append(m.maps, fm)
 		bc := &blockCache{}
 		if opt.CacheBytes > 0 {
-			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(s.Header.Seeds))
+			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(seeds))
 			bc.blocks = make([]*features.Block, n)
 			for j := range bc.blocks {
 				b := new(features.Block)
-				fm.Generate(b, s.Header.Seeds[j])
+				fm.Generate(b, seeds[j])
 				bc.blocks[j] = b
 			}
 		}
@@ -71,8 +72,13 @@ func (m *Model) Snapshot() *Snapshot { return m.snap }
 // K returns the number of components.
 func (m *Model) K() int { return m.snap.Header.K }
 
-// Dim returns the input dimension of view v.
-func (m *Model) Dim(view int) int { return m.snap.Header.Views[view].Dim }
+// Dim returns the input dimension of view v (1 for a KSIR target view).
+func (m *Model) Dim(view int) int {
+	if len(m.snap.Header.Views[view].Slices) > 0 {
+		return 1 // KSIR target view
+	}
+	return m.snap.Header.Views[view].Dim
+}
 
 // Views returns the number of views.
 func (m *Model) Views() int { return len(m.snap.Header.Views) }
@@ -91,8 +97,12 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	}
 	v := &m.snap.Header.Views[view]
 	d, k := v.Dim, m.snap.Header.K
-	if len(x)%d != 0 {
-		return nil, fmt.Errorf("snapshot: input of %d values is not a whole number of %d-dimensional points", len(x), d)
+	inDim := d
+	if len(v.Slices) > 0 {
+		inDim = 1 // KSIR target view: one target per row
+	}
+	if len(x)%inDim != 0 {
+		return nil, fmt.Errorf("snapshot: input of %d values is not a whole number of %d-dimensional points", len(x), inDim)
 	}
 	for i, xv := range x {
 		if math.IsNaN(xv) || math.IsInf(xv, 0) {
@@ -102,18 +112,23 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	if err := v.Kernel.CheckInput(x); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	rows := len(x) / d
+	rows := len(x) / inDim
 	if dst == nil {
 		dst = make([]float64, rows*k)
 	} else if len(dst) != rows*k {
 		panic("snapshot: Project dst has wrong length")
 	}
-	xs := make([]float64, len(x))
-	v.Preprocess.Apply(xs, x)
+	var xs []float64
+	if len(v.Slices) > 0 {
+		xs = SliceIndicators(v.Slices, x)
+	} else {
+		xs = make([]float64, len(x))
+		v.Preprocess.Apply(xs, x)
+	}
 	fm := m.maps[view]
 	nb := fm.BlockSize
 	coef := m.snap.Coef[view]
-	seeds := m.snap.Header.Seeds
+	seeds, _ := m.snap.Header.ViewSeeds(view)
 	// Same grouping and order as features.Evaluator.Eval: blocks summed in
 	// chunks of features.ChunkBlocks, chunks added in order.
 	phi := make([]float64, rows*nb)
@@ -161,4 +176,20 @@ func (p *Preprocess) Apply(dst, x []float64) {
 		c := i % d
 		dst[i] = (dst[i] - p.Mean[c]) / p.Scale[c]
 	}
+}
+
+// SliceIndicators maps targets t (one per row) to one-hot slice indicators
+// (rows × (len(thresholds)+1)): slice i holds thresholds[i-1] < t ≤
+// thresholds[i] (paper Sec. 5.4, kernel sliced inverse regression).
+func SliceIndicators(thresholds, t []float64) []float64 {
+	s := len(thresholds) + 1
+	out := make([]float64, len(t)*s)
+	for r, v := range t {
+		i := 0
+		for i < len(thresholds) && v > thresholds[i] {
+			i++
+		}
+		out[r*s+i] = 1
+	}
+	return out
 }
