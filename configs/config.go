@@ -101,6 +101,14 @@ type Learner struct {
 	// Beta of the exp-semigroup kernel; Lambda of the rec-semigroup kernel.
 	Beta   float64 `yaml:"beta"`
 	Lambda float64 `yaml:"lambda"`
+	// KernelY, BandwidthY: the second view's kernel (ksvd, kcca). Defaults:
+	// gaussian, median trick.
+	KernelY    string  `yaml:"kernel_y"`
+	BandwidthY float64 `yaml:"bandwidth_y"`
+	// Slices of the target for ksir. Default: 10.
+	Slices int `yaml:"slices"`
+	// Uncentered turns off the two-view algorithms' default centring.
+	Uncentered bool `yaml:"uncentered"`
 	// Batch is the mini-batch size b. Default: 512.
 	Batch int `yaml:"batch"`
 	// Linger: a partial batch is learned after waiting this long for more
@@ -110,7 +118,8 @@ type Learner struct {
 	Block int `yaml:"block"`
 	// MaxFeatures is the feature budget. Default: 32768.
 	MaxFeatures int `yaml:"max_features"`
-	// Theta0, Theta1: step schedule. Defaults: 0.5, 0.01.
+	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 0.5, 0.01
+	// for kpca/gha; 1, 0.001 for ksvd/kcca/ksir.
 	Theta0 float64 `yaml:"theta0"`
 	Theta1 float64 `yaml:"theta1"`
 	// Seed of the model. Default: 1.
@@ -217,18 +226,14 @@ func (c *Config) SetDefaults() {
 	def(&c.Learner.Algorithm, "kpca")
 	defI(&c.Learner.K, 3)
 	def(&c.Learner.Kernel, "gaussian")
+	def(&c.Learner.KernelY, "gaussian")
+	defI(&c.Learner.Slices, 10)
 	defI(&c.Learner.Batch, 512)
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
 	defI(&c.Learner.Block, 128)
 	defI(&c.Learner.MaxFeatures, 32768)
-	if c.Learner.Theta0 == 0 {
-		c.Learner.Theta0 = 0.5
-	}
-	if c.Learner.Theta1 == 0 {
-		c.Learner.Theta1 = 0.01
-	}
 	if c.Learner.Seed == 0 {
 		c.Learner.Seed = 1
 	}
@@ -295,9 +300,9 @@ func (c *Config) Validate() error {
 		bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
 	}
 	switch c.Learner.Algorithm {
-	case "kpca", "gha":
+	case "kpca", "gha", "ksvd", "kcca", "ksir":
 	default:
-		bad("learner.algorithm", "%q: want kpca or gha", c.Learner.Algorithm)
+		bad("learner.algorithm", "%q: want kpca, gha, ksvd, kcca or ksir", c.Learner.Algorithm)
 	}
 	if c.Learner.K < 1 {
 		bad("learner.k", "%d: must be ≥ 1", c.Learner.K)
@@ -322,8 +327,8 @@ func (c *Config) Validate() error {
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)
 	}
-	if !(c.Learner.Theta0 > 0) || c.Learner.Theta1 < 0 {
-		bad("learner.theta0/theta1", "%v/%v: theta0 must be > 0, theta1 ≥ 0", c.Learner.Theta0, c.Learner.Theta1)
+	if c.Learner.Theta0 < 0 || c.Learner.Theta1 < 0 {
+		bad("learner.theta0/theta1", "%v/%v: must be ≥ 0 (0 = the algorithm's default)", c.Learner.Theta0, c.Learner.Theta1)
 	}
 	if c.Snapshot.Keep < 1 {
 		bad("snapshot.keep", "%d: must be ≥ 1", c.Snapshot.Keep)
@@ -502,4 +507,9 @@ func (l Learner) KernelSpec() features.Kernel {
 		Family: features.Family(l.Kernel), Bandwidth: l.Bandwidth, Nu: l.Nu, Degree: l.Degree,
 		Offset: l.Offset, Coefficients: l.Coefficients, P: l.P, Beta: l.Beta, Lambda: l.Lambda,
 	}
+}
+
+// KernelYSpec returns the second view's kernel.
+func (l Learner) KernelYSpec() features.Kernel {
+	return features.Kernel{Family: features.Family(l.KernelY), Bandwidth: l.BandwidthY}
 }

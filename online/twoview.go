@@ -477,3 +477,55 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 		Coef: [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
 	}
 }
+
+// RestoreTwoView returns a two-view learner that continues from snap.
+// Runtime settings (Workers, CacheBytes) come from rt.
+func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
+	if err := snap.Validate(); err != nil {
+		return nil, err
+	}
+	h := &snap.Header
+	alg := Algorithm(h.Algorithm)
+	if !alg.TwoView() || len(h.Views) != 2 {
+		return nil, fmt.Errorf("%w: %q with %d views is not a two-view model", snapshot.ErrUnsupported, h.Algorithm, len(h.Views))
+	}
+	vx, vy := h.Views[0], h.Views[1]
+	cfg := Config{
+		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
+		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
+		Seed: h.ModelSeed, Uncentered: h.Extra["uncentered"] == 1, Standardize: h.Extra["standardize"] == 1,
+		Slices: int(h.Extra["slices"]), Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+	}
+	if alg != AlgKSIR {
+		cfg.DimY = vy.Dim
+	}
+	l, err := NewTwoView(cfg)
+	if err != nil {
+		return nil, err
+	}
+	k := h.K
+	yBlock := vy.BlockSize
+	if err := l.initView(0, vx.Kernel, nil, 0, vx.Dim, h.BlockSize, h.MaxFeatures, false); err != nil {
+		return nil, err
+	}
+	if err := l.initView(1, vy.Kernel, nil, 0, vy.Dim, yBlock, h.MaxFeatures, false); err != nil {
+		return nil, err
+	}
+	l.v[0].pre, l.v[1].pre = vx.Preprocess, vy.Preprocess
+	l.slices = slices.Clone(vy.Slices)
+	l.w, l.wUse, l.tmp = make([]float64, k*k), make([]float64, k*k), make([]float64, 2*k)
+	for i, v := range []snapshot.View{vx, vy} {
+		seeds, _ := h.ViewSeeds(i)
+		l.v[i].seeds = append(l.v[i].seeds, seeds...)
+		l.v[i].coef = append(l.v[i].coef, snap.Coef[i]...)
+		if l.v[i].center != nil && len(v.Center) == k {
+			copy(l.v[i].center, v.Center)
+		}
+	}
+	l.t, l.samples, l.rejected = h.Step, h.SamplesSeen, h.Diagnostics.Rejected
+	l.lambda0, l.backoff, l.trace0 = h.Schedule.Scale, h.Schedule.Backoff, h.Extra["trace0"]
+	if l.backoff == 0 {
+		l.backoff = 1
+	}
+	return l, nil
+}

@@ -345,7 +345,8 @@ func regressMSE(z *mat.Dense, y []float64, zt *mat.Dense, yt []float64) float64 
 
 // TestTwoViewSnapshotBitIdentical: Model.ProjectView of a two-view
 // snapshot equals the learner's evaluation bit for bit, for both views,
-// including KSIR's target view.
+// including KSIR's target view; a learner restored from a snapshot
+// continues bit for bit.
 func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	x, y := synth.TwoView(rng, 600)
@@ -362,6 +363,22 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			}
 		}
 		streamPairs(t, l, x, yy, 600, 6, dy, 100, 2)
+		// A learner restored from the bytes continues exactly like this one.
+		mid, _ := l.Snapshot().MarshalBinary()
+		midSnap, _ := snapshot.Decode(mid)
+		res, err := RestoreTwoView(midSnap, Config{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tv := range []*TwoView{l, res} {
+			if err := tv.Update(x[:100*6], yy[:100*dy], 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(res.v[0].coef, l.v[0].coef) || !slices.Equal(res.v[1].coef, l.v[1].coef) {
+			t.Errorf("%s: restored learner diverges from the original", alg)
+		}
+		res.Close()
 		data, err := l.Snapshot().MarshalBinary()
 		if err != nil {
 			t.Fatal(err)

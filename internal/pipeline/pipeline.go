@@ -56,7 +56,7 @@ type Pipeline struct {
 	reg      *prometheus.Registry
 	met      *Metrics
 	store    *snapshot.Store
-	learner  *online.KPCA
+	learner  learner
 	consumer *ingest.Consumer
 	dlq      *ingest.DeadLetter
 	dec      *ingest.Decoder
@@ -111,7 +111,8 @@ func New(opt Options) (*Pipeline, error) {
 		}}
 	lc := online.Config{
 		Model: cfg.Model, Algorithm: online.Algorithm(cfg.Learner.Algorithm), K: cfg.Learner.K, Dim: cfg.Kafka.Dim,
-		Kernel:    cfg.Learner.KernelSpec(),
+		Kernel: cfg.Learner.KernelSpec(), KernelY: cfg.Learner.KernelYSpec(),
+		Slices: cfg.Learner.Slices, Uncentered: cfg.Learner.Uncentered,
 		BlockSize: cfg.Learner.Block, MaxFeatures: cfg.Learner.MaxFeatures, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1,
 		Seed: cfg.Learner.Seed, Standardize: cfg.Learner.Standardize, Center: cfg.Learner.Center,
 		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes,
@@ -119,7 +120,10 @@ func New(opt Options) (*Pipeline, error) {
 	snap, data, err := p.store.Latest()
 	switch {
 	case err == nil:
-		p.learner, err = online.Restore(snap, lc)
+		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
+			return nil, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
+		}
+		p.learner, err = newLearner(lc, snap)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
 		}
@@ -137,7 +141,7 @@ func New(opt Options) (*Pipeline, error) {
 		log.Info().Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")
 	case errors.Is(err, snapshot.ErrNoSnapshot):
-		p.learner, err = online.New(lc)
+		p.learner, err = newLearner(lc, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -145,8 +149,9 @@ func New(opt Options) (*Pipeline, error) {
 	default:
 		return nil, err
 	}
-	p.status.Samples, p.status.Step, p.status.Features = p.learner.SamplesSeen(), p.learner.Step(), p.learner.Features()
-	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: p.learner.Dim(), MaxBytes: cfg.Kafka.MaxMessageBytes}
+	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	dx, dy := p.learner.dims()
+	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes}
 	if p.dec.Dim == 0 {
 		p.dec.Dim = cfg.Kafka.Dim
 	}
@@ -301,6 +306,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer wg.Wait()
 
 	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now()}
+	if p.learner.twoView() && p.cfg.Kafka.Format != "json" {
+		return fmt.Errorf("pipeline: %s learns from (x, y) pairs, which only kafka.format json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", p.cfg.Learner.Algorithm)
+	}
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	tick := time.NewTicker(time.Second)
@@ -352,6 +360,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 type loop struct {
 	p         *Pipeline
 	batch     []float64
+	batchY    []float64
 	rows      int
 	sinceSnap int
 	lastSnap  time.Time
@@ -373,17 +382,13 @@ func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
 	p.status.Consumed++
 	p.mu.Unlock()
 	var err error
-	n0 := len(l.batch)
-	l.batch, _, err = p.dec.Decode(l.batch, nil, m.Value)
-	if err == nil && p.learner.Dim() != 0 && len(l.batch)-n0 != p.learner.Dim() {
-		l.batch = l.batch[:n0]
-		err = &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%d values, model dimension %d", len(l.batch)-n0, p.learner.Dim())}
-	}
+	n0, m0 := len(l.batch), len(l.batchY)
+	l.batch, l.batchY, err = p.dec.Decode(l.batch, l.batchY, m.Value)
 	if err == nil {
-		if derr := p.learner.CheckInput(l.batch[n0:]); derr != nil {
-			l.batch = l.batch[:n0]
-			err = &ingest.BadMessageError{Reason: ingest.ReasonDomain, Err: derr}
-		}
+		err = l.validate(n0, m0)
+	}
+	if err != nil {
+		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
 	}
 	if err != nil {
 		reason := ingest.Reason(err)
@@ -407,6 +412,32 @@ func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
 	return l.rows == 1
 }
 
+// validate checks the decoded pair against the model: dimensions, a y for
+// two-view models (dropped for one-view ones), the kernel's domain.
+func (l *loop) validate(n0, m0 int) error {
+	p := l.p
+	dx, dy := p.learner.dims()
+	x, y := l.batch[n0:], l.batchY[m0:]
+	if dx != 0 && len(x) != dx {
+		return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%d values, model dimension %d", len(x), dx)}
+	}
+	if !p.learner.twoView() {
+		l.batchY = l.batchY[:m0] // a one-view model ignores y
+		y = nil
+	} else {
+		if len(y) == 0 {
+			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%s needs {\"x\":[...],\"y\":[...]} (or \"target\"); the message has no y", p.cfg.Learner.Algorithm)}
+		}
+		if dy != 0 && len(y) != dy {
+			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("y has %d values, model dimension %d", len(y), dy)}
+		}
+	}
+	if err := p.learner.checkInput(x, y); err != nil {
+		return &ingest.BadMessageError{Reason: ingest.ReasonDomain, Err: err}
+	}
+	return nil
+}
+
 // learn feeds the pending batch to the learner.
 func (l *loop) learn() {
 	if l.rows == 0 {
@@ -414,7 +445,7 @@ func (l *loop) learn() {
 	}
 	p := l.p
 	t0 := time.Now()
-	err := p.learner.Update(l.batch, l.rows)
+	err := p.learner.update(l.batch, l.batchY, l.rows)
 	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
 	p.met.Samples.Add(float64(l.rows))
 	switch {
@@ -428,18 +459,18 @@ func (l *loop) learn() {
 		// problem (e.g. all points equal for the median trick).
 		p.log.Error().Err(err).Int("rows", l.rows).Msg("batch not learned")
 	}
-	if d := p.learner.Dim(); d != 0 && p.dec.Dim == 0 {
-		p.dec.Dim = d
+	if dx, dy := p.learner.dims(); dx != 0 && p.dec.Dim == 0 {
+		p.dec.Dim, p.dec.DimY = dx, dy
 	}
 	p.mu.Lock()
 	for k, v := range p.consumed {
 		p.learned[k] = v
 	}
-	p.status.Samples, p.status.Step, p.status.Features = p.learner.SamplesSeen(), p.learner.Step(), p.learner.Features()
-	p.status.Bandwidth = p.learner.Kernel().Bandwidth
+	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.status.Bandwidth = p.learner.bandwidth()
 	p.mu.Unlock()
-	p.met.Features.Set(float64(p.learner.Features()))
-	l.batch, l.rows = l.batch[:0], 0
+	p.met.Features.Set(float64(p.learner.features()))
+	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
 	l.sinceSnap++
 }
 
@@ -447,13 +478,13 @@ func (l *loop) learn() {
 // publisher and commits the offsets it covers.
 func (l *loop) snapshot(final bool) {
 	p := l.p
-	if p.learner.Step() == 0 || (l.sinceSnap == 0 && !final) {
+	if p.learner.step() == 0 || (l.sinceSnap == 0 && !final) {
 		return
 	}
-	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.Step() {
+	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
 		return // nothing new since the last snapshot
 	}
-	snap := p.learner.Snapshot()
+	snap := p.learner.snapshot()
 	p.mu.Lock()
 	offs := p.learned
 	if l.rows == 0 {
@@ -572,7 +603,7 @@ func (p *Pipeline) close() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	p.learner.Close()
+	p.learner.close()
 }
 
 func (p *Pipeline) startHTTP() (*http.Server, error) {

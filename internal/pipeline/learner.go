@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// learner is what the loop needs of online.KPCA and online.TwoView.
+type learner interface {
+	update(x, y []float64, rows int) error
+	snapshot() *snapshot.Snapshot
+	samplesSeen() uint64
+	step() uint64
+	features() int
+	// dims returns the input dimensions of x and y (y = 0: one view), 0
+	// before the first batch.
+	dims() (int, int)
+	twoView() bool
+	checkInput(x, y []float64) error
+	bandwidth() float64
+	close()
+}
+
+type oneView struct{ l *online.KPCA }
+
+func (o oneView) update(x, _ []float64, rows int) error { return o.l.Update(x, rows) }
+func (o oneView) snapshot() *snapshot.Snapshot          { return o.l.Snapshot() }
+func (o oneView) samplesSeen() uint64                   { return o.l.SamplesSeen() }
+func (o oneView) step() uint64                          { return o.l.Step() }
+func (o oneView) features() int                         { return o.l.Features() }
+func (o oneView) dims() (int, int)                      { return o.l.Dim(), 0 }
+func (o oneView) twoView() bool                         { return false }
+func (o oneView) checkInput(x, _ []float64) error       { return o.l.CheckInput(x) }
+func (o oneView) bandwidth() float64                    { return o.l.Kernel().Bandwidth }
+func (o oneView) close()                                { o.l.Close() }
+
+type twoViews struct{ l *online.TwoView }
+
+func (t twoViews) update(x, y []float64, rows int) error { return t.l.Update(x, y, rows) }
+func (t twoViews) snapshot() *snapshot.Snapshot          { return t.l.Snapshot() }
+func (t twoViews) samplesSeen() uint64                   { return t.l.SamplesSeen() }
+func (t twoViews) step() uint64                          { return t.l.Step() }
+func (t twoViews) features() int                         { return t.l.Features() }
+func (t twoViews) dims() (int, int) {
+	if t.l.Step() == 0 {
+		return 0, 0
+	}
+	return t.l.Dims()
+}
+func (t twoViews) twoView() bool      { return true }
+func (t twoViews) bandwidth() float64 { return 0 }
+func (t twoViews) close()             { t.l.Close() }
+func (t twoViews) checkInput(x, y []float64) error {
+	c := t.l.Config()
+	if err := c.Kernel.CheckInput(x); err != nil {
+		return err
+	}
+	if c.Algorithm != online.AlgKSIR {
+		return c.KernelY.CheckInput(y)
+	}
+	return nil
+}
+
+// newLearner builds the learner for cfg, or restores it from snap.
+func newLearner(cfg online.Config, snap *snapshot.Snapshot) (learner, error) {
+	if snap != nil {
+		if online.Algorithm(snap.Header.Algorithm).TwoView() {
+			l, err := online.RestoreTwoView(snap, cfg)
+			return twoViews{l}, err
+		}
+		l, err := online.Restore(snap, cfg)
+		return oneView{l}, err
+	}
+	if cfg.Algorithm.TwoView() {
+		l, err := online.NewTwoView(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return twoViews{l}, nil
+	}
+	l, err := online.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return oneView{l}, nil
+}
