@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
@@ -53,8 +54,10 @@ func cmdBench(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "hermite":
 		return benchHermite(ctx, args[1:])
+	case "kcca":
+		return benchKCCA(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca)", args[0])
 }
 
 func benchHermite(ctx context.Context, args []string) error {
@@ -155,4 +158,73 @@ func slope(c []CurvePoint, lo, hi int) float64 {
 		return math.NaN()
 	}
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// KCCAResult is the JSON printed by `bench kcca`.
+type KCCAResult struct {
+	Bench           string    `json:"bench"`
+	K               int       `json:"k"`
+	Points          int       `json:"points"`
+	Features        int       `json:"features"`
+	HeldOut         []float64 `json:"heldout_correlations"`
+	SumK            float64   `json:"heldout_sum"`
+	LinearCCASumK   float64   `json:"linear_cca_heldout_sum"`
+	Seconds         float64   `json:"seconds"`
+	PointsPerSecond float64   `json:"points_per_second"`
+}
+
+// benchKCCA streams fresh pairs of the twoview stream into KCCA (defaults
+// except k) and reports held-out canonical correlations next to linear CCA
+// (gonum stat.CC) fitted on 20,000 pairs of the same stream.
+func benchKCCA(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench kcca", flag.ContinueOnError)
+	points := fs.Int("points", 200_000, "pairs streamed")
+	k := fs.Int("k", 2, "components")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	const held = 2000
+	hx, hy := synth.TwoView(rng, held)
+	l, err := online.NewTwoView(online.Config{Algorithm: online.AlgKCCA, K: *k})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	pr := newProgress()
+	var learn time.Duration
+	for n := 0; n < *points; n += 512 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := min(512, *points-n)
+		x, y := synth.TwoView(rng, b)
+		t0 := time.Now()
+		if err := l.Update(x, y, b); err != nil && !errors.Is(err, online.ErrDiverged) {
+			return err
+		}
+		learn += time.Since(t0)
+		pr.update("%d/%d pairs  %d features  %.0f pairs/s", n+b, *points, l.Features(), float64(n+b)/learn.Seconds())
+	}
+	pr.done()
+	u, v := make([]float64, held**k), make([]float64, held**k)
+	l.EvalTo(0, u, hx, held)
+	l.EvalTo(1, v, hy, held)
+	cc := synth.CanonicalCorrelations(mat.NewDense(held, *k, u), mat.NewDense(held, *k, v))
+	tx, ty := synth.TwoView(rng, 20000)
+	var lc stat.CC
+	if err := lc.CanonicalCorrelations(mat.NewDense(20000, 6, tx), mat.NewDense(20000, 6, ty), nil); err != nil {
+		return err
+	}
+	var a, bm, lu, lv mat.Dense
+	lc.LeftTo(&a, true)
+	lc.RightTo(&bm, true)
+	lu.Mul(mat.NewDense(held, 6, hx), a.Slice(0, 6, 0, *k))
+	lv.Mul(mat.NewDense(held, 6, hy), bm.Slice(0, 6, 0, *k))
+	res := KCCAResult{Bench: "kcca", K: *k, Points: *points, Features: l.Features(), HeldOut: cc, SumK: synth.Sum(cc),
+		LinearCCASumK: synth.Sum(synth.CanonicalCorrelations(&lu, &lv)), Seconds: learn.Seconds(),
+		PointsPerSecond: float64(*points) / learn.Seconds()}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
 }

@@ -118,10 +118,17 @@ type learnerFlags struct {
 	p, beta, lambda                float64
 	seed                           uint64
 	center, standardize            bool
+	kernelY, bandwidthY            string
+	slices                         int
+	uncentered                     bool
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&lf.algo, "algo", "kpca", "algorithm: kpca or gha")
+	fs.StringVar(&lf.algo, "algo", "kpca", "algorithm: kpca, gha, ksvd, kcca or ksir (the last three need --y-cols)")
+	fs.StringVar(&lf.kernelY, "kernel-y", "gaussian", "ksvd/kcca: kernel of the y view")
+	fs.StringVar(&lf.bandwidthY, "bandwidth-y", "auto", "ksvd/kcca: bandwidth of the y view")
+	fs.IntVar(&lf.slices, "slices", 10, "ksir: target slices")
+	fs.BoolVar(&lf.uncentered, "uncentered", false, "ksvd/kcca/ksir: turn off the default centring")
 	fs.IntVar(&lf.k, "k", 0, "number of components (required)")
 	fs.StringVar(&lf.kernel, "kernel", "gaussian", "kernel: gaussian, laplacian, cauchy, matern, dotproduct, polynomial, expsemigroup, recsemigroup, arccosine, linear")
 	fs.Float64Var(&lf.nu, "nu", 0, "matern ν")
@@ -135,8 +142,8 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
 	fs.IntVar(&lf.block, "block", online.DefaultBlockSize, "random features per block B")
 	fs.IntVar(&lf.maxF, "max-features", online.DefaultMaxFeatures, "feature budget; past it blocks are revisited")
-	fs.Float64Var(&lf.theta0, "theta0", online.DefaultTheta0, "unitless initial step η·λ̂")
-	fs.Float64Var(&lf.theta1, "theta1", online.DefaultTheta1, "step decay: η_t ∝ 1/(1+θ₁·t)")
+	fs.Float64Var(&lf.theta0, "theta0", 0, "unitless initial step η·λ̂ (0 = 0.5 for kpca/gha, 1 for two-view)")
+	fs.Float64Var(&lf.theta1, "theta1", 0, "step decay η_t ∝ 1/(1+θ₁·t) (0 = 0.01 for kpca/gha, 0.001 for two-view)")
 	fs.Uint64Var(&lf.seed, "seed", online.DefaultSeed, "model seed")
 	fs.BoolVar(&lf.center, "center", false, "learn the centred covariance operator")
 	fs.BoolVar(&lf.standardize, "standardize", false, "standardise each input dimension (first-batch statistics)")
@@ -149,6 +156,14 @@ func (lf *learnerFlags) config(model string) (online.Config, error) {
 			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
 		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize,
+		KernelY: features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
+	}
+	if lf.bandwidthY != "auto" && lf.bandwidthY != "" {
+		bw, err := strconv.ParseFloat(lf.bandwidthY, 64)
+		if err != nil {
+			return cfg, fmt.Errorf("--bandwidth-y: %w", err)
+		}
+		cfg.KernelY.Bandwidth = bw
 	}
 	if lf.coefs != "" {
 		for _, c := range strings.Split(lf.coefs, ",") {
@@ -202,6 +217,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
 	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
 	epochs := fs.Int("epochs", 1, "passes over the input (shuffled after the first)")
+	yCols := fs.Int("y-cols", 0, "two-view algorithms: the last N columns of each row are y (ksir: 1, the target)")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
 	model := fs.String("model", "model", "model name stored in the snapshot")
 	if err := fs.Parse(args); err != nil {
@@ -220,6 +236,9 @@ func cmdFit(ctx context.Context, args []string) error {
 	}
 	if rows == 0 {
 		return errors.New("input holds no vectors")
+	}
+	if cfg.Algorithm.TwoView() {
+		return fitTwoView(ctx, cfg, x, rows, d, *yCols, lf.batch, *epochs, lf.seed, *out)
 	}
 	l, err := online.New(cfg)
 	if err != nil {
@@ -344,4 +363,62 @@ func cmdInspect(args []string) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// fitTwoView fits ksvd, kcca or ksir on rows whose last yc columns are y.
+func fitTwoView(ctx context.Context, cfg online.Config, data []float64, rows, d, yc, batch, epochs int, seed uint64, out string) error {
+	if yc < 1 || yc >= d {
+		return fmt.Errorf("%s needs --y-cols N (1 ≤ N < %d): the last N columns of each row are y", cfg.Algorithm, d)
+	}
+	dx := d - yc
+	l, err := online.NewTwoView(cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	start := time.Now()
+	pr := newProgress()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	perm := make([]int, rows)
+	for i := range perm {
+		perm[i] = i
+	}
+	b := min(batch, rows)
+	bx, by := make([]float64, b*dx), make([]float64, b*yc)
+	var rejected int
+	for e := 0; e < epochs; e++ {
+		if e > 0 {
+			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		}
+		for s := 0; s < rows; s += b {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(b, rows-s)
+			for r := 0; r < n; r++ {
+				row := data[perm[s+r]*d : perm[s+r]*d+d]
+				copy(bx[r*dx:(r+1)*dx], row[:dx])
+				copy(by[r*yc:(r+1)*yc], row[dx:])
+			}
+			if err := l.Update(bx[:n*dx], by[:n*yc], n); err != nil {
+				if errors.Is(err, online.ErrDiverged) {
+					rejected++
+					continue
+				}
+				return err
+			}
+			pr.update("epoch %d/%d  %d pairs  %d features  %.0f pairs/s", e+1, epochs, l.SamplesSeen(), l.Features(), float64(l.SamplesSeen())/time.Since(start).Seconds())
+		}
+	}
+	pr.done()
+	data2, err := l.Snapshot().MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, data2, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d pairs, %d features, %d batches rejected, %.1fs\n",
+		out, cfg.Algorithm, l.SamplesSeen(), l.Features(), rejected, time.Since(start).Seconds())
+	return nil
 }

@@ -23,7 +23,7 @@ Verbs:
   project   project points:      streamkpca project --model model.skpca --input FILE|-
   inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
   produce   write synthetic or file data into a Kafka topic
-  bench     benchmarks as JSON:  streamkpca bench hermite [--points N]
+  bench     benchmarks as JSON:  streamkpca bench hermite|kcca [--points N]
 
 Run 'streamkpca <verb> -h' for the verb's flags.
 `

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+func writeCSV(t *testing.T, path string, rows [][]float64) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("a,b,c\n") // a header row is skipped
+	for _, r := range rows {
+		for j, v := range r {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+		}
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// captureStdout runs f with os.Stdout redirected to a file and returns
+// what it printed.
+func captureStdout(t *testing.T, f func() error) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "out")
+	fh, _ := os.Create(p)
+	old := os.Stdout
+	os.Stdout = fh
+	err := f()
+	os.Stdout = old
+	fh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+// TestFitProjectInspect: fit a KPCA model from a CSV file, project the same
+// file (k columns per row, equal to snapshot.Model.Project), inspect it;
+// fit a KCCA model from paired columns.
+func TestFitProjectInspect(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 1))
+	var rows [][]float64
+	for i := 0; i < 2000; i++ {
+		rows = append(rows, []float64{rng.NormFloat64(), 0.5 * rng.NormFloat64(), rng.ExpFloat64()})
+	}
+	in, model := filepath.Join(dir, "in.csv"), filepath.Join(dir, "m.skpca")
+	writeCSV(t, in, rows)
+	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "2", "--epochs", "3", "--out", model}); err != nil {
+		t.Fatal(err)
+	}
+	out := captureStdout(t, func() error { return cmdProject([]string{"--model", model, "--input", in}) })
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(recs) != 2000 || len(recs[0]) != 2 {
+		t.Fatalf("project printed %d rows of %d columns (%v)", len(recs), len(recs[0]), err)
+	}
+	snap, _, _ := snapshot.Load(model)
+	m, _ := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	want, _ := m.Project(nil, rows[7])
+	if got := recs[7][0] + "," + recs[7][1]; got != fmt.Sprint(strconv.FormatFloat(want[0], 'g', -1, 64), ",", strconv.FormatFloat(want[1], 'g', -1, 64)) {
+		t.Errorf("row 7 projected as %s, Model.Project gives %v", got, want)
+	}
+	info := captureStdout(t, func() error { return cmdInspect([]string{model}) })
+	if !strings.Contains(info, `"samples_seen": 6000`) || !strings.Contains(info, `"algorithm": "kpca"`) {
+		t.Errorf("inspect output lacks samples_seen 6000 / algorithm: %.300s", info)
+	}
+
+	x, y := synth.TwoView(rng, 3000)
+	rows = rows[:0]
+	for i := 0; i < 3000; i++ {
+		rows = append(rows, append(append([]float64{}, x[i*6:(i+1)*6]...), y[i*6:(i+1)*6]...))
+	}
+	writeCSV(t, in, rows)
+	two := filepath.Join(dir, "kcca.skpca")
+	if err := cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "4", "--out", two}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err = snapshot.Load(two)
+	if err != nil || len(snap.Header.Views) != 2 || snap.Header.Views[1].Dim != 6 {
+		t.Fatalf("kcca snapshot: %v %+v", err, snap.Header.Views)
+	}
+	if err := cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--out", two}); err == nil || !strings.Contains(err.Error(), "--y-cols") {
+		t.Errorf("kcca without --y-cols: %v", err)
+	}
+	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "0"}); err == nil {
+		t.Error("k = 0 accepted")
+	}
+}
