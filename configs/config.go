@@ -353,9 +353,10 @@ func (c *Config) Validate() error {
 }
 
 // Load reads a YAML file (path "" = none), applies STREAMKPCA_* environment
-// overrides from env (os.Environ() form), fills defaults and validates.
-// Unknown YAML fields are an error.
-func Load(path string, env []string) (Config, error) {
+// overrides from env (os.Environ() form), then the command-line overrides
+// sets ("learner.k=5", YAML paths), fills defaults and validates. Unknown
+// YAML fields, variables and paths are errors.
+func Load(path string, env []string, sets ...string) (Config, error) {
 	var c Config
 	if path != "" {
 		f, err := os.Open(path)
@@ -371,6 +372,19 @@ func Load(path string, env []string) (Config, error) {
 	}
 	if err := ApplyEnv(&c, env); err != nil {
 		return c, err
+	}
+	if len(sets) > 0 {
+		vars := make([]string, 0, len(sets))
+		for _, kv := range sets {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return c, fmt.Errorf("configs: --set %q: want path=value, e.g. learner.k=5", kv)
+			}
+			vars = append(vars, "STREAMKPCA_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
+		}
+		if err := ApplyEnv(&c, vars); err != nil {
+			return c, fmt.Errorf("configs: --set: %w", err)
+		}
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {

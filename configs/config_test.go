@@ -41,6 +41,21 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
+func TestFlagOverrides(t *testing.T) {
+	c, err := Load("", []string{"STREAMKPCA_LEARNER_K=7"}, "learner.k=9", "kafka.topic=t2", "learner.kernel=laplacian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Learner.K != 9 || c.Kafka.Topic != "t2" || c.Learner.Kernel != "laplacian" {
+		t.Errorf("flags did not override: k=%d topic=%s kernel=%s", c.Learner.K, c.Kafka.Topic, c.Learner.Kernel)
+	}
+	for _, bad := range []string{"learner.kk=1", "nokey", "learner.k=x"} {
+		if _, err := Load("", nil, bad); err == nil {
+			t.Errorf("--set %s accepted", bad)
+		}
+	}
+}
+
 func TestValidateNamesFields(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yaml")

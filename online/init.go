@@ -65,3 +65,120 @@ func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, 
 	}
 	return coef, top, nil
 }
+
+// initPair returns the first blocks' coefficients of a two-view model: a
+// tiny exact solve on the first batch. phiX (rows×nbx) and phiY (rows×nby)
+// are centred in place when center is set. KSVD (cca false): the top-k
+// singular vectors of the feature cross-covariance ΦᵀΨ/b, so the functions
+// start with unit RKHS norm and W = 2·diag(σ). KCCA/KSIR (cca true): the
+// regularised CCA of the two blocks — with C_x, C_y the feature covariances
+// plus 10% of their top eigenvalue as ridge, the top singular vectors of
+// C_x^(−½)·ΦᵀΨ/b·C_y^(−½), mapped back by C^(−½) — so the functions start
+// with unit variance and W = 2·diag(ρ). Either way W starts positive
+// semi-definite, which the updates need: along a direction where W is
+// negative the term −η·G·W grows G instead of normalising it. It also
+// returns the larger top eigenvalue of the two feature covariances.
+func initPair(phiX, phiY []float64, rows, nbx, nby, k int, center, cca bool) ([]float64, []float64, float64, error) {
+	if center {
+		centreCols(phiX, rows, nbx)
+		centreCols(phiY, rows, nby)
+	}
+	px, py := mat.NewDense(rows, nbx, phiX), mat.NewDense(rows, nby, phiY)
+	wx, lx, err := invSqrtCov(px, rows, nbx, cca)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	wy, ly, err := invSqrtCov(py, rows, nby, cca)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var c, t mat.Dense
+	c.Mul(px.T(), py)
+	c.Scale(1/float64(rows), &c)
+	t.Mul(wx, &c)
+	t.Mul(&t, wy)
+	var svd mat.SVD
+	if !svd.Factorize(&t, mat.SVDThin) {
+		return nil, nil, 0, fmt.Errorf("online: SVD of the first blocks' cross-covariance failed")
+	}
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	var a, b mat.Dense
+	a.Mul(wx, u.Slice(0, nbx, 0, k))
+	b.Mul(wy, v.Slice(0, nby, 0, k))
+	// Signs: the largest-magnitude entry of each x-column positive (the
+	// y-column follows, keeping the pair's correlation positive).
+	ax, ay := make([]float64, nbx*k), make([]float64, nby*k)
+	for q := 0; q < k; q++ {
+		var big float64
+		for f := 0; f < nbx; f++ {
+			if x := a.At(f, q); math.Abs(x) > math.Abs(big) {
+				big = x
+			}
+		}
+		sgn := 1.0
+		if big < 0 {
+			sgn = -1
+		}
+		for f := 0; f < nbx; f++ {
+			ax[f*k+q] = sgn * a.At(f, q)
+		}
+		for f := 0; f < nby; f++ {
+			ay[f*k+q] = sgn * b.At(f, q)
+		}
+	}
+	return ax, ay, math.Max(lx, ly), nil
+}
+
+func centreCols(phi []float64, rows, nb int) {
+	for f := 0; f < nb; f++ {
+		var m float64
+		for r := 0; r < rows; r++ {
+			m += phi[r*nb+f]
+		}
+		m /= float64(rows)
+		for r := 0; r < rows; r++ {
+			phi[r*nb+f] -= m
+		}
+	}
+}
+
+// invSqrtCov returns (C + 0.1·λ_max·I)^(−½) for the feature covariance C of
+// p (the identity when whiten is false) and C's top eigenvalue.
+func invSqrtCov(p *mat.Dense, rows, nb int, whiten bool) (*mat.Dense, float64, error) {
+	var c mat.SymDense
+	c.SymOuterK(1/float64(rows), p.T())
+	var es mat.EigenSym
+	if !es.Factorize(&c, true) {
+		return nil, 0, fmt.Errorf("online: eigendecomposition of a first block failed")
+	}
+	vals := es.Values(nil)
+	top := vals[nb-1]
+	if !(top > 0) {
+		return nil, 0, fmt.Errorf("%w: the first batch gives a zero feature covariance", ErrInput)
+	}
+	out := mat.NewDense(nb, nb, nil)
+	if !whiten {
+		for i := 0; i < nb; i++ {
+			out.Set(i, i, 1)
+		}
+		return out, top, nil
+	}
+	var vecs mat.Dense
+	es.VectorsTo(&vecs)
+	d := make([]float64, nb)
+	for i, v := range vals {
+		d[i] = 1 / math.Sqrt(math.Max(v, 0)+0.1*top)
+	}
+	for i := 0; i < nb; i++ {
+		for j := 0; j < nb; j++ {
+			var s float64
+			for l := 0; l < nb; l++ {
+				s += vecs.At(i, l) * d[l] * vecs.At(j, l)
+			}
+			out.Set(i, j, s)
+		}
+	}
+	return out, top, nil
+}

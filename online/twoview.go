@@ -25,9 +25,10 @@ import (
 //	KCCA (Alg. 4):  α_new = η·Φ_newᵀ(Ṽ − ŨW)/b,  β_new = η·Ψ_newᵀ(Ũ − ṼW)/b
 //	                (no shrinking: C_XX·G_X·W is itself a new-feature term).
 //
-// The first batch initialises block 0 of each view with the top-k
-// eigenvectors of its feature covariance (KSVD: unit RKHS norm; KCCA/KSIR:
-// whitened, unit variance — the normalisation canonical functions have).
+// The first batch initialises block 0 of the two views jointly by a tiny
+// exact solve (see initPair): the SVD of the blocks' cross-covariance for
+// KSVD, their regularised CCA for KCCA/KSIR, so that W starts positive
+// semi-definite (unit RKHS norm for KSVD, unit variance for KCCA/KSIR).
 // η = min(θ₀/(1+θ₁t), 1)·g/λ̂ with λ̂ the larger top eigenvalue of the two
 // initial feature covariances; the divergence guard rejects a batch whose
 // U or V is non-finite or whose variance exceeds 1e4× its initial value.
@@ -49,7 +50,10 @@ type TwoView struct {
 	rejected   uint64
 	slices     []float64
 
+	wnorm        float64 // ‖W‖₂ of the current batch (0 before the first update)
+	trRun        float64 // exponential average of the functions' variance
 	w, wUse, tmp []float64
+	pv, pw       []float64
 }
 
 type tvView struct {
@@ -130,6 +134,15 @@ func (l *TwoView) centered() bool { return !l.cfg.Uncentered }
 func (l *TwoView) StepSize() float64 {
 	u := math.Min(l.cfg.Theta0/(1+l.cfg.Theta1*float64(l.t)), MaxUnitStep)
 	s := l.lambda0
+	// The update multiplies by I − ηW (KSVD) or subtracts η·C·G·W (KCCA,
+	// KSIR); once the functions grow, ‖W‖ grows and a fixed η would flip
+	// and amplify them. Bound η·‖W‖ on every batch: in normal operation
+	// (‖W‖ ≤ 2λ̂ for KSVD, ≈ 2ρ ≤ 2 for KCCA) the step is unchanged.
+	if l.cfg.Algorithm == AlgKSVD {
+		s = math.Max(s, l.wnorm/2)
+	} else {
+		s *= math.Max(1, l.wnorm/2)
+	}
 	if !(s > 0) {
 		s = 1
 	}
@@ -263,7 +276,7 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 			tr += float64(h*h) / float64(rows)
 		}
 	}
-	if math.IsNaN(tr) || math.IsInf(tr, 0) || tr > 1e4*l.trace0 {
+	if math.IsNaN(tr) || math.IsInf(tr, 0) || tr > 100*math.Max(l.trace0, l.trRun) {
 		l.samples += uint64(rows)
 		l.rejected++
 		l.backoff *= 0.5
@@ -283,6 +296,11 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 	for i := range l.w {
 		l.w[i] /= float64(rows)
 	}
+	l.wnorm = symNorm(l.w, l.pv, l.pw, k)
+	if l.trRun == 0 {
+		l.trRun = tr
+	}
+	l.trRun += 0.05 * (tr - l.trRun)
 	eta := l.StepSize()
 	// Residuals that multiply the new features.
 	for i := range l.v {
@@ -385,6 +403,10 @@ func (l *TwoView) init(x, y []float64, rows, dx, dy int) error {
 	}
 	k := l.cfg.K
 	l.w, l.wUse, l.tmp = make([]float64, k*k), make([]float64, k*k), make([]float64, 2*k)
+	l.pv, l.pw = make([]float64, k), make([]float64, k)
+	for i := range l.pv {
+		l.pv[i] = 1 / math.Sqrt(float64(k))
+	}
 	return nil
 }
 
@@ -401,17 +423,21 @@ func quantiles(t []float64, s int) []float64 {
 
 func (l *TwoView) first(rows int) error {
 	k := l.cfg.K
-	whiten := l.cfg.Algorithm != AlgKSVD
+	var seeds [2]uint64
 	for i := range l.v {
 		v := &l.v[i]
-		seed := features.DeriveSeed(v.seedBase, 0)
-		v.ev.PhiTo(v.phi, v.xs, rows, 0, seed)
-		coef, top, err := initBlock(v.phi, rows, v.fm.BlockSize, k, l.centered(), whiten)
-		if err != nil {
-			return fmt.Errorf("view %d: %w", i, err)
-		}
-		l.lambda0 = math.Max(l.lambda0, top)
-		v.seeds = append(v.seeds, seed)
+		seeds[i] = features.DeriveSeed(v.seedBase, 0)
+		v.ev.PhiTo(v.phi, v.xs, rows, 0, seeds[i])
+	}
+	ax, ay, top, err := initPair(l.v[0].phi, l.v[1].phi, rows, l.v[0].fm.BlockSize, l.v[1].fm.BlockSize, k,
+		l.centered(), l.cfg.Algorithm != AlgKSVD)
+	if err != nil {
+		return err
+	}
+	l.lambda0 = top
+	for i, coef := range [][]float64{ax, ay} {
+		v := &l.v[i]
+		v.seeds = append(v.seeds, seeds[i])
 		v.coef = append(v.coef, coef...)
 		v.ev.Eval(v.h, v.xs, rows, v.seeds, v.coef, k)
 		for r := 0; r < rows; r++ {
@@ -472,7 +498,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected},
-			Extra:       map[string]float64{"uncentered": boolFloat(l.cfg.Uncentered), "trace0": l.trace0, "slices": float64(l.cfg.Slices), "standardize": boolFloat(l.cfg.Standardize)},
+			Extra:       map[string]float64{"uncentered": boolFloat(l.cfg.Uncentered), "trace0": l.trace0, "wnorm": l.wnorm, "tr_run": l.trRun, "slices": float64(l.cfg.Slices), "standardize": boolFloat(l.cfg.Standardize)},
 		},
 		Coef: [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
 	}
@@ -514,6 +540,11 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	l.v[0].pre, l.v[1].pre = vx.Preprocess, vy.Preprocess
 	l.slices = slices.Clone(vy.Slices)
 	l.w, l.wUse, l.tmp = make([]float64, k*k), make([]float64, k*k), make([]float64, 2*k)
+	l.pv, l.pw = make([]float64, k), make([]float64, k)
+	for i := range l.pv {
+		l.pv[i] = 1 / math.Sqrt(float64(k))
+	}
+	l.wnorm, l.trRun = h.Extra["wnorm"], h.Extra["tr_run"]
 	for i, v := range []snapshot.View{vx, vy} {
 		seeds, _ := h.ViewSeeds(i)
 		l.v[i].seeds = append(l.v[i].seeds, seeds...)
@@ -528,4 +559,30 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		l.backoff = 1
 	}
 	return l, nil
+}
+
+// symNorm returns the spectral norm (largest |eigenvalue|) of the symmetric
+// k×k matrix m by 30 power iterations on m², warm-started from v.
+func symNorm(m, v, w []float64, k int) float64 {
+	var lam float64
+	for it := 0; it < 30; it++ {
+		var n float64
+		for a := 0; a < k; a++ {
+			var s float64
+			for b := 0; b < k; b++ {
+				s += m[a*k+b] * v[b]
+			}
+			w[a] = s
+			n += s * s
+		}
+		n = math.Sqrt(n)
+		if !(n > 0) {
+			return 0
+		}
+		lam = n
+		for a := range v {
+			v[a] = w[a] / n
+		}
+	}
+	return lam
 }

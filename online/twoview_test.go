@@ -204,11 +204,12 @@ func TestKCCADefaultsBeatLinearCCA(t *testing.T) {
 // gonum EigenSym, then the regularised CCA / SVD problem in that basis),
 // with the same kernels and bandwidths as the learner: held-out canonical
 // correlations and the learned subspaces, after 80 epochs (320 steps).
-// Measured when written: KCCA held-out correlations 0.896, 0.784 vs exact
-// (ε = 1e-4) 0.908, 0.808 (sum within 2.1%); subspace errors U 0.34,
-// V 0.25 — the correlations converge quickly, the individual subspaces
-// slowly (ρ₁ and ρ₂ are close), so the KCCA subspace bound (0.5) is loose;
-// KSVD's top pair: U 0.086, V 0.023 (bound 0.2). KSVD is
+// Measured when written: KCCA held-out correlations 0.888, 0.783 vs exact
+// (ε = 1e-4) 0.908, 0.808 (sum within 2.7%); subspace errors U 0.21,
+// V 0.17 — the correlations converge quickly, the individual subspaces
+// more slowly (ρ₁ and ρ₂ are close), so the KCCA subspace bound (0.5) is
+// loose; KSVD's top pair: U 0.056, V 0.023 (bound 0.2). TestKSVDMixture
+// tests KSVD's top two pairs where they are well separated. KSVD is
 // tested on its top pair only: the exact singular values 0.0113, 0.0081,
 // 0.0069, 0.0060 leave the second pair poorly separated, and the step
 // cannot grow past ≈ 1/λ̂ (a single batch's estimate of C_XY carries noise
@@ -404,5 +405,65 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			}
 		}
 		l.Close()
+	}
+}
+
+// TestKSVDMixtureAgainstExact: on the paper's latent-variable mixture
+// stream (rank-2 centred cross-covariance), streamed KSVD with defaults
+// recovers both singular function pairs of exact kernel SVD (800 pairs).
+func TestKSVDMixtureAgainstExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	const n, m, k = 800, 600, 2
+	x, y := synth.Mixture(rng, n)
+	hx, hy := synth.Mixture(rng, m)
+	l, err := NewTwoView(Config{Algorithm: AlgKSVD, K: k, MaxFeatures: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	streamPairs(t, l, x, y, n, 2, 2, 200, 40)
+	snap := l.Snapshot()
+	ex := newExactKernel(snap.Header.Views[0].Kernel, x, n, 2, 300)
+	ey := newExactKernel(snap.Header.Views[1].Kernel, y, n, 2, 300)
+	_, _, sv := exactTwoView(ex, ey, 4, -1)
+	ax, ay, _ := exactTwoView(ex, ey, k, -1)
+	eU := synth.SubspaceError(evalView(l, 0, hx, m), ex.eval(ax, hx, m))
+	eV := synth.SubspaceError(evalView(l, 1, hy, m), ey.eval(ay, hy, m))
+	t.Logf("exact singular values %.4g; held-out subspace error U %.3g, V %.3g", sv, eU, eV)
+	if eU > 2e-2 || eV > 2e-2 {
+		t.Errorf("KSVD subspace errors %.3g, %.3g > 2e-2", eU, eV)
+	}
+}
+
+// TestKCCAImageHalves: KCCA with defaults (only k) between the left and
+// right halves of 3,000 8×8 digit-like images (the MNIST-halves setup at
+// small scale), 40 epochs, does not diverge and beats linear CCA's held-out
+// S_k by ≥ 30%. The margin is thin (measured 4.757 vs 3.604, 1.32×): these
+// synthetic strokes continue almost linearly across the halves.
+func TestKCCAImageHalves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 13))
+	const n, m, k = 3000, 1000, 5
+	split := func(img []float64, rows int) (l, r []float64) {
+		for i := 0; i < rows; i++ {
+			for row := 0; row < 8; row++ {
+				l = append(l, img[i*64+row*8:i*64+row*8+4]...)
+				r = append(r, img[i*64+row*8+4:i*64+row*8+8]...)
+			}
+		}
+		return l, r
+	}
+	x, y := split(synth.Digits(rng, n), n)
+	hx, hy := split(synth.Digits(rng, m), m)
+	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	streamPairs(t, l, x, y, n, 32, 32, 500, 40)
+	sk := synth.Sum(synth.CanonicalCorrelations(evalView(l, 0, hx, m), evalView(l, 1, hy, m)))
+	sl := linearCCA(t, x, y, n, 32, 32, hx, hy, m, k)
+	t.Logf("held-out S_%d: KCCA %.3f (features %d, rejected %d), linear CCA %.3f", k, sk, l.Features(), l.Rejected(), sl)
+	if l.Rejected() > 0 || !(sk >= 1.3*sl) {
+		t.Errorf("KCCA S_k %.3f vs linear %.3f (need ≥ 1.3×), %d rejected batches", sk, sl, l.Rejected())
 	}
 }

@@ -41,10 +41,12 @@ func newLogger(c configs.Log, w io.Writer) zerolog.Logger {
 func cmdRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "YAML config file (see configs/streamkpca.yaml); STREAMKPCA_* env vars override it")
+	var sets setFlags
+	fs.Var(&sets, "set", "override a setting by its YAML path, e.g. --set learner.k=5 (repeatable; beats the file and the environment)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := configs.Load(*path, os.Environ())
+	cfg, err := configs.Load(*path, os.Environ(), sets...)
 	if err != nil {
 		return err
 	}
@@ -111,3 +113,9 @@ func cmdProduce(ctx context.Context, args []string) error {
 }
 
 var errDemoDone = errors.New("demo finished")
+
+// setFlags collects repeated --set path=value flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
