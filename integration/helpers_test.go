@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -48,10 +49,11 @@ func config(s *devstack.Stack, topic, dir string) configs.Config {
 }
 
 type running struct {
-	p    *pipeline.Pipeline
-	reg  *prometheus.Registry
-	done chan error
-	stop context.CancelFunc
+	p        *pipeline.Pipeline
+	restored pipeline.Status // status right after New, before Run
+	reg      *prometheus.Registry
+	done     chan error
+	stop     context.CancelFunc
 }
 
 func start(t *testing.T, c configs.Config) *running {
@@ -140,3 +142,17 @@ func connect(t *testing.T, s *devstack.Stack) *nats.Conn {
 }
 
 func hermite1D() synth.Hermite { return synth.Hermite1D() }
+
+type pipelineConfig = configs.Config
+
+type natsOptions = server.Options
+
+func startStackWith(t *testing.T, topics map[string]int32, natsOpt func(*server.Options)) *devstack.Stack {
+	t.Helper()
+	s, err := devstack.Start(devstack.Options{Dir: t.TempDir(), Topics: topics, NATSOptions: natsOpt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Ext is the file extension of snapshot files.
@@ -99,8 +100,8 @@ func writeAtomic(path string, data []byte) error {
 // versions lists the store's snapshot versions, newest first.
 func (s *Store) versions() ([]uint64, error) {
 	ents, err := os.ReadDir(s.Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil // nothing can be stored there yet; Save reports why
 	}
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list store: %w", err)
