@@ -49,9 +49,14 @@ type Kafka struct {
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// QueueSize bounds fetched-but-unlearned messages. Default: 4096.
-	QueueSize int  `yaml:"queue_size"`
-	TLS       TLS  `yaml:"tls"`
-	SASL      SASL `yaml:"sasl"`
+	QueueSize int `yaml:"queue_size"`
+	// SessionTimeout: a crashed instance holds its partitions this long
+	// before the group reassigns them. Default: 10s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RebalanceTimeout: how long a rebalance waits for members. Default: 10s.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	TLS              TLS           `yaml:"tls"`
+	SASL             SASL          `yaml:"sasl"`
 }
 
 // TLS configures a TLS client. Off unless Enabled.
@@ -223,6 +228,12 @@ func (c *Config) SetDefaults() {
 	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
 	defI(&c.Kafka.MaxMessageBytes, 1<<20)
 	defI(&c.Kafka.QueueSize, 4096)
+	if c.Kafka.SessionTimeout == 0 {
+		c.Kafka.SessionTimeout = 10 * time.Second
+	}
+	if c.Kafka.RebalanceTimeout == 0 {
+		c.Kafka.RebalanceTimeout = 10 * time.Second
+	}
 	def(&c.Learner.Algorithm, "kpca")
 	defI(&c.Learner.K, 3)
 	def(&c.Learner.Kernel, "gaussian")

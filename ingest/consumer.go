@@ -39,6 +39,10 @@ type ConsumerConfig struct {
 	QueueSize int
 	// MaxMessageBytes is the largest fetch per partition. Default: 10 MiB.
 	MaxMessageBytes int
+	// SessionTimeout and RebalanceTimeout of the group membership. A member
+	// that dies without leaving (a crash) holds its partitions until the
+	// session times out. Defaults: 10s each.
+	SessionTimeout, RebalanceTimeout time.Duration
 	// TLS, when non-nil, encrypts broker connections.
 	TLS *tls.Config
 	// SASL mechanism: "", "plain", "scram-sha-256" or "scram-sha-512".
@@ -136,6 +140,12 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 10 << 20
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	if cfg.RebalanceTimeout <= 0 {
+		cfg.RebalanceTimeout = 10 * time.Second
+	}
 	log := zerolog.Nop()
 	if cfg.Logger != nil {
 		log = *cfg.Logger
@@ -150,8 +160,8 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: cfg.GroupID, Brokers: cfg.Brokers, Topics: []string{cfg.Topic}, Dialer: d,
-		StartOffset: start, HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second,
-		RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
+		StartOffset: start, HeartbeatInterval: min(time.Second, cfg.SessionTimeout/4), SessionTimeout: cfg.SessionTimeout,
+		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: min(time.Second, cfg.SessionTimeout/4),
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf("kafka group: "+f, a...) }),
 	})

@@ -70,6 +70,7 @@ func Start(opt Options) (*Stack, error) {
 // StartKafka (re)starts the Kafka cluster on the same port and data dir.
 func (s *Stack) StartKafka() error {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond), // tests restart crashed members quickly
 		kfake.DataDir(filepath.Join(s.dir, "kafka")), kfake.Ports(s.kport)}
 	for t, n := range s.opt.Topics {
 		opts = append(opts, kfake.SeedTopics(n, t))

@@ -105,6 +105,24 @@ func New(opt Options) (*Pipeline, error) {
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
 	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},
+			func() float64 {
+				if p.consumer == nil {
+					return 0
+				}
+				return float64(p.consumer.Lag())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_snapshot_age_seconds", Help: "Seconds since the newest persisted snapshot (0 before the first)."},
+			func() float64 {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if p.status.LastSnapshot.IsZero() {
+					return 0
+				}
+				return time.Since(p.status.LastSnapshot).Seconds()
+			}),
+	)
 	p.store = &snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model, Keep: cfg.Snapshot.Keep,
 		OnSkip: func(path string, err error) {
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
@@ -166,7 +184,7 @@ func New(opt Options) (*Pipeline, error) {
 	}
 	cc := ingest.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, GroupID: cfg.Kafka.Group, Start: cfg.Kafka.Start,
-		QueueSize: cfg.Kafka.QueueSize, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
+		QueueSize: cfg.Kafka.QueueSize, SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
 		SASLPassword: pass, Logger: &log,
 	}
 	if p.consumer, err = ingest.NewConsumer(cc); err != nil {
