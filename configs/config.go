@@ -184,6 +184,12 @@ type HTTP struct {
 	// /v1/ endpoints. TokenFile reads it from a file.
 	Token     string `yaml:"token"`
 	TokenFile string `yaml:"token_file"`
+	// ProtectAll puts /metrics, /healthz and /readyz behind the token too.
+	// Default: false (open, for probes and scrapers).
+	ProtectAll bool `yaml:"protect_all"`
+	// TLSCertFile and TLSKeyFile (PEM) serve HTTPS instead of HTTP.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
 	// MaxVectors per project request. Default: 10000.
 	MaxVectors int `yaml:"max_vectors"`
 	// MaxBodyBytes of a request. Default: 8388608.
@@ -349,6 +355,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.Every < 0 {
 		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
+	}
+	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
+		bad("http.tls_cert_file/tls_key_file", "set both or neither")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

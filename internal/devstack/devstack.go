@@ -33,6 +33,8 @@ type Options struct {
 	Topics map[string]int32
 	// NATSOptions, if set, adjusts the server options (auth, TLS) before start.
 	NATSOptions func(*server.Options)
+	// KafkaOptions are extra kfake options (SASL users, TLS).
+	KafkaOptions []kfake.Opt
 }
 
 // Stack is a running embedded Kafka + NATS.
@@ -75,6 +77,7 @@ func (s *Stack) StartKafka() error {
 	for t, n := range s.opt.Topics {
 		opts = append(opts, kfake.SeedTopics(n, t))
 	}
+	opts = append(opts, s.opt.KafkaOptions...)
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("devstack: start kafka: %w", err)

@@ -2,10 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -256,7 +259,7 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: connect to NATS at %s: %w", c.URL, err)
+		return nil, fmt.Errorf("pipeline: connect to NATS at %s: %w", redact(c.URL), err)
 	}
 	return nc, nil
 }
@@ -632,30 +635,37 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if m, _ := p.cur.Get(); m == nil {
-			http.Error(w, "no model version yet", http.StatusServiceUnavailable)
-			return
+	guard := func(h http.Handler) http.Handler {
+		if tok == "" {
+			return h
 		}
-		w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
-	api := publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes})
-	if tok != "" {
-		inner := api
-		api = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer "+tok {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
 				w.Write([]byte(`{"error":"missing or wrong bearer token"}` + "\n"))
 				return
 			}
-			inner.ServeHTTP(w, r)
+			h.ServeHTTP(w, r)
 		})
 	}
-	mux.Handle("/v1/", api)
+	open := func(h http.Handler) http.Handler {
+		if p.cfg.HTTP.ProtectAll {
+			return guard(h)
+		}
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", open(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })))
+	mux.Handle("GET /readyz", open(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m, _ := p.cur.Get(); m == nil {
+			http.Error(w, "no model version yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})))
+	mux.Handle("GET /metrics", open(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})))
+	mux.Handle("/v1/", guard(publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes})))
 	ln, err := net.Listen("tcp", p.cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: http.addr %s: %w", p.cfg.HTTP.Addr, err)
@@ -664,6 +674,29 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	p.httpLn = ln
 	p.mu.Unlock()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
+	if c, k := p.cfg.HTTP.TLSCertFile, p.cfg.HTTP.TLSKeyFile; c != "" {
+		cert, err := tls.LoadX509KeyPair(c, k)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("pipeline: http.tls_cert_file/tls_key_file: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		go srv.ServeTLS(ln, "", "")
+		return srv, nil
+	}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// redact hides credentials in server URLs (nats://user:pass@host) before
+// they reach a log line or an error.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
