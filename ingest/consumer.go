@@ -289,7 +289,8 @@ func (c *Consumer) Close() error { return c.cg.Close() }
 
 // DeadLetter writes refused messages to a topic with their reason.
 type DeadLetter struct {
-	w *kafka.Writer
+	w  *kafka.Writer
+	tr *kafka.Transport
 }
 
 // NewDeadLetter returns a writer to topic.
@@ -298,7 +299,7 @@ func NewDeadLetter(cfg ConsumerConfig, topic string) (*DeadLetter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DeadLetter{w: &kafka.Writer{
+	return &DeadLetter{tr: tr, w: &kafka.Writer{
 		Addr: kafka.TCP(cfg.Brokers...), Topic: topic, Transport: tr,
 		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true,
 		BatchTimeout: 10 * time.Millisecond, MaxAttempts: 10,
@@ -321,5 +322,9 @@ func (d *DeadLetter) Send(ctx context.Context, m Message, reason string, cause e
 	return nil
 }
 
-// Close flushes and closes the writer.
-func (d *DeadLetter) Close() error { return d.w.Close() }
+// Close flushes and closes the writer and its connections.
+func (d *DeadLetter) Close() error {
+	err := d.w.Close()
+	d.tr.CloseIdleConnections()
+	return err
+}

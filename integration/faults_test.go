@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,39 @@ func TestNATSDownAndBack(t *testing.T) {
 	cancel()
 	<-done
 	r.graceful(t)
+	// No goroutine of the pipeline outlives it: none runs this project's
+	// code, no kafka-go consumer group or reader remains, and the only NATS
+	// client connection left is the test's own (nc). Counting all
+	// goroutines would be wrong: nats-server's per-stream loops and
+	// kafka-go's shared default transport (used by the test's producer)
+	// legitimately stay. Idle connections take a moment to close: poll.
+	leaked := func() []string {
+		var b strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
+		var bad []string
+		natsClients := 0
+		for _, g := range strings.Split(b.String(), "\n\n") {
+			switch {
+			case strings.Contains(g, "TestNATSDownAndBack") || strings.Contains(g, "pprof.writeGoroutine"):
+			case strings.Contains(g, "github.com/streamkpca/streamkpca/"),
+				strings.Contains(g, "kafka-go.(*ConsumerGroup)"), strings.Contains(g, "kafka-go.(*Reader)"),
+				strings.Contains(g, "kafka-go.(*Writer)"):
+				bad = append(bad, g)
+			case strings.Contains(g, "nats%2ego.(*Conn).readLoop"):
+				if natsClients++; natsClients > 1 {
+					bad = append(bad, g)
+				}
+			}
+		}
+		return bad
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(leaked()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // polling for idle connections to close
+	}
+	if l := leaked(); len(l) > 0 {
+		t.Errorf("%d goroutines of the pipeline outlived it:\n%s", len(l), strings.Join(l, "\n\n"))
+	}
 }
 
 // TestKafkaDownAndBack: the Kafka cluster is closed mid-stream and reopened
@@ -215,6 +249,24 @@ func TestSnapshotDirUnwritable(t *testing.T) {
 	if err != nil || snap.Header.SamplesSeen != n+512 {
 		t.Fatalf("latest after recovery: %v, %v; want samples_seen %d", snap, err, n+512)
 	}
+}
+
+// TestNATSToken: with token authentication the service publishes; a
+// client without the token cannot connect.
+func TestNATSToken(t *testing.T) {
+	s := startStackWith(t, map[string]int32{"tk": 1}, func(o *natsOptions) { o.Authorization = "t0ken" })
+	produceHermite(t, s, "tk", 2_000, 1)
+	cfg := config(s, "tk", t.TempDir())
+	tokFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokFile, []byte("t0ken\n"), 0o600)
+	cfg.NATS.TokenFile = tokFile
+	r := start(t, cfg)
+	waitFor(t, time.Minute, "publishing with the token", func() bool { return r.p.Status().Published > 0 })
+	if nc, err := nats.Connect(s.NATSURL()); err == nil {
+		nc.Close()
+		t.Error("a client without the token connected")
+	}
+	r.graceful(t)
 }
 
 // TestAuth: with NATS user/password auth on, the service publishes and
