@@ -110,6 +110,19 @@ func TestLearnsPublishesAndServes(t *testing.T) {
 		t.Errorf("wrong-dimension query: %d %s", hr.StatusCode, raw)
 	}
 
+	// The status page shows the live state and the eigenvalue chart.
+	hr, err = http.Get("http://" + r.p.HTTPAddr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(hr.Body)
+	hr.Body.Close()
+	for _, want := range []string{"<code>hermite</code>", "samples learned", "<td>200000</td>", "<svg", "<polyline", "http-equiv=\"refresh\""} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+
 	r.graceful(t)
 	mu.Lock()
 	defer mu.Unlock()

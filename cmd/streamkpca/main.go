@@ -24,6 +24,8 @@ Verbs:
   inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
   produce   write synthetic or file data into a Kafka topic
   bench     benchmarks as JSON:  streamkpca bench hermite|kcca [--points N]
+  plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|scatter|correlations
+  synth     synthetic data as CSV: streamkpca synth hermite|hermite16|digits|twoview|mixture --n N --out FILE
 
 Run 'streamkpca <verb> -h' for the verb's flags.
 `
@@ -46,6 +48,10 @@ func main() {
 		err = cmdInspect(args)
 	case "bench":
 		err = cmdBench(ctx, args)
+	case "plot":
+		err = cmdPlot(args)
+	case "synth":
+		err = cmdSynth(args)
 	case "run":
 		err = cmdRun(ctx, args)
 	case "demo":

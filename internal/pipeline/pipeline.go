@@ -74,6 +74,9 @@ type Pipeline struct {
 	learned  map[int]int64 // partition → next offset covered by learned batches
 	status   Status
 
+	history      []historyPoint
+	startSamples uint64
+
 	kill     chan struct{}
 	killOnce sync.Once
 	pubReq   chan pubItem
@@ -171,6 +174,7 @@ func New(opt Options) (*Pipeline, error) {
 		return nil, err
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.startSamples = p.status.Samples
 	dx, dy := p.learner.dims()
 	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes}
 	if p.dec.Dim == 0 {
@@ -536,6 +540,12 @@ func (l *loop) snapshot(final bool) {
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()
 	p.status.Version, p.status.LastSnapshot, p.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
+	if len(eig) > 0 {
+		p.history = append(p.history, historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig})
+		if len(p.history) > historyLen {
+			p.history = p.history[len(p.history)-historyLen:]
+		}
+	}
 	p.mu.Unlock()
 	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 		Int("features", snap.Header.Features()).Floats64("eigenvalues", eig).Msg("snapshot persisted")
@@ -665,6 +675,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		w.Write([]byte("ready\n"))
 	})))
 	mux.Handle("GET /metrics", open(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /{$}", open(p.statusPage(time.Now())))
 	mux.Handle("/v1/", guard(publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes})))
 	ln, err := net.Listen("tcp", p.cfg.HTTP.Addr)
 	if err != nil {

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates the README's pictures with the CLI alone. Run from the
+# repository root: bash docs/make-images.sh   (about a minute)
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/streamkpca" ./cmd/streamkpca
+skpca="$tmp/streamkpca"
+
+# Figure 1: convergence on the hermite stream, with a 1/t reference.
+$skpca bench hermite --points 300000 --max-features 16384 > docs/bench-hermite.json
+$skpca plot convergence --bench docs/bench-hermite.json --out docs/images/convergence.png
+
+# Figure 2: learned eigenfunctions vs the closed form.
+$skpca synth hermite --n 20000 --out "$tmp/hermite.csv"
+$skpca fit --input "$tmp/hermite.csv" --k 3 --bandwidth 1 --epochs 5 --out "$tmp/hermite.skpca"
+$skpca plot eigenfunctions --model "$tmp/hermite.skpca" --out docs/images/eigenfunctions.png
+
+# Figure 4: 2-D projections of digit-like images, coloured by class.
+$skpca synth digits --n 3000 --out "$tmp/digits.csv"          # 64 pixels + label
+cut -d, -f1-64 "$tmp/digits.csv" > "$tmp/digits-x.csv"
+$skpca fit --input "$tmp/digits-x.csv" --k 2 --epochs 20 --out "$tmp/digits.skpca"
+$skpca plot scatter --model "$tmp/digits.skpca" --input "$tmp/digits.csv" --label-col 64 --out docs/images/scatter.png
+
+# KCCA: held-out canonical correlations on the twoview stream.
+$skpca synth twoview --n 4000 --out "$tmp/tv.csv"
+$skpca synth twoview --n 2000 --seed 2 --out "$tmp/tv-test.csv"
+$skpca fit --input "$tmp/tv.csv" --algo kcca --k 2 --y-cols 6 --epochs 8 --out "$tmp/tv.skpca"
+$skpca plot correlations --model "$tmp/tv.skpca" --input "$tmp/tv-test.csv" --y-cols 6 --out docs/images/correlations.png

@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// history keeps the eigenvalue estimates of recent snapshots for the status
+// page's chart.
+type historyPoint struct {
+	Samples     uint64
+	Eigenvalues []float64
+}
+
+const historyLen = 200
+
+var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
+	"f3": func(v float64) string { return fmt.Sprintf("%.4g", v) },
+}).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
+<title>streamkpca — {{.Model}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:60em}
+table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:left;border-bottom:1px solid #ddd}
+th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding:0 .2em}
+</style></head><body>
+<h1>streamkpca · model <code>{{.Model}}</code> · {{.Algorithm}}</h1>
+<table>
+<tr><th>version (persisted)</th><td>{{.Version}}</td></tr>
+<tr><th>version (published on NATS)</th><td>{{.Published}}</td></tr>
+<tr><th>samples learned</th><td>{{.Samples}}</td></tr>
+<tr><th>throughput</th><td>{{printf "%.0f" .Rate}} samples/s since start</td></tr>
+<tr><th>random features</th><td>{{.Features}}</td></tr>
+<tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
+<tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}</td></tr>
+<tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
+<tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
+</table>
+<h2 style="font-size:1.1em">Convergence: eigenvalue estimates per snapshot</h2>
+{{.Chart}}
+<p style="color:#777">Refreshes every 5 s. API: <code>/v1/models/{{.Model}}</code>, <code>/metrics</code>, <code>/healthz</code>.</p>
+</body></html>
+`))
+
+// statusPage serves the HTML status page at /.
+func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		st := p.Status()
+		p.mu.Lock()
+		hist := append([]historyPoint(nil), p.history...)
+		p.mu.Unlock()
+		last := "none yet"
+		if !st.LastSnapshot.IsZero() {
+			last = st.LastSnapshot.Format(time.RFC3339) + fmt.Sprintf(" (%.0f s ago)", time.Since(st.LastSnapshot).Seconds())
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		statusTmpl.Execute(w, map[string]any{
+			"Model": p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
+			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
+			"Features": st.Features, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
+			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
+		})
+	}
+}
+
+// eigenChart draws the eigenvalue estimates against samples as an inline
+// SVG (log y), one polyline per component.
+func eigenChart(h []historyPoint) string {
+	if len(h) < 2 {
+		return `<p style="color:#777">(the chart appears after two snapshots)</p>`
+	}
+	const W, H, pad = 640.0, 240.0, 30.0
+	lo, hi := 1e300, -1e300
+	for _, p := range h {
+		for _, v := range p.Eigenvalues {
+			if v > 0 {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+	}
+	if !(hi > lo) {
+		hi = lo * 10
+	}
+	x0, x1 := float64(h[0].Samples), float64(h[len(h)-1].Samples)
+	if x1 <= x0 {
+		x1 = x0 + 1
+	}
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" role="img" aria-label="eigenvalue estimates" style="border:1px solid #ddd">`, W, H)
+	k := len(h[len(h)-1].Eigenvalues)
+	for q := 0; q < k; q++ {
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, colors[q%len(colors)])
+		for _, p := range h {
+			if q >= len(p.Eigenvalues) || !(p.Eigenvalues[q] > 0) {
+				continue
+			}
+			x := pad + (W-2*pad)*(float64(p.Samples)-x0)/(x1-x0)
+			y := H - pad - (H-2*pad)*(logf(p.Eigenvalues[q])-logf(lo))/(logf(hi)-logf(lo))
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		}
+		b.WriteString(`"/>`)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%.3g</text><text x="4" y="%.0f" font-size="11">%.3g</text>`, 4.0, pad-8, hi, H-pad+12, lo)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">samples %d</text></svg>`, W-pad, H-6, h[len(h)-1].Samples)
+	return b.String()
+}
+
+func logf(v float64) float64 { return math.Log(v) }
