@@ -126,7 +126,7 @@ func benchHermite(ctx context.Context, args []string) error {
 		n += b
 		if float64(n) >= next || n == *points {
 			e := score(n)
-			pr.update("%d/%d points  %d features  error %.3g  %.0f points/s", n, *points, l.Features(), e, float64(n)/learn.Seconds())
+			pr.update("%d/%d points  %d features  error %.3g  %.0f points/s%s", n, *points, l.Features(), e, float64(n)/learn.Seconds(), eta(float64(n), float64(*points), learn))
 			for next <= float64(n) {
 				next *= math.Pow(10, 0.125)
 			}
@@ -204,7 +204,7 @@ func benchKCCA(ctx context.Context, args []string) error {
 			return err
 		}
 		learn += time.Since(t0)
-		pr.update("%d/%d pairs  %d features  %.0f pairs/s", n+b, *points, l.Features(), float64(n+b)/learn.Seconds())
+		pr.update("%d/%d pairs  %d features  %.0f pairs/s%s", n+b, *points, l.Features(), float64(n+b)/learn.Seconds(), eta(float64(n+b), float64(*points), learn))
 	}
 	pr.done()
 	u, v := make([]float64, held**k), make([]float64, held**k)

@@ -203,6 +203,15 @@ func (p *progress) update(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "\r\033[K"+format, args...)
 }
 
+// eta formats the remaining time for done of total units after elapsed.
+func eta(done, total float64, elapsed time.Duration) string {
+	if done <= 0 || total <= done {
+		return ""
+	}
+	left := time.Duration(float64(elapsed) * (total - done) / done).Round(time.Second)
+	return "  ETA " + left.String()
+}
+
 func (p *progress) done() {
 	if p.on {
 		fmt.Fprint(os.Stderr, "\r\033[K")
@@ -274,8 +283,9 @@ func cmdFit(ctx context.Context, args []string) error {
 				}
 				return err
 			}
-			el := time.Since(start).Seconds()
-			pr.update("epoch %d/%d  %d points  %d features  %.0f points/s", e+1, *epochs, l.SamplesSeen(), l.Features(), float64(l.SamplesSeen())/el)
+			el := time.Since(start)
+			pr.update("epoch %d/%d  %d points  %d features  %.0f points/s%s", e+1, *epochs, l.SamplesSeen(), l.Features(),
+				float64(l.SamplesSeen())/el.Seconds(), eta(float64(l.SamplesSeen()), float64(rows**epochs), el))
 		}
 	}
 	pr.done()
@@ -407,7 +417,8 @@ func fitTwoView(ctx context.Context, cfg online.Config, data []float64, rows, d,
 				}
 				return err
 			}
-			pr.update("epoch %d/%d  %d pairs  %d features  %.0f pairs/s", e+1, epochs, l.SamplesSeen(), l.Features(), float64(l.SamplesSeen())/time.Since(start).Seconds())
+			pr.update("epoch %d/%d  %d pairs  %d features  %.0f pairs/s%s", e+1, epochs, l.SamplesSeen(), l.Features(),
+				float64(l.SamplesSeen())/time.Since(start).Seconds(), eta(float64(l.SamplesSeen()), float64(rows*epochs), time.Since(start)))
 		}
 	}
 	pr.done()

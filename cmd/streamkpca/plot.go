@@ -289,13 +289,14 @@ func plotCorrelations(path, input string, yCols int) (*plot.Plot, error) {
 	p.Title.Text = fmt.Sprintf("Held-out canonical correlations (%s), sum %.3f", m.Header().Algorithm, synth.Sum(cc))
 	p.Y.Label.Text = "correlation"
 	p.X.Label.Text = "component"
-	bars, err := plotter.NewBarChart(plotter.Values(cc), vg.Points(18))
+	bars, err := plotter.NewBarChart(plotter.Values(cc), vg.Points(40))
 	if err != nil {
 		return nil, err
 	}
 	bars.Color = palette[0]
 	p.Add(bars)
 	p.Y.Min, p.Y.Max = 0, math.Max(1, cc[0])
+	p.X.Min, p.X.Max = -0.7, float64(k)-0.3
 	names := make([]string, k)
 	for i := range names {
 		names[i] = fmt.Sprint(i + 1)

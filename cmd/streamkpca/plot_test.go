@@ -30,7 +30,9 @@ func TestPlots(t *testing.T) {
 	noLabel := p("d-nolabel.csv")
 	stripLastColumn(t, p("d.csv"), noLabel)
 	must(cmdFit(context.Background(), []string{"--input", noLabel, "--k", "2", "--epochs", "3", "--out", p("d.skpca")}))
-	bench := captureStdout(t, func() error { return benchHermite(context.Background(), []string{"--points", "20000", "--max-features", "2048"}) })
+	bench := captureStdout(t, func() error {
+		return benchHermite(context.Background(), []string{"--points", "20000", "--max-features", "2048"})
+	})
 	os.WriteFile(p("bench.json"), []byte(bench), 0o644)
 
 	for _, tc := range [][]string{

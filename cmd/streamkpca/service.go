@@ -101,7 +101,7 @@ func cmdProduce(ctx context.Context, args []string) error {
 	err := devstack.Produce(ctx, src, devstack.ProduceOptions{
 		Brokers: strings.Split(*brokers, ","), Topic: *topic, N: count, Rate: *rate,
 		Progress: func(i int) {
-			pr.update("%d/%d messages  %.0f/s", i, count, float64(i)/time.Since(start).Seconds())
+			pr.update("%d/%d messages  %.0f/s%s", i, count, float64(i)/time.Since(start).Seconds(), eta(float64(i), float64(count), time.Since(start)))
 		},
 	})
 	pr.done()
