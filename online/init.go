@@ -44,16 +44,7 @@ func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, 
 	coef := make([]float64, nb*k)
 	for q := 0; q < k; q++ {
 		col := nb - 1 - q
-		var big float64
-		for f := 0; f < nb; f++ {
-			if v := vecs.At(f, col); math.Abs(v) > math.Abs(big) {
-				big = v
-			}
-		}
-		sgn := 1.0
-		if big < 0 {
-			sgn = -1
-		}
+		sgn := signFix(vecs.ColView(col))
 		if whiten {
 			// Floor tiny eigenvalues so that a rank-deficient first batch
 			// does not blow a direction up.
@@ -111,16 +102,7 @@ func initPair(phiX, phiY []float64, rows, nbx, nby, k int, center, cca bool) ([]
 	// y-column follows, keeping the pair's correlation positive).
 	ax, ay := make([]float64, nbx*k), make([]float64, nby*k)
 	for q := 0; q < k; q++ {
-		var big float64
-		for f := 0; f < nbx; f++ {
-			if x := a.At(f, q); math.Abs(x) > math.Abs(big) {
-				big = x
-			}
-		}
-		sgn := 1.0
-		if big < 0 {
-			sgn = -1
-		}
+		sgn := signFix(a.ColView(q))
 		for f := 0; f < nbx; f++ {
 			ax[f*k+q] = sgn * a.At(f, q)
 		}
@@ -181,4 +163,20 @@ func invSqrtCov(p *mat.Dense, rows, nb int, whiten bool) (*mat.Dense, float64, e
 		}
 	}
 	return out, top, nil
+}
+
+// signFix returns ±1 so that the largest-magnitude entry of v times it is
+// positive (the first such entry on ties): a deterministic sign for
+// eigen- and singular vectors.
+func signFix(v mat.Vector) float64 {
+	var big float64
+	for f := 0; f < v.Len(); f++ {
+		if x := v.AtVec(f); math.Abs(x) > math.Abs(big) {
+			big = x
+		}
+	}
+	if big < 0 {
+		return -1
+	}
+	return 1
 }

@@ -352,31 +352,7 @@ func shrink(alpha, e, tmp []float64, k int) {
 
 // powerMax returns the largest eigenvalue of the symmetric PSD k×k matrix m
 // by power iteration warm-started from the previous call's vector.
-func (l *KPCA) powerMax(m []float64) float64 {
-	k := l.cfg.K
-	v, w := l.pv, l.pw
-	var lam float64
-	for it := 0; it < 30; it++ {
-		var n float64
-		for a := 0; a < k; a++ {
-			var s float64
-			for b := 0; b < k; b++ {
-				s += m[a*k+b] * v[b]
-			}
-			w[a] = s
-			n += s * s
-		}
-		n = math.Sqrt(n)
-		if !(n > 0) {
-			return 0
-		}
-		lam = n
-		for a := range v {
-			v[a] = w[a] / n
-		}
-	}
-	return lam
-}
+func (l *KPCA) powerMax(m []float64) float64 { return symNorm(m, l.pv, l.pw, l.cfg.K) }
 
 // first initialises block 0 by exact PCA of its features on the first batch.
 func (l *KPCA) first(rows int) error {

@@ -561,8 +561,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	return l, nil
 }
 
-// symNorm returns the spectral norm (largest |eigenvalue|) of the symmetric
-// k×k matrix m by 30 power iterations on m², warm-started from v.
+// symNorm returns the spectral norm (largest |eigenvalue|; for a PSD matrix
+// its largest eigenvalue) of the symmetric k×k matrix m by 30 power
+// iterations warm-started from v (updated in place; w is scratch).
 func symNorm(m, v, w []float64, k int) float64 {
 	var lam float64
 	for it := 0; it < 30; it++ {
