@@ -117,7 +117,7 @@ func TestLearnsPublishesAndServes(t *testing.T) {
 	}
 	page, _ := io.ReadAll(hr.Body)
 	hr.Body.Close()
-	for _, want := range []string{"<code>hermite</code>", "samples learned", "<td>200000</td>", "<svg", "<polyline", "http-equiv=\"refresh\""} {
+	for _, want := range []string{"<code>hermite</code>", "samples learned", fmt.Sprintf("<td>%d</td>", streamN), "<svg", "<polyline", "http-equiv=\"refresh\""} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("status page lacks %q", want)
 		}

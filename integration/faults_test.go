@@ -35,7 +35,11 @@ func (c *counter) Run(_ *zerolog.Event, _ zerolog.Level, msg string) {
 
 func startWithLog(t *testing.T, c pipelineConfig, hooks ...zerolog.Hook) *running {
 	t.Helper()
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	lvl := zerolog.WarnLevel
+	if os.Getenv("STREAMKPCA_TEST_LOG") == "info" {
+		lvl = zerolog.InfoLevel
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(lvl)
 	for _, h := range hooks {
 		log = log.Hook(h)
 	}
@@ -128,6 +132,10 @@ func TestNATSDownAndBack(t *testing.T) {
 		for _, g := range strings.Split(b.String(), "\n\n") {
 			switch {
 			case strings.Contains(g, "TestNATSDownAndBack") || strings.Contains(g, "pprof.writeGoroutine"):
+			case strings.Contains(g, "publishOnce.func1"):
+				// A publish the NATS client failed to return from, abandoned
+				// by design (pipeline.publishOnce) and logged as an error.
+				t.Logf("an abandoned publish call is still blocked in the NATS client")
 			case strings.Contains(g, "github.com/streamkpca/streamkpca/"),
 				strings.Contains(g, "kafka-go.(*ConsumerGroup)"), strings.Contains(g, "kafka-go.(*Reader)"),
 				strings.Contains(g, "kafka-go.(*Writer)"):

@@ -134,15 +134,21 @@ func buckets(ctx context.Context, js jetstream.JetStream, cfg Config, create boo
 
 // Publish stores data (the encoded snap) as a new version, points the
 // latest key at it, announces it, and prunes old versions.
+//
+// The mutex guards only the bucket handles, never a network call, so that
+// a call the NATS client fails to return from cannot block the next one.
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.obs == nil {
-		obs, kv, err := buckets(ctx, p.js, p.cfg, true)
-		if err != nil {
+	obs, kv := p.obs, p.kv
+	p.mu.Unlock()
+	if obs == nil {
+		var err error
+		if obs, kv, err = buckets(ctx, p.js, p.cfg, true); err != nil {
 			return Notice{}, err
 		}
+		p.mu.Lock()
 		p.obs, p.kv = obs, kv
+		p.mu.Unlock()
 	}
 	sum := sha256.Sum256(data)
 	n := Notice{
@@ -150,22 +156,30 @@ func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data [
 		Features: snap.Header.Features(), Object: ObjectName(p.cfg.Model, snap.Header.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: snap.Header.Created,
 	}
-	if _, err := p.obs.PutBytes(ctx, n.Object, data); err != nil {
+	if _, err := obs.PutBytes(ctx, n.Object, data); err != nil {
 		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
 	}
 	js, _ := json.Marshal(n)
-	if _, err := p.kv.Put(ctx, p.cfg.Model, js); err != nil {
+	if _, err := kv.Put(ctx, p.cfg.Model, js); err != nil {
 		return n, fmt.Errorf("publish: point %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
 	if err := p.nc.Publish(p.cfg.UpdatesSubject(), js); err != nil {
 		return n, fmt.Errorf("publish: notice: %w", err)
 	}
-	p.prune(ctx)
+	p.prune(ctx, obs)
 	return n, nil
 }
 
-func (p *Publisher) prune(ctx context.Context) {
-	lst, err := p.obs.List(ctx)
+// Reset drops the cached bucket handles; the next Publish looks them up
+// again (after a call was abandoned, or the server was replaced).
+func (p *Publisher) Reset() {
+	p.mu.Lock()
+	p.obs, p.kv = nil, nil
+	p.mu.Unlock()
+}
+
+func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore) {
+	lst, err := obs.List(ctx)
 	if err != nil {
 		return
 	}
@@ -179,7 +193,7 @@ func (p *Publisher) prune(ctx context.Context) {
 	// Names sort by version (zero-padded); List returns them in any order.
 	sortStrings(names)
 	for i := 0; i+p.cfg.Keep < len(names); i++ {
-		if err := p.obs.Delete(ctx, names[i]); err != nil {
+		if err := obs.Delete(ctx, names[i]); err != nil {
 			p.log.Warn().Err(err).Str("object", names[i]).Msg("publish: pruning an old version failed")
 		}
 	}

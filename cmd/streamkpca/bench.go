@@ -9,6 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -56,8 +59,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		return benchHermite(ctx, args[1:])
 	case "kcca":
 		return benchKCCA(ctx, args[1:])
+	case "throughput":
+		return benchThroughput(args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput)", args[0])
 }
 
 func benchHermite(ctx context.Context, args []string) error {
@@ -228,3 +233,88 @@ func benchKCCA(ctx context.Context, args []string) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)
 }
+
+// ThroughputRow is one configuration of `bench throughput`.
+type ThroughputRow struct {
+	D               int     `json:"d"`
+	Features        int     `json:"features"`
+	K               int     `json:"k"`
+	Batch           int     `json:"batch"`
+	StepMedianSec   float64 `json:"step_median_seconds"`
+	PointsPerSecond float64 `json:"points_per_second"`
+	StepGFLOPS      float64 `json:"step_gflops"`
+	GEMMMedianSec   float64 `json:"gemm_median_seconds"`
+	GEMMGFLOPS      float64 `json:"gemm_gflops"`
+	Ratio           float64 `json:"step_over_gemm"`
+	BLAS            string  `json:"blas"`
+}
+
+// benchThroughput times the DSGD step and, for the same shapes, the two
+// plain matrix products x·Ω (b×d by d×features) and Φ·α (b×features by
+// features×k) through gonum's BLAS: the GEMM ceiling. Both count
+// 2·b·features·(d+k) flops, so step_over_gemm compares like with like (the
+// step also evaluates b·features cosines and generates nothing: blocks are
+// cached).
+func benchThroughput(args []string) error {
+	fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
+	ds := fs.String("d", "1,64,784", "input dimensions, comma-separated")
+	nf := fs.Int("features", 65536, "random features")
+	k := fs.Int("k", 10, "components")
+	b := fs.Int("batch", 512, "mini-batch b")
+	runs := fs.Int("runs", 5, "timed steps (and GEMMs) per configuration; medians are reported")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var rows []ThroughputRow
+	for _, ds := range strings.Split(*ds, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(ds))
+		if err != nil || d < 1 {
+			return fmt.Errorf("--d: %q", ds)
+		}
+		r, err := online.MeasureStep(d, *nf, *k, *b, *runs, 0)
+		if err != nil {
+			return err
+		}
+		g := gemmCeiling(d, *nf, *k, *b, *runs)
+		row := ThroughputRow{D: d, Features: r.Features, K: *k, Batch: *b, StepMedianSec: r.Median(),
+			PointsPerSecond: float64(*b) / r.Median(), StepGFLOPS: r.GEMMFlops() / r.Median() / 1e9,
+			GEMMMedianSec: g, GEMMGFLOPS: r.GEMMFlops() / g / 1e9, BLAS: blasName}
+		row.Ratio = row.StepGFLOPS / row.GEMMGFLOPS
+		rows = append(rows, row)
+		fmt.Fprintf(os.Stderr, "d=%d: step %.3fs (%.1f GFLOP/s), GEMM %.3fs (%.1f GFLOP/s), ratio %.2f\n",
+			d, row.StepMedianSec, row.StepGFLOPS, g, row.GEMMGFLOPS, row.Ratio)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// gemmCeiling returns the median time of x·Ω plus Φ·α with gonum's mat
+// (its BLAS: pure Go, or what blas64.Use installed).
+func gemmCeiling(d, nf, k, b, runs int) float64 {
+	rng := rand.New(rand.NewPCG(2, 2))
+	fill := func(r, c int) *mat.Dense {
+		m := mat.NewDense(r, c, nil)
+		raw := m.RawMatrix().Data
+		for i := range raw {
+			raw[i] = rng.NormFloat64()
+		}
+		return m
+	}
+	x, om, alpha := fill(b, d), fill(d, nf), fill(nf, k)
+	var z, h mat.Dense
+	z.Mul(x, om) // warm up
+	h.Mul(&z, alpha)
+	var ts []float64
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		z.Mul(x, om)
+		h.Mul(&z, alpha)
+		ts = append(ts, time.Since(t0).Seconds())
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2]
+}
+
+// blasName names the BLAS behind gonum's mat in this build.
+var blasName = "gonum pure Go"

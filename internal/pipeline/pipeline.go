@@ -596,9 +596,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			pending = &it
 		default:
 		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		n, err := p.pub.Publish(pctx, pending.snap, pending.data)
-		cancel()
+		n, err := p.publishOnce(ctx, pending)
 		if err == nil {
 			p.met.Publishes.Inc()
 			p.mu.Lock()
@@ -618,6 +616,32 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 30*time.Second)
 		}
+	}
+}
+
+// publishTimeout bounds one publish; a call still running publishGrace
+// after it is abandoned (the NATS client has been seen to overstay its
+// context around a server restart) and the next attempt starts afresh.
+const publishTimeout, publishGrace = 10 * time.Second, 5 * time.Second
+
+func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice, error) {
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	type result struct {
+		n   publish.Notice
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		n, err := p.pub.Publish(pctx, it.snap, it.data)
+		res <- result{n, err}
+	}()
+	select {
+	case r := <-res:
+		return r.n, r.err
+	case <-time.After(publishTimeout + publishGrace):
+		p.pub.Reset()
+		return publish.Notice{}, fmt.Errorf("publish of version %d did not return %v after its deadline; abandoned, retrying with fresh handles", it.snap.Header.Version(), publishGrace)
 	}
 }
 
