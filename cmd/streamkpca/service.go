@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -111,8 +110,6 @@ func cmdProduce(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "produced %d messages to %s in %.1fs\n", count, *topic, time.Since(start).Seconds())
 	return nil
 }
-
-var errDemoDone = errors.New("demo finished")
 
 // setFlags collects repeated --set path=value flags.
 type setFlags []string
