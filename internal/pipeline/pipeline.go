@@ -620,8 +620,8 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 }
 
 // publishTimeout bounds one publish; a call still running publishGrace
-// after it is abandoned (the NATS client has been seen to overstay its
-// context around a server restart) and the next attempt starts afresh.
+// after it is abandoned and the next attempt starts afresh, so that the
+// publish loop can never hang on the network, whatever the client does.
 const publishTimeout, publishGrace = 10 * time.Second, 5 * time.Second
 
 func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice, error) {
