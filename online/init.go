@@ -17,16 +17,7 @@ import (
 // eigenvalue too. phi (rows×nb) is centred in place when center is set.
 func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, float64, error) {
 	if center {
-		for f := 0; f < nb; f++ {
-			var m float64
-			for r := 0; r < rows; r++ {
-				m += phi[r*nb+f]
-			}
-			m /= float64(rows)
-			for r := 0; r < rows; r++ {
-				phi[r*nb+f] -= m
-			}
-		}
+		centreCols(phi, rows, nb)
 	}
 	var c mat.SymDense
 	c.SymOuterK(1/float64(rows), mat.NewDense(rows, nb, phi).T())
