@@ -256,37 +256,23 @@ func cmdFit(ctx context.Context, args []string) error {
 	defer l.Close()
 	start := time.Now()
 	pr := newProgress()
-	rng := rand.New(rand.NewPCG(lf.seed, 7))
-	perm := make([]int, rows)
-	for i := range perm {
-		perm[i] = i
-	}
 	b := min(lf.batch, rows)
 	batch := make([]float64, b*d)
-	var rejected int
-	for e := 0; e < *epochs; e++ {
-		if e > 0 {
-			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	rejected, err := epochLoop(ctx, rows, b, *epochs, lf.seed, func(e int, perm []int) error {
+		for r, p := range perm {
+			copy(batch[r*d:r*d+d], x[p*d:p*d+d])
 		}
-		for s := 0; s < rows; s += b {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n := min(b, rows-s)
-			for r := 0; r < n; r++ {
-				copy(batch[r*d:r*d+d], x[perm[s+r]*d:perm[s+r]*d+d])
-			}
-			if err := l.Update(batch[:n*d], n); err != nil {
-				if errors.Is(err, online.ErrDiverged) {
-					rejected++
-					continue
-				}
-				return err
-			}
-			el := time.Since(start)
-			pr.update("epoch %d/%d  %d points  %d features  %.0f points/s%s", e+1, *epochs, l.SamplesSeen(), l.Features(),
-				float64(l.SamplesSeen())/el.Seconds(), eta(float64(l.SamplesSeen()), float64(rows**epochs), el))
+		n := len(perm)
+		if err := l.Update(batch[:n*d], n); err != nil {
+			return err
 		}
+		el := time.Since(start)
+		pr.update("epoch %d/%d  %d points  %d features  %.0f points/s%s", e+1, *epochs, l.SamplesSeen(), l.Features(),
+			float64(l.SamplesSeen())/el.Seconds(), eta(float64(l.SamplesSeen()), float64(rows**epochs), el))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	pr.done()
 	snap := l.Snapshot()
@@ -388,38 +374,24 @@ func fitTwoView(ctx context.Context, cfg online.Config, data []float64, rows, d,
 	defer l.Close()
 	start := time.Now()
 	pr := newProgress()
-	rng := rand.New(rand.NewPCG(seed, 7))
-	perm := make([]int, rows)
-	for i := range perm {
-		perm[i] = i
-	}
 	b := min(batch, rows)
 	bx, by := make([]float64, b*dx), make([]float64, b*yc)
-	var rejected int
-	for e := 0; e < epochs; e++ {
-		if e > 0 {
-			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	rejected, err := epochLoop(ctx, rows, b, epochs, seed, func(e int, perm []int) error {
+		for r, p := range perm {
+			row := data[p*d : p*d+d]
+			copy(bx[r*dx:(r+1)*dx], row[:dx])
+			copy(by[r*yc:(r+1)*yc], row[dx:])
 		}
-		for s := 0; s < rows; s += b {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n := min(b, rows-s)
-			for r := 0; r < n; r++ {
-				row := data[perm[s+r]*d : perm[s+r]*d+d]
-				copy(bx[r*dx:(r+1)*dx], row[:dx])
-				copy(by[r*yc:(r+1)*yc], row[dx:])
-			}
-			if err := l.Update(bx[:n*dx], by[:n*yc], n); err != nil {
-				if errors.Is(err, online.ErrDiverged) {
-					rejected++
-					continue
-				}
-				return err
-			}
-			pr.update("epoch %d/%d  %d pairs  %d features  %.0f pairs/s%s", e+1, epochs, l.SamplesSeen(), l.Features(),
-				float64(l.SamplesSeen())/time.Since(start).Seconds(), eta(float64(l.SamplesSeen()), float64(rows*epochs), time.Since(start)))
+		n := len(perm)
+		if err := l.Update(bx[:n*dx], by[:n*yc], n); err != nil {
+			return err
 		}
+		pr.update("epoch %d/%d  %d pairs  %d features  %.0f pairs/s%s", e+1, epochs, l.SamplesSeen(), l.Features(),
+			float64(l.SamplesSeen())/time.Since(start).Seconds(), eta(float64(l.SamplesSeen()), float64(rows*epochs), time.Since(start)))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	pr.done()
 	data2, err := l.Snapshot().MarshalBinary()
@@ -432,4 +404,34 @@ func fitTwoView(ctx context.Context, cfg online.Config, data []float64, rows, d,
 	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d pairs, %d features, %d batches rejected, %.1fs\n",
 		out, cfg.Algorithm, l.SamplesSeen(), l.Features(), rejected, time.Since(start).Seconds())
 	return nil
+}
+
+// epochLoop runs epochs over rows in mini-batches of b, shuffled (seeded)
+// after the first epoch, calling step with the row indices of each batch.
+// Batches the divergence guard rejects are counted, not fatal.
+func epochLoop(ctx context.Context, rows, b, epochs int, seed uint64, step func(epoch int, perm []int) error) (int, error) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	perm := make([]int, rows)
+	for i := range perm {
+		perm[i] = i
+	}
+	var rejected int
+	for e := 0; e < epochs; e++ {
+		if e > 0 {
+			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		}
+		for s := 0; s < rows; s += b {
+			if err := ctx.Err(); err != nil {
+				return rejected, err
+			}
+			if err := step(e, perm[s:min(s+b, rows)]); err != nil {
+				if errors.Is(err, online.ErrDiverged) {
+					rejected++
+					continue
+				}
+				return rejected, err
+			}
+		}
+	}
+	return rejected, nil
 }
