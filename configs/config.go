@@ -133,6 +133,11 @@ type Learner struct {
 	Center bool `yaml:"center"`
 	// Standardize each input dimension. Default: false.
 	Standardize bool `yaml:"standardize"`
+	// Precision of the product x·Ω: float64 or float32 (twice the SIMD
+	// lanes and cached blocks; shift-invariant kernels only; everything
+	// after the product stays float64). Part of the model: a restored
+	// snapshot keeps its own. Default: float64.
+	Precision string `yaml:"precision"`
 	// Workers evaluating features. Default: number of CPUs.
 	Workers int `yaml:"workers"`
 	// CacheBytes for generated features. Default: 1 GiB.
@@ -254,6 +259,9 @@ func (c *Config) SetDefaults() {
 	if c.Learner.Seed == 0 {
 		c.Learner.Seed = 1
 	}
+	if c.Learner.Precision == "" {
+		c.Learner.Precision = "float64"
+	}
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = 1 << 30
 	}
@@ -340,6 +348,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Learner.Block < c.Learner.K {
 		bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
+	}
+	if p := c.Learner.Precision; p != "float64" && p != "float32" {
+		bad("learner.precision", "%q: want float64 or float32", p)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)

@@ -75,11 +75,27 @@ type Config struct {
 	Uncentered bool
 	// Slices is the number of target slices of ksir. Default: 10.
 	Slices int
+	// Precision of the product x·Ω (the bulk of the step when d is large):
+	// float64, or float32 (features.Map.Float32: twice the SIMD lanes and
+	// cache, float64 everywhere after the product). float32 needs a
+	// shift-invariant kernel (gaussian, laplacian, cauchy, matern); in a
+	// two-view model it applies to the views whose kernel is one.
+	// Default: float64.
+	Precision Precision
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
 	CacheBytes int64
 }
+
+// Precision is the arithmetic of x·Ω.
+type Precision string
+
+// Precisions.
+const (
+	Float64 Precision = "float64"
+	Float32 Precision = "float32"
+)
 
 func (c *Config) setDefaults() {
 	if c.Model == "" {
@@ -87,6 +103,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Algorithm == "" {
 		c.Algorithm = AlgKPCA
+	}
+	if c.Precision == "" {
+		c.Precision = Float64
 	}
 	if c.Kernel.Family == "" {
 		c.Kernel.Family = features.Gaussian
@@ -145,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
 		return fmt.Errorf("%w: theta0 must be > 0 and theta1 ≥ 0, got %v and %v", ErrConfig, c.Theta0, c.Theta1)
+	}
+	if c.Precision != Float64 && c.Precision != Float32 {
+		return fmt.Errorf("%w: precision must be float64 or float32, got %q", ErrConfig, c.Precision)
 	}
 	if c.Dim < 0 {
 		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)

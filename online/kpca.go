@@ -140,7 +140,7 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 			return fmt.Errorf("%w: the median trick found bandwidth %v on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth)
 		}
 	}
-	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize}
+	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32}
 	if err := l.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -432,7 +432,7 @@ func (l *KPCA) Eigenvalues() ([]float64, float64) {
 // The caller fills in Offsets.
 func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	eig, drift := l.Eigenvalues()
-	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre}
+	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre, Precision: precisionOf(l.fm)}
 	if l.center != nil {
 		view.Center = append([]float64(nil), l.center...)
 	}
@@ -464,4 +464,12 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// precisionOf is the snapshot's name for fm's precision.
+func precisionOf(fm features.Map) string {
+	if fm.Float32 {
+		return snapshot.PrecisionFloat32
+	}
+	return ""
 }

@@ -149,7 +149,11 @@ func hermiteBatches(n, b int) [][]float64 {
 func TestDeterministicAcrossWorkers(t *testing.T) {
 	batches := hermiteBatches(30, 64)
 	var ref []float64
-	for _, cfg := range []Config{{Workers: 1}, {Workers: 4}, {Workers: 2, CacheBytes: -1}} {
+	for _, cfg := range []Config{{Workers: 1}, {Workers: 4}, {Workers: 2, CacheBytes: -1},
+		{Workers: 1, Precision: Float32}, {Workers: 3, Precision: Float32, CacheBytes: -1}} {
+		if cfg.Precision == Float32 && ref != nil && cfg.Workers == 1 {
+			ref = nil // a new reference for float32
+		}
 		cfg.K, cfg.BlockSize, cfg.MaxFeatures, cfg.Center = 3, 16, 256, true
 		l, _ := New(cfg)
 		for _, x := range batches {
@@ -174,6 +178,7 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 	for _, cfg := range []Config{
 		{K: 3, BlockSize: 16, MaxFeatures: 256},
 		{K: 2, BlockSize: 8, MaxFeatures: 512, Center: true, Standardize: true, Algorithm: AlgGHA},
+		{K: 3, BlockSize: 16, MaxFeatures: 256, Precision: Float32},
 	} {
 		full, _ := New(cfg)
 		part, _ := New(cfg)
@@ -192,6 +197,9 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		snap, err := snapshot.Decode(data)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got := snap.Header.Views[0].Float32(); got != (cfg.Precision == Float32) {
+			t.Errorf("%+v: snapshot records float32 = %v", cfg, got)
 		}
 		m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
 		if err != nil {

@@ -85,6 +85,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Extra["center"] == 1,
 		Workers: rt.Workers, CacheBytes: rt.CacheBytes,
 	}
+	if v.Float32() {
+		cfg.Precision = Float32
+	}
 	l, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -168,7 +168,8 @@ func (l *TwoView) initView(i int, kern features.Kernel, x []float64, rows, d, nb
 	if nb < l.cfg.K {
 		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, i, nb, l.cfg.K)
 	}
-	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb}
+	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb,
+		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant()}
 	if err := v.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, i, err)
 	}
@@ -482,7 +483,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	views := make([]snapshot.View, 2)
 	for i := range l.v {
 		v := &l.v[i]
-		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre}
+		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm)}
 		if v.center != nil {
 			views[i].Center = slices.Clone(v.center)
 		}
@@ -521,6 +522,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Extra["uncentered"] == 1, Standardize: h.Extra["standardize"] == 1,
 		Slices: int(h.Extra["slices"]), Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+	}
+	if vx.Float32() || vy.Float32() {
+		cfg.Precision = Float32
 	}
 	if alg != AlgKSIR {
 		cfg.DimY = vy.Dim

@@ -122,7 +122,17 @@ type View struct {
 	// indicator of the target): slice i holds t with Slices[i-1] < t ≤
 	// Slices[i].
 	Slices []float64 `json:"slices,omitempty"`
+	// Precision is the arithmetic of the product x·Ω: "float32" (see
+	// features.Map.Float32) or empty for float64. Projections must use the
+	// learner's precision to reproduce its outputs bit for bit.
+	Precision string `json:"precision,omitempty"`
 }
+
+// Float32 reports whether the view's x·Ω is computed in float32.
+func (v View) Float32() bool { return v.Precision == PrecisionFloat32 }
+
+// PrecisionFloat32 is View.Precision of a float32 view.
+const PrecisionFloat32 = "float32"
 
 // Diagnostics are live estimates recorded at snapshot time.
 type Diagnostics struct {
@@ -212,6 +222,9 @@ func (h *Header) Validate() error {
 		}
 	}
 	for i, v := range h.Views {
+		if v.Precision != "" && v.Precision != PrecisionFloat32 {
+			return fmt.Errorf("%w: view %d: unknown precision %q", ErrHeader, i, v.Precision)
+		}
 		if v.Dim < 1 || v.Dim > 1<<24 {
 			return fmt.Errorf("%w: view %d dimension %d", ErrHeader, i, v.Dim)
 		}

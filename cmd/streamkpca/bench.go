@@ -61,8 +61,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		return benchKCCA(ctx, args[1:])
 	case "throughput":
 		return benchThroughput(args[1:])
+	case "compare":
+		return benchCompare(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare)", args[0])
 }
 
 func benchHermite(ctx context.Context, args []string) error {

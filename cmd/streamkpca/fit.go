@@ -121,6 +121,7 @@ type learnerFlags struct {
 	kernelY, bandwidthY            string
 	slices                         int
 	uncentered                     bool
+	precision                      string
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
@@ -147,6 +148,7 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&lf.seed, "seed", online.DefaultSeed, "model seed")
 	fs.BoolVar(&lf.center, "center", false, "learn the centred covariance operator")
 	fs.BoolVar(&lf.standardize, "standardize", false, "standardise each input dimension (first-batch statistics)")
+	fs.StringVar(&lf.precision, "precision", "float64", "arithmetic of x·Ω: float64 or float32 (shift-invariant kernels)")
 }
 
 func (lf *learnerFlags) config(model string) (online.Config, error) {
@@ -155,7 +157,7 @@ func (lf *learnerFlags) config(model string) (online.Config, error) {
 		Kernel: features.Kernel{Family: features.Family(lf.kernel), Nu: lf.nu, Degree: lf.degree, Offset: lf.offset,
 			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
-		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize,
+		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize, Precision: online.Precision(lf.precision),
 		KernelY: features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
 	}
 	if lf.bandwidthY != "auto" && lf.bandwidthY != "" {

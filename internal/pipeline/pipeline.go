@@ -139,7 +139,7 @@ func New(opt Options) (*Pipeline, error) {
 		Slices: cfg.Learner.Slices, Uncentered: cfg.Learner.Uncentered,
 		BlockSize: cfg.Learner.Block, MaxFeatures: cfg.Learner.MaxFeatures, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1,
 		Seed: cfg.Learner.Seed, Standardize: cfg.Learner.Standardize, Center: cfg.Learner.Center,
-		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes,
+		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes, Precision: online.Precision(cfg.Learner.Precision),
 	}
 	snap, data, err := p.store.Latest()
 	switch {
@@ -150,6 +150,10 @@ func New(opt Options) (*Pipeline, error) {
 		p.learner, err = newLearner(lc, snap)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
+		}
+		if got := snap.Header.Views[0].Float32(); got != (lc.Precision == online.Float32) {
+			log.Warn().Str("learner.precision", cfg.Learner.Precision).Bool("snapshot_float32", got).
+				Msg("the restored snapshot keeps the precision it was learned with; learner.precision applies to new models (point snapshot.dir elsewhere to start one)")
 		}
 		for _, o := range snap.Header.Offsets {
 			if o.Topic == cfg.Kafka.Topic {

@@ -118,12 +118,15 @@ func (e *Evaluator) block(j int, seed uint64, s *evalScratch) *Block {
 			panic("features: cache not grown") // grown in Eval before dispatch
 		}
 		b := e.cache[j]
-		if b == nil {
-			b = new(Block)
-			e.cache[j] = b
+		if b == nil || b.Seed != seed {
+			if b == nil {
+				b = new(Block)
+				e.cache[j] = b
+			}
 			e.m.Generate(b, seed)
-		} else if b.Seed != seed {
-			e.m.Generate(b, seed)
+			if e.m.Float32 { // the float32 copies are all PhiTo reads
+				b.Omega, b.Phase = nil, nil
+			}
 		}
 		return b
 	}
@@ -208,35 +211,39 @@ func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
 
 // AddMul adds phi·a to dst, where phi is rows×nb, a is nb×k and dst is
 // rows×k, all row-major. Every product is rounded before it is added, and
-// each dst element sums over f in order (vectorised over columns where the
-// CPU allows, which keeps the bits).
+// each dst element sums over f in order, in a register: the kernels block
+// four rows by four columns (AVX2, the last column group masked) or four
+// rows by one column (portable), which changes the speed, not the bits.
 func AddMul(dst, phi, a []float64, rows, nb, k int) {
-	if k == 3 { // the common small case: accumulators in registers
-		for r := 0; r < rows; r++ {
-			d0, d1, d2 := dst[r*3], dst[r*3+1], dst[r*3+2]
-			p := phi[r*nb : r*nb+nb]
-			a := a[:3*nb]
-			for f, pf := range p {
-				d0 += float64(pf * a[3*f])
-				d1 += float64(pf * a[3*f+1])
-				d2 += float64(pf * a[3*f+2])
+	r0 := addMulSIMD(dst, phi, a, rows, nb, k)
+	addMulGo(dst[r0*k:], phi[r0*nb:], a, rows-r0, nb, k)
+}
+
+// addMulGo is AddMul with scalar accumulators, four rows at a time.
+func addMulGo(dst, phi, a []float64, rows, nb, k int) {
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		p0, p1, p2, p3 := phi[r*nb:r*nb+nb], phi[(r+1)*nb:(r+2)*nb], phi[(r+2)*nb:(r+3)*nb], phi[(r+3)*nb:(r+4)*nb]
+		for q := 0; q < k; q++ {
+			s0, s1, s2, s3 := dst[r*k+q], dst[(r+1)*k+q], dst[(r+2)*k+q], dst[(r+3)*k+q]
+			for f := 0; f < nb; f++ {
+				v := a[f*k+q]
+				s0 += float64(p0[f] * v)
+				s1 += float64(p1[f] * v)
+				s2 += float64(p2[f] * v)
+				s3 += float64(p3[f] * v)
 			}
-			dst[r*3], dst[r*3+1], dst[r*3+2] = d0, d1, d2
+			dst[r*k+q], dst[(r+1)*k+q], dst[(r+2)*k+q], dst[(r+3)*k+q] = s0, s1, s2, s3
 		}
-		return
 	}
-	q0 := addMulCols(dst, phi, a, rows, nb, k)
-	if q0 == k {
-		return
-	}
-	for r := 0; r < rows; r++ {
-		d := dst[r*k : r*k+k]
+	for ; r < rows; r++ {
 		p := phi[r*nb : r*nb+nb]
-		for f, pf := range p {
-			af := a[f*k+q0 : f*k+k]
-			for q, v := range af {
-				d[q0+q] += float64(pf * v)
+		for q := 0; q < k; q++ {
+			s := dst[r*k+q]
+			for f, pf := range p {
+				s += float64(pf * a[f*k+q])
 			}
+			dst[r*k+q] = s
 		}
 	}
 }

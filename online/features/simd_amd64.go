@@ -58,15 +58,30 @@ func tile4(z, x0, x1, x2, x3, om []float64, d, nb int) {
 }
 
 //go:noescape
-func axpyRowsAVX2(dst, phi, a *float64, rows, nb, k, k4 int)
+func axpy4x4AVX2(dst, phi, a *float64, rows4, nb, k, k4 int, mask *[4]int64)
 
-// addMulCols does AddMul for the columns q < k&^3 with AVX2 and returns
-// how many columns it did.
-func addMulCols(dst, phi, a []float64, rows, nb, k int) int {
-	k4 := k &^ 3
-	if !useAVX2 || k4 == 0 || rows == 0 || nb == 0 {
+// tailMasks[t] enables the first t lanes of a four-lane group.
+var tailMasks = [4][4]int64{{}, {-1}, {-1, -1}, {-1, -1, -1}}
+
+// addMulSIMD does AddMul for the rows in whole groups of four with AVX2
+// and returns how many rows it did.
+func addMulSIMD(dst, phi, a []float64, rows, nb, k int) int {
+	r4 := rows &^ 3
+	if !useAVX2 || r4 == 0 || nb == 0 || k == 0 {
 		return 0
 	}
-	axpyRowsAVX2(&dst[0], &phi[0], &a[0], rows, nb, k, k4)
-	return k4
+	axpy4x4AVX2(&dst[0], &phi[0], &a[0], r4, nb, k, k&^3, &tailMasks[k&3])
+	return r4
+}
+
+//go:noescape
+func phiTile4F32AVX2(z, x0, x1, x2, x3, om *float32, d, nb int)
+
+// tile4f32 is tile4 in float32 (eight lanes per AVX2 register).
+func tile4f32(z, x0, x1, x2, x3, om []float32, d, nb int) {
+	if useAVX2 && nb%8 == 0 && d > 0 {
+		phiTile4F32AVX2(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
+		return
+	}
+	tile4Go(z, x0, x1, x2, x3, om, d, nb)
 }

@@ -118,45 +118,172 @@ cdone:
 	VZEROUPPER
 	RET
 
-// func axpyRowsAVX2(dst, phi, a *float64, rows, nb, k, k4 int)
-// For r < rows, f < nb, q < k4 (step 4):
-// dst[r*k+q] += phi[r*nb+f] * a[f*k+q], f in order (as AddMul).
-TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-56
+// func axpy4x4AVX2(dst, phi, a *float64, rows4, nb, k, k4 int, mask *[4]int64)
+// For each group of four rows and each group of four columns q (the last
+// one masked when k%4 ≠ 0): four accumulators start at dst, add
+// phi[r, f] * a[f, q:q+4] for f in order, and are stored back, as AddMul.
+TEXT ·axpy4x4AVX2(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ phi+8(FP), SI
-	MOVQ rows+24(FP), R8
+	MOVQ mask+56(FP), DX
+	VMOVDQU (DX), Y15              // tail mask
 	MOVQ nb+32(FP), R9
-	MOVQ k+40(FP), R10
-	MOVQ k4+48(FP), R11
-	SHLQ $3, R10                   // k*8 bytes (row stride of dst and a)
+	MOVQ k+40(FP), R12
+	SHLQ $3, R12                   // k*8: row stride of dst and a
+	MOVQ R9, R13
+	SHLQ $3, R13                   // nb*8: row stride of phi
 	XORQ BX, BX                    // r
-rloop:
-	CMPQ BX, R8
-	JGE rdone
-	MOVQ a+16(FP), DX              // a row f
-	XORQ CX, CX                    // f
-floop2:
-	CMPQ CX, R9
-	JGE fdone2
-	VBROADCASTSD (SI)(CX*8), Y0    // phi[r, f]
+rl4:
+	CMPQ BX, rows4+24(FP)
+	JGE rdone4
+	LEAQ (SI)(R13*1), R14          // phi row r+1
+	LEAQ (R14)(R13*1), R15         // phi row r+2
+	LEAQ (R15)(R13*1), R10         // phi row r+3
 	XORQ AX, AX                    // q
-qloop:
-	CMPQ AX, R11
-	JGE qdone
-	VMULPD (DX)(AX*8), Y0, Y1
-	VADDPD (DI)(AX*8), Y1, Y1
-	VMOVUPD Y1, (DI)(AX*8)
-	ADDQ $4, AX
-	JMP qloop
-qdone:
-	ADDQ R10, DX
+ql4:
+	CMPQ AX, k4+48(FP)
+	JGE qtail4
+	LEAQ (DI)(AX*8), DX
+	VMOVUPD (DX), Y0
+	ADDQ R12, DX
+	VMOVUPD (DX), Y1
+	ADDQ R12, DX
+	VMOVUPD (DX), Y2
+	ADDQ R12, DX
+	VMOVUPD (DX), Y3
+	MOVQ a+16(FP), DX
+	LEAQ (DX)(AX*8), DX            // &a[0, q]
+	XORQ CX, CX                    // f
+fl4:
+	CMPQ CX, R9
+	JGE fdone4
+	VMOVUPD (DX), Y8
+	VBROADCASTSD (SI)(CX*8), Y4
+	VBROADCASTSD (R14)(CX*8), Y5
+	VBROADCASTSD (R15)(CX*8), Y6
+	VBROADCASTSD (R10)(CX*8), Y7
+	VMULPD Y8, Y4, Y4
+	VADDPD Y4, Y0, Y0
+	VMULPD Y8, Y5, Y5
+	VADDPD Y5, Y1, Y1
+	VMULPD Y8, Y6, Y6
+	VADDPD Y6, Y2, Y2
+	VMULPD Y8, Y7, Y7
+	VADDPD Y7, Y3, Y3
+	ADDQ R12, DX
 	INCQ CX
-	JMP floop2
-fdone2:
-	LEAQ (SI)(R9*8), SI            // next phi row
-	ADDQ R10, DI                   // next dst row
+	JMP fl4
+fdone4:
+	LEAQ (DI)(AX*8), DX
+	VMOVUPD Y0, (DX)
+	ADDQ R12, DX
+	VMOVUPD Y1, (DX)
+	ADDQ R12, DX
+	VMOVUPD Y2, (DX)
+	ADDQ R12, DX
+	VMOVUPD Y3, (DX)
+	ADDQ $4, AX
+	JMP ql4
+qtail4:
+	CMPQ AX, k+40(FP)
+	JGE qdone4
+	LEAQ (DI)(AX*8), DX
+	VMASKMOVPD (DX), Y15, Y0
+	ADDQ R12, DX
+	VMASKMOVPD (DX), Y15, Y1
+	ADDQ R12, DX
+	VMASKMOVPD (DX), Y15, Y2
+	ADDQ R12, DX
+	VMASKMOVPD (DX), Y15, Y3
+	MOVQ a+16(FP), DX
+	LEAQ (DX)(AX*8), DX
+	XORQ CX, CX
+flt4:
+	CMPQ CX, R9
+	JGE fdonet4
+	VMASKMOVPD (DX), Y15, Y8
+	VBROADCASTSD (SI)(CX*8), Y4
+	VBROADCASTSD (R14)(CX*8), Y5
+	VBROADCASTSD (R15)(CX*8), Y6
+	VBROADCASTSD (R10)(CX*8), Y7
+	VMULPD Y8, Y4, Y4
+	VADDPD Y4, Y0, Y0
+	VMULPD Y8, Y5, Y5
+	VADDPD Y5, Y1, Y1
+	VMULPD Y8, Y6, Y6
+	VADDPD Y6, Y2, Y2
+	VMULPD Y8, Y7, Y7
+	VADDPD Y7, Y3, Y3
+	ADDQ R12, DX
+	INCQ CX
+	JMP flt4
+fdonet4:
+	LEAQ (DI)(AX*8), DX
+	VMASKMOVPD Y0, Y15, (DX)
+	ADDQ R12, DX
+	VMASKMOVPD Y1, Y15, (DX)
+	ADDQ R12, DX
+	VMASKMOVPD Y2, Y15, (DX)
+	ADDQ R12, DX
+	VMASKMOVPD Y3, Y15, (DX)
+qdone4:
+	LEAQ (DI)(R12*4), DI           // next four dst rows
+	LEAQ (SI)(R13*4), SI           // next four phi rows
+	ADDQ $4, BX
+	JMP rl4
+rdone4:
+	VZEROUPPER
+	RET
+
+// func phiTile4F32AVX2(z, x0, x1, x2, x3, om *float32, d, nb int)
+// phiTile4AVX2 in float32: z_q[f] += x_q[c] * om[c*nb+f], eight lanes,
+// product and sum rounded separately. nb is a multiple of 8.
+TEXT ·phiTile4F32AVX2(SB), NOSPLIT, $0-64
+	MOVQ z+0(FP), DI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ x2+24(FP), R10
+	MOVQ x3+32(FP), R11
+	MOVQ om+40(FP), SI
+	MOVQ d+48(FP), R12
+	MOVQ nb+56(FP), CX
+	MOVQ CX, R13
+	SHLQ $2, R13                   // nb*4 bytes
+	XORQ BX, BX                    // c
+cloop32:
+	CMPQ BX, R12
+	JGE cdone32
+	VBROADCASTSS (R8)(BX*4), Y12
+	VBROADCASTSS (R9)(BX*4), Y13
+	VBROADCASTSS (R10)(BX*4), Y14
+	VBROADCASTSS (R11)(BX*4), Y15
+	MOVQ DI, R14                   // z0
+	LEAQ (DI)(R13*1), R15          // z1
+	XORQ AX, AX                    // f
+floop32:
+	CMPQ AX, CX
+	JGE fdone32
+	VMOVUPS (SI)(AX*4), Y0         // w
+	VMULPS Y12, Y0, Y1
+	VADDPS (R14)(AX*4), Y1, Y1
+	VMOVUPS Y1, (R14)(AX*4)
+	VMULPS Y13, Y0, Y2
+	VADDPS (R15)(AX*4), Y2, Y2
+	VMOVUPS Y2, (R15)(AX*4)
+	LEAQ (R15)(R13*1), DX          // z2
+	VMULPS Y14, Y0, Y3
+	VADDPS (DX)(AX*4), Y3, Y3
+	VMOVUPS Y3, (DX)(AX*4)
+	LEAQ (DX)(R13*1), DX           // z3
+	VMULPS Y15, Y0, Y4
+	VADDPS (DX)(AX*4), Y4, Y4
+	VMOVUPS Y4, (DX)(AX*4)
+	ADDQ $8, AX
+	JMP floop32
+fdone32:
+	ADDQ R13, SI                   // next row of om
 	INCQ BX
-	JMP rloop
-rdone:
+	JMP cloop32
+cdone32:
 	VZEROUPPER
 	RET
