@@ -138,6 +138,10 @@ type Learner struct {
 	// after the product stays float64). Part of the model: a restored
 	// snapshot keeps its own. Default: float64.
 	Precision string `yaml:"precision"`
+	// Compute: exact (own kernels, bit-identical everywhere) or blas (the
+	// BLAS linked into the binary, OpenBLAS with the openblas build tag;
+	// projections agree to rounding). Part of the model. Default: exact.
+	Compute string `yaml:"compute"`
 	// Workers evaluating features. Default: number of CPUs.
 	Workers int `yaml:"workers"`
 	// CacheBytes for generated features. Default: 1 GiB.
@@ -262,6 +266,9 @@ func (c *Config) SetDefaults() {
 	if c.Learner.Precision == "" {
 		c.Learner.Precision = "float64"
 	}
+	if c.Learner.Compute == "" {
+		c.Learner.Compute = "exact"
+	}
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = 1 << 30
 	}
@@ -351,6 +358,9 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Learner.Precision; p != "float64" && p != "float32" {
 		bad("learner.precision", "%q: want float64 or float32", p)
+	}
+	if p := c.Learner.Compute; p != "exact" && p != "blas" {
+		bad("learner.compute", "%q: want exact or blas", p)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)

@@ -82,6 +82,13 @@ type Config struct {
 	// two-view model it applies to the views whose kernel is one.
 	// Default: float64.
 	Precision Precision
+	// Compute selects who computes the products x·Ω and Φ·α: exact (the
+	// package's own kernels, bit-identical on every platform and build) or
+	// blas (the BLAS linked into the binary — OpenBLAS in a build with the
+	// openblas tag — fastest for large d; deterministic per binary and CPU,
+	// projections agree with the learner to rounding; see
+	// features.Map.BLAS). Default: exact.
+	Compute Compute
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
@@ -97,6 +104,15 @@ const (
 	Float32 Precision = "float32"
 )
 
+// Compute selects the implementation of the products.
+type Compute string
+
+// Compute modes.
+const (
+	ComputeExact Compute = "exact"
+	ComputeBLAS  Compute = "blas"
+)
+
 func (c *Config) setDefaults() {
 	if c.Model == "" {
 		c.Model = "model"
@@ -106,6 +122,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Precision == "" {
 		c.Precision = Float64
+	}
+	if c.Compute == "" {
+		c.Compute = ComputeExact
 	}
 	if c.Kernel.Family == "" {
 		c.Kernel.Family = features.Gaussian
@@ -167,6 +186,9 @@ func (c Config) Validate() error {
 	}
 	if c.Precision != Float64 && c.Precision != Float32 {
 		return fmt.Errorf("%w: precision must be float64 or float32, got %q", ErrConfig, c.Precision)
+	}
+	if c.Compute != ComputeExact && c.Compute != ComputeBLAS {
+		return fmt.Errorf("%w: compute must be exact or blas, got %q", ErrConfig, c.Compute)
 	}
 	if c.Dim < 0 {
 		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)

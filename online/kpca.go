@@ -140,7 +140,7 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 			return fmt.Errorf("%w: the median trick found bandwidth %v on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth)
 		}
 	}
-	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32}
+	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32, BLAS: l.cfg.Compute == ComputeBLAS}
 	if err := l.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -432,7 +432,7 @@ func (l *KPCA) Eigenvalues() ([]float64, float64) {
 // The caller fills in Offsets.
 func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	eig, drift := l.Eigenvalues()
-	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre, Precision: precisionOf(l.fm)}
+	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre, Precision: precisionOf(l.fm), Compute: computeOf(l.fm)}
 	if l.center != nil {
 		view.Center = append([]float64(nil), l.center...)
 	}
@@ -470,6 +470,14 @@ func boolFloat(b bool) float64 {
 func precisionOf(fm features.Map) string {
 	if fm.Float32 {
 		return snapshot.PrecisionFloat32
+	}
+	return ""
+}
+
+// computeOf is the snapshot's name for fm's compute mode.
+func computeOf(fm features.Map) string {
+	if fm.BLAS {
+		return snapshot.ComputeBLAS
 	}
 	return ""
 }

@@ -179,6 +179,7 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		{K: 3, BlockSize: 16, MaxFeatures: 256},
 		{K: 2, BlockSize: 8, MaxFeatures: 512, Center: true, Standardize: true, Algorithm: AlgGHA},
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Precision: Float32},
+		{K: 3, BlockSize: 16, MaxFeatures: 256, Compute: ComputeBLAS},
 	} {
 		full, _ := New(cfg)
 		part, _ := New(cfg)
@@ -212,7 +213,14 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got, want) {
+		if cfg.Compute == ComputeBLAS {
+			// The BLAS may round a one-row call differently: to rounding.
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-12*(1+math.Abs(want[i])) {
+					t.Fatalf("%+v: Model.Project differs from the learner beyond rounding: %v vs %v", cfg, got[i], want[i])
+				}
+			}
+		} else if !slices.Equal(got, want) {
 			t.Errorf("%+v: Model.Project differs from the learner's evaluation", cfg)
 		}
 		res, err := Restore(snap, Config{Workers: 2})

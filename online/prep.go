@@ -88,6 +88,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if v.Float32() {
 		cfg.Precision = Float32
 	}
+	if v.BLAS() {
+		cfg.Compute = ComputeBLAS
+	}
 	l, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -169,7 +169,7 @@ func (l *TwoView) initView(i int, kern features.Kernel, x []float64, rows, d, nb
 		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, i, nb, l.cfg.K)
 	}
 	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb,
-		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant()}
+		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), BLAS: l.cfg.Compute == ComputeBLAS}
 	if err := v.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, i, err)
 	}
@@ -483,7 +483,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	views := make([]snapshot.View, 2)
 	for i := range l.v {
 		v := &l.v[i]
-		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm)}
+		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm), Compute: computeOf(v.fm)}
 		if v.center != nil {
 			views[i].Center = slices.Clone(v.center)
 		}
@@ -525,6 +525,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	}
 	if vx.Float32() || vy.Float32() {
 		cfg.Precision = Float32
+	}
+	if vx.BLAS() {
+		cfg.Compute = ComputeBLAS
 	}
 	if alg != AlgKSIR {
 		cfg.DimY = vy.Dim

@@ -126,7 +126,16 @@ type View struct {
 	// features.Map.Float32) or empty for float64. Projections must use the
 	// learner's precision to reproduce its outputs bit for bit.
 	Precision string `json:"precision,omitempty"`
+	// Compute is "blas" when the products went through the linked BLAS
+	// (features.Map.BLAS), empty for the package's own kernels.
+	Compute string `json:"compute,omitempty"`
 }
+
+// BLAS reports whether the view's products use the linked BLAS.
+func (v View) BLAS() bool { return v.Compute == ComputeBLAS }
+
+// ComputeBLAS is View.Compute of a BLAS-mode view.
+const ComputeBLAS = "blas"
 
 // Float32 reports whether the view's x·Ω is computed in float32.
 func (v View) Float32() bool { return v.Precision == PrecisionFloat32 }
@@ -224,6 +233,9 @@ func (h *Header) Validate() error {
 	for i, v := range h.Views {
 		if v.Precision != "" && v.Precision != PrecisionFloat32 {
 			return fmt.Errorf("%w: view %d: unknown precision %q", ErrHeader, i, v.Precision)
+		}
+		if v.Compute != "" && v.Compute != ComputeBLAS {
+			return fmt.Errorf("%w: view %d: unknown compute mode %q", ErrHeader, i, v.Compute)
 		}
 		if v.Dim < 1 || v.Dim > 1<<24 {
 			return fmt.Errorf("%w: view %d dimension %d", ErrHeader, i, v.Dim)

@@ -43,7 +43,7 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 	m := &Model{snap: s}
 	for vi, v := range s.Header.Views {
 		seeds, bs := s.Header.ViewSeeds(vi)
-		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32()}
+		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS()}
 		if err := fm.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrHeader, err)
 		}

@@ -9,14 +9,18 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/streamkpca/streamkpca/internal/blasimpl"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
@@ -249,6 +253,8 @@ type ThroughputRow struct {
 	GEMMGFLOPS      float64 `json:"gemm_gflops"`
 	Ratio           float64 `json:"step_over_gemm"`
 	BLAS            string  `json:"blas"`
+	Precision       string  `json:"precision"`
+	Compute         string  `json:"compute"`
 }
 
 // benchThroughput times the DSGD step and, for the same shapes, the two
@@ -264,6 +270,8 @@ func benchThroughput(args []string) error {
 	k := fs.Int("k", 10, "components")
 	b := fs.Int("batch", 512, "mini-batch b")
 	runs := fs.Int("runs", 5, "timed steps (and GEMMs) per configuration; medians are reported")
+	precision := fs.String("precision", "float64", "float64 or float32 (x·Ω; the ceiling's x·Ω then uses SGEMM)")
+	compute := fs.String("compute", "exact", "exact (own kernels) or blas (the linked BLAS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -273,14 +281,22 @@ func benchThroughput(args []string) error {
 		if err != nil || d < 1 {
 			return fmt.Errorf("--d: %q", ds)
 		}
-		r, err := online.MeasureStep(d, *nf, *k, *b, *runs, 0)
+		rt := online.Config{Precision: online.Precision(*precision), Compute: online.Compute(*compute)}
+		if rt.Compute == online.ComputeBLAS {
+			// The evaluator's workers each call the BLAS: one BLAS thread
+			// each, or the two levels oversubscribe the cores.
+			blasimpl.SetThreads(1)
+		}
+		r, err := online.MeasureStep(d, *nf, *k, *b, *runs, rt)
 		if err != nil {
 			return err
 		}
-		g := gemmCeiling(d, *nf, *k, *b, *runs)
+		blasimpl.SetThreads(runtime.NumCPU())
+		g := gemmCeiling(d, *nf, *k, *b, *runs, *precision == "float32")
 		row := ThroughputRow{D: d, Features: r.Features, K: *k, Batch: *b, StepMedianSec: r.Median(),
 			PointsPerSecond: float64(*b) / r.Median(), StepGFLOPS: r.GEMMFlops() / r.Median() / 1e9,
-			GEMMMedianSec: g, GEMMGFLOPS: r.GEMMFlops() / g / 1e9, BLAS: blasName}
+			GEMMMedianSec: g, GEMMGFLOPS: r.GEMMFlops() / g / 1e9, BLAS: blasLabel(),
+			Precision: *precision, Compute: *compute}
 		row.Ratio = row.StepGFLOPS / row.GEMMGFLOPS
 		rows = append(rows, row)
 		fmt.Fprintf(os.Stderr, "d=%d: step %.3fs (%.1f GFLOP/s), GEMM %.3fs (%.1f GFLOP/s), ratio %.2f\n",
@@ -291,9 +307,10 @@ func benchThroughput(args []string) error {
 	return enc.Encode(rows)
 }
 
-// gemmCeiling returns the median time of x·Ω plus Φ·α with gonum's mat
-// (its BLAS: pure Go, or what blas64.Use installed).
-func gemmCeiling(d, nf, k, b, runs int) float64 {
+// gemmCeiling returns the median time of x·Ω plus Φ·α through blas64 (or
+// blas32 for x·Ω when f32, as the float32 step): gonum's pure-Go BLAS, or
+// OpenBLAS in the openblas build.
+func gemmCeiling(d, nf, k, b, runs int, f32 bool) float64 {
 	rng := rand.New(rand.NewPCG(2, 2))
 	fill := func(r, c int) *mat.Dense {
 		m := mat.NewDense(r, c, nil)
@@ -305,18 +322,40 @@ func gemmCeiling(d, nf, k, b, runs int) float64 {
 	}
 	x, om, alpha := fill(b, d), fill(d, nf), fill(nf, k)
 	var z, h mat.Dense
-	z.Mul(x, om) // warm up
-	h.Mul(&z, alpha)
+	z.Mul(x, om)
+	to32 := func(m *mat.Dense) blas32.General {
+		r, c := m.Dims()
+		g := blas32.General{Rows: r, Cols: c, Stride: c, Data: make([]float32, r*c)}
+		for i, v := range m.RawMatrix().Data {
+			g.Data[i] = float32(v)
+		}
+		return g
+	}
+	x32, om32, z32 := to32(x), to32(om), to32(&z)
+	product := func() {
+		if f32 {
+			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, x32, om32, 0, z32)
+		} else {
+			z.Mul(x, om)
+		}
+		h.Mul(&z, alpha)
+	}
+	product() // warm up
 	var ts []float64
 	for i := 0; i < runs; i++ {
 		t0 := time.Now()
-		z.Mul(x, om)
-		h.Mul(&z, alpha)
+		product()
 		ts = append(ts, time.Since(t0).Seconds())
 	}
 	slices.Sort(ts)
 	return ts[len(ts)/2]
 }
 
-// blasName names the BLAS behind gonum's mat in this build.
-var blasName = "gonum pure Go"
+// blasLabel names the BLAS behind gonum in this binary and, for OpenBLAS,
+// the kernels it chose for this CPU.
+func blasLabel() string {
+	if c := blasimpl.CoreName(); c != "" {
+		return blasimpl.Name + " (" + c + ")"
+	}
+	return blasimpl.Name
+}

@@ -10,16 +10,19 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/internal/baseline"
+	"github.com/streamkpca/streamkpca/internal/blasimpl"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
@@ -31,18 +34,22 @@ type compareCase struct {
 	h     synth.Hermite
 	k     int
 	about string
+	// streamkpca's settings for the case (flags override them): the
+	// feature budget and the step schedule.
+	features       int
+	theta0, theta1 float64
 }
 
 func compareCases() map[string]compareCase {
 	slow := synth.Hermite16()
 	slow.L /= 4
 	return map[string]compareCase{
-		"hermite1":  {"hermite1", synth.Hermite1D(), 3, "1-D hermite, s = 1, ℓ = 1, k = 3"},
-		"hermite16": {"hermite16", synth.Hermite16(), 5, "16-D hermite product form, ℓ = 2.5 (≈ median trick), k = 5"},
+		"hermite1":  {"hermite1", synth.Hermite1D(), 3, "1-D hermite, s = 1, ℓ = 1, k = 3", 65536, online.DefaultTheta0, online.DefaultTheta1},
+		"hermite16": {"hermite16", synth.Hermite16(), 5, "16-D hermite product form, ℓ = 2.5 (≈ median trick), k = 5", 16384, 2, 5e-3},
 		// k = 21, not 20: λ₂₀ = 0.002426 and λ₂₁ = 0.002404 differ by 0.9%,
 		// so the top-20 span is ill-posed for every method; λ₂₁ → λ₂₂ is
 		// a 7% gap (0.002404 → 0.002235).
-		"slow": {"slow", slow, 21, "16-D hermite, ℓ = 0.625 (a quarter of the median trick): slowly decaying spectrum, k = 21"},
+		"slow": {"slow", slow, 21, "16-D hermite, ℓ = 0.625 (a quarter of the median trick): slowly decaying spectrum, k = 21", 65536, 2, 5e-3},
 	}
 }
 
@@ -55,17 +62,20 @@ type CompareCheckpoint struct {
 
 // CompareMethod is one row of `bench compare`.
 type CompareMethod struct {
-	Method        string              `json:"method"`
-	Size          int                 `json:"size"`
-	SizeOf        string              `json:"size_of"`
-	To1e2         float64             `json:"seconds_to_1e-2"` // -1: not reached
-	To1e3         float64             `json:"seconds_to_1e-3"`
-	ErrorAtBudget float64             `json:"error_at_budget"` // NaN (null): no model within the budget
-	ErrorAtEnd    float64             `json:"error_at_end"`
-	Seconds       float64             `json:"seconds"`
-	PeakMiB       float64             `json:"peak_heap_mib"`
-	Notes         string              `json:"notes,omitempty"`
-	Curve         []CompareCheckpoint `json:"curve"`
+	Method        string  `json:"method"`
+	Size          int     `json:"size"`
+	SizeOf        string  `json:"size_of"`
+	To1e2         float64 `json:"seconds_to_1e-2"` // -1: not reached
+	To1e3         float64 `json:"seconds_to_1e-3"`
+	ErrorAtBudget float64 `json:"error_at_budget"` // NaN (null): no model within the budget
+	ErrorAtEnd    float64 `json:"error_at_end"`
+	Seconds       float64 `json:"seconds"`
+	// PeakMiB is the child process's peak RSS (isolated runs) or the
+	// sampled peak of the heap above its level at the start.
+	PeakMiB float64             `json:"peak_mib"`
+	PeakOf  string              `json:"peak_of"`
+	Notes   string              `json:"notes,omitempty"`
+	Curve   []CompareCheckpoint `json:"curve"`
 }
 
 // CompareResult is the JSON printed by `bench compare`.
@@ -105,9 +115,12 @@ func benchCompare(ctx context.Context, args []string) error {
 	budget := fs.Duration("budget", 30*time.Second, "report each method's error within this much compute")
 	k := fs.Int("k", 0, "components (default: the case's)")
 	methods := fs.String("methods", "dsgd,rff,nystrom,exact", "methods to run, comma-separated")
-	dsgdFeatures := fs.Int("dsgd-features", 16384, "streamkpca feature budget (max_features)")
-	theta0 := fs.Float64("theta0", 1, "streamkpca θ₀")
-	theta1 := fs.Float64("theta1", 1e-3, "streamkpca θ₁")
+	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's)")
+	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the case's)")
+	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the case's)")
+	precision := fs.String("precision", "float64", "streamkpca precision: float64 or float32")
+	compute := fs.String("compute", "exact", "streamkpca products: exact (own kernels) or blas")
+	isolate := fs.Bool("isolate", true, "run each method in a child process and report its peak RSS (false: in this process, peak heap sampled)")
 	rffFeatures := fs.Int("rff-features", 4096, "fixed random features")
 	landmarks := fs.Int("landmarks", 512, "Nyström landmarks")
 	exactN := fs.Int("exact-n", 2000, "exact kernel PCA sample size")
@@ -122,6 +135,18 @@ func benchCompare(ctx context.Context, args []string) error {
 	}
 	if *k > 0 {
 		c.k = *k
+	}
+	if *dsgdFeatures == 0 {
+		*dsgdFeatures = c.features
+	}
+	if *theta0 == 0 {
+		*theta0 = c.theta0
+	}
+	if *theta1 == 0 {
+		*theta1 = c.theta1
+	}
+	if *isolate {
+		return compareIsolated(ctx, args, *methods, *table)
 	}
 	d := c.h.Dim()
 	kern := features.Kernel{Family: features.Gaussian, Bandwidth: c.h.L}
@@ -152,12 +177,18 @@ func benchCompare(ctx context.Context, args []string) error {
 		switch strings.TrimSpace(name) {
 		case "dsgd":
 			l, err := online.New(online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: *dsgdFeatures, Theta0: *theta0, Theta1: *theta1, Seed: *seed})
+				MaxFeatures: *dsgdFeatures, Theta0: *theta0, Theta1: *theta1, Seed: *seed, Precision: online.Precision(*precision), Compute: online.Compute(*compute)})
 			if err != nil {
 				return err
 			}
+			if *compute == "blas" {
+				blasimpl.SetThreads(1) // the learner's workers each call the BLAS
+			}
 			m, size, sizeOf, closer = dsgdMethod{l}, *dsgdFeatures, "features (max)", l.Close
-			name = "streamkpca (DSGD)"
+			name = fmt.Sprintf("streamkpca (DSGD, θ₀ = %g, θ₁ = %g)", *theta0, *theta1)
+			if *precision == "float32" || *compute == "blas" {
+				name = fmt.Sprintf("streamkpca %s/%s (DSGD, θ₀ = %g, θ₁ = %g)", *precision, *compute, *theta0, *theta1)
+			}
 		case "rff":
 			r, err := baseline.NewRFF(kern, d, c.k, *rffFeatures, 128, *seed)
 			if err != nil {
@@ -271,7 +302,7 @@ func runCompare(ctx context.Context, m baseline.Method, h synth.Hermite, seed ui
 		pr.update("%d/%d points  error %.3g  %.1f s", n, stop, cp.Error, cp.Seconds)
 	}
 	pr.done()
-	row.PeakMiB = float64(mem.stop()) / (1 << 20)
+	row.PeakMiB, row.PeakOf = float64(mem.stop())/(1<<20), "heap"
 	last := row.Curve[len(row.Curve)-1]
 	row.ErrorAtEnd, row.Seconds = last.Error, last.Seconds
 	_ = total
@@ -329,7 +360,7 @@ func (p *peakHeap) stop() uint64 {
 func printCompareTable(w io.Writer, r CompareResult) {
 	fmt.Fprintf(w, "\n%s — %d points, budget %.0f s\n", r.About, r.Points, r.BudgetSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "method\tsize\ts to 1e-2\ts to 1e-3\terror at budget\terror at end\tseconds\tpeak heap MiB")
+	fmt.Fprintln(tw, "method\tsize\ts to 1e-2\ts to 1e-3\terror at budget\terror at end\tseconds\tpeak MiB")
 	secs := func(v float64) string {
 		if v < 0 {
 			return "not reached"
@@ -341,7 +372,48 @@ func printCompareTable(w io.Writer, r CompareResult) {
 		if !math.IsNaN(m.ErrorAtBudget) {
 			ab = fmt.Sprintf("%.2g", m.ErrorAtBudget)
 		}
-		fmt.Fprintf(tw, "%s\t%d %s\t%s\t%s\t%s\t%.2g\t%.1f\t%.0f\n", m.Method, m.Size, m.SizeOf, secs(m.To1e2), secs(m.To1e3), ab, m.ErrorAtEnd, m.Seconds, m.PeakMiB)
+		fmt.Fprintf(tw, "%s\t%d %s\t%s\t%s\t%s\t%.2g\t%.1f\t%.0f (%s)\n", m.Method, m.Size, m.SizeOf, secs(m.To1e2), secs(m.To1e3), ab, m.ErrorAtEnd, m.Seconds, m.PeakMiB, m.PeakOf)
 	}
 	tw.Flush()
+}
+
+// compareIsolated re-runs `bench compare` with the same flags once per
+// method, each in a child process (so one method's garbage and caches do
+// not touch the next), and reports each child's peak RSS as its memory.
+func compareIsolated(ctx context.Context, args []string, methods string, table bool) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench compare: cannot find this executable to isolate methods (use --isolate=false): %w", err)
+	}
+	var res CompareResult
+	for _, m := range strings.Split(methods, ",") {
+		cargs := append([]string{"bench", "compare"}, args...)
+		cargs = append(cargs, "--methods", strings.TrimSpace(m), "--isolate=false", "--table=false")
+		cmd := exec.CommandContext(ctx, self, cargs...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("bench compare: method %s: %w", m, err)
+		}
+		var one CompareResult
+		if err := json.Unmarshal(out, &one); err != nil || len(one.Methods) != 1 {
+			return fmt.Errorf("bench compare: method %s printed no result (%v)", m, err)
+		}
+		row := one.Methods[0]
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			row.PeakMiB, row.PeakOf = float64(ru.Maxrss)/1024, "RSS" // Linux: KiB
+		}
+		methods := res.Methods
+		res = one
+		res.Methods = append(methods, row)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if table {
+		printCompareTable(os.Stderr, res)
+	}
+	return nil
 }

@@ -121,7 +121,7 @@ type learnerFlags struct {
 	kernelY, bandwidthY            string
 	slices                         int
 	uncentered                     bool
-	precision                      string
+	precision, compute             string
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
@@ -149,6 +149,7 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&lf.center, "center", false, "learn the centred covariance operator")
 	fs.BoolVar(&lf.standardize, "standardize", false, "standardise each input dimension (first-batch statistics)")
 	fs.StringVar(&lf.precision, "precision", "float64", "arithmetic of x·Ω: float64 or float32 (shift-invariant kernels)")
+	fs.StringVar(&lf.compute, "compute", "exact", "products by the own kernels (exact) or the linked BLAS (blas)")
 }
 
 func (lf *learnerFlags) config(model string) (online.Config, error) {
@@ -157,7 +158,7 @@ func (lf *learnerFlags) config(model string) (online.Config, error) {
 		Kernel: features.Kernel{Family: features.Family(lf.kernel), Nu: lf.nu, Degree: lf.degree, Offset: lf.offset,
 			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
-		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize, Precision: online.Precision(lf.precision),
+		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize, Precision: online.Precision(lf.precision), Compute: online.Compute(lf.compute),
 		KernelY: features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
 	}
 	if lf.bandwidthY != "auto" && lf.bandwidthY != "" {

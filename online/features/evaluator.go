@@ -1,6 +1,8 @@
 package features
 
 import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"runtime"
 	"sync"
 )
@@ -38,12 +40,14 @@ type Evaluator struct {
 
 	// per-call state read by the workers
 	x       []float64
+	x32     []float32 // x rounded to float32 once per call (Float32 maps)
 	rows    int
 	seeds   []uint64
 	coef    []float64
 	k       int
 	partial []float64
 
+	x32buf  []float32
 	scratch []evalScratch
 	tasks   chan int
 	wg      sync.WaitGroup
@@ -157,8 +161,15 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 	end := min((c+1)*ChunkBlocks, len(e.seeds))
 	for j := c * ChunkBlocks; j < end; j++ {
 		blk := e.block(j, e.seeds[j], s)
-		e.m.PhiTo(phi, s.z, e.x, rows, blk)
-		AddMul(part, phi, e.coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
+		e.m.phiToWith(phi, s.z, e.x, e.x32, rows, blk)
+		if e.m.BLAS {
+			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
+				blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
+				blas64.General{Rows: nb, Cols: k, Data: e.coef[j*nb*k : (j+1)*nb*k], Stride: k},
+				1, blas64.General{Rows: rows, Cols: k, Data: part, Stride: k})
+		} else {
+			AddMul(part, phi, e.coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
+		}
 	}
 }
 
@@ -181,6 +192,7 @@ func (e *Evaluator) Eval(h, x []float64, rows int, seeds []uint64, coef []float6
 		e.partial = make([]float64, need)
 	}
 	e.x, e.rows, e.seeds, e.coef, e.k = x, rows, seeds, coef, k
+	e.round(x, rows)
 	e.partial = e.partial[:nchunks*rows*k]
 	if e.tasks == nil || nchunks == 1 {
 		for c := 0; c < nchunks; c++ {
@@ -199,14 +211,31 @@ func (e *Evaluator) Eval(h, x []float64, rows int, seeds []uint64, coef []float6
 			h[i] += v
 		}
 	}
-	e.x, e.seeds, e.coef = nil, nil, nil
+	e.x, e.x32, e.seeds, e.coef = nil, nil, nil, nil
+}
+
+// round sets e.x32 to x rounded to float32 for a Float32 map (nil
+// otherwise), reusing its storage.
+func (e *Evaluator) round(x []float64, rows int) {
+	if !e.m.Float32 {
+		e.x32 = nil
+		return
+	}
+	n := rows * e.m.Dim
+	if cap(e.x32buf) < n {
+		e.x32buf = make([]float32, n)
+	}
+	e.x32 = e.x32buf[:n]
+	round32(e.x32, x[:n])
 }
 
 // PhiTo writes the features of block j (seed seed) on rows×Dim inputs x
 // into dst (rows×B), using the cache.
 func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
 	e.growCache(j + 1)
-	e.m.PhiTo(dst, e.scratch[0].z, x, rows, e.block(j, seed, &e.scratch[0]))
+	e.round(x, rows)
+	e.m.phiToWith(dst, e.scratch[0].z, x, e.x32, rows, e.block(j, seed, &e.scratch[0]))
+	e.x32 = nil
 }
 
 // AddMul adds phi·a to dst, where phi is rows×nb, a is nb×k and dst is

@@ -127,3 +127,44 @@ func TestFloat32Evaluator(t *testing.T) {
 		}
 	}
 }
+
+// BLAS mode computes the same features as the own kernels, to rounding:
+// gonum's (or OpenBLAS's) GEMM sums x·Ω in its own order.
+func TestBLASMode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, c := range []struct {
+		k   Kernel
+		f32 bool
+		tol float64 // relative to the feature scale
+	}{
+		{Kernel{Family: Gaussian, Bandwidth: 3}, false, 1e-12},
+		{Kernel{Family: Laplacian, Bandwidth: 3}, false, 1e-10},
+		{Kernel{Family: Polynomial, Degree: 2, Offset: 1}, false, 1e-12},
+		{Kernel{Family: DotProduct, Coefficients: []float64{1, 1, 0.5}}, false, 1e-12},
+		{Kernel{Family: ArcCosine, Degree: 1}, false, 1e-12},
+		{Kernel{Family: Gaussian, Bandwidth: 3}, true, 1e-4},
+	} {
+		const d, nb, rows = 20, 32, 150 // 150 rows: two full BLAS chunks and a tail
+		exact := Map{Kernel: c.k, Dim: d, BlockSize: nb, Float32: c.f32}
+		viaBLAS := exact
+		viaBLAS.BLAS = true
+		x := make([]float64, rows*d)
+		for i := range x {
+			x[i] = rng.NormFloat64() / 3
+		}
+		var b1, b2 Block
+		exact.Generate(&b1, 7)
+		viaBLAS.Generate(&b2, 7)
+		p1, p2 := make([]float64, rows*nb), make([]float64, rows*nb)
+		exact.PhiTo(p1, make([]float64, exact.ScratchLen()), x, rows, &b1)
+		viaBLAS.PhiTo(p2, make([]float64, viaBLAS.ScratchLen()), x, rows, &b2)
+		scale, worst := 0.0, 0.0
+		for i := range p1 {
+			scale = max(scale, math.Abs(p1[i]))
+			worst = max(worst, math.Abs(p1[i]-p2[i]))
+		}
+		if worst > c.tol*scale {
+			t.Errorf("%s float32=%v: BLAS features differ by %.3g (scale %.3g), want ≤ %.0e relative", c.k.Family, c.f32, worst, scale, c.tol)
+		}
+	}
+}

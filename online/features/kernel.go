@@ -3,6 +3,9 @@ package features
 import (
 	"errors"
 	"fmt"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
 	"math"
 	"unsafe"
 )
@@ -259,7 +262,20 @@ type Map struct {
 	// 1/√features of the approximation; the Laplacian's Cauchy
 	// frequencies make |z| large, and its features move by up to ~1e-3.
 	Float32 bool
+	// BLAS computes the products x·Ω (and, in an Evaluator, Φ·α) with
+	// the BLAS linked into the program through gonum's blas64/blas32 —
+	// gonum's pure-Go BLAS by default, OpenBLAS in a binary built with the
+	// openblas tag — in chunks of BLASRows rows. Results are deterministic
+	// for a given binary and CPU but not bit-identical across them, and a
+	// row's result may depend on how many rows share its call (BLAS
+	// libraries pick kernels by shape): projections agree with the learner
+	// to rounding, not bit for bit. Default false: the package's own
+	// kernels, bit-identical everywhere.
+	BLAS bool
 }
+
+// BLASRows is the row chunk of a BLAS-mode evaluation.
+const BLASRows = 512
 
 // Validate reports whether m is usable.
 func (m Map) Validate() error {
@@ -303,9 +319,14 @@ func (m Map) cols() int {
 
 // ScratchLen is the scratch PhiTo needs.
 func (m Map) ScratchLen() int {
-	n := 4*max(m.cols(), 1) + 4*m.inDim() + m.BlockSize
+	rows := 4
+	if m.BLAS {
+		rows = BLASRows
+	}
+	c, din := max(m.cols(), 1), m.inDim()
+	n := rows*c + rows*din + m.BlockSize
 	if m.Float32 { // z (float64) then z and x in float32, viewed in place
-		n = max(n, 4*m.cols()+(4*m.cols()+4*m.inDim()+1)/2+1)
+		n = max(n, rows*c+(rows*c+rows*din+1)/2+1)
 	}
 	return n
 }
@@ -473,6 +494,26 @@ func (m Map) Generate(dst *Block, seed uint64) {
 	}
 }
 
+// round32 sets dst[i] = float32(src[i]).
+func round32(dst []float32, src []float64) {
+	for i, v := range src {
+		dst[i] = float32(v)
+	}
+}
+
+// phiToWith is PhiTo given x already rounded to float32 (xs32, nil when
+// the map is float64).
+func (m Map) phiToWith(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
+	switch {
+	case m.BLAS:
+		m.phiToBLAS(dst, z, x, xs32, rows, b)
+	case m.Float32:
+		m.phiTo32(dst, z, x, xs32, rows, b)
+	default:
+		m.PhiTo(dst, z, x, rows, b)
+	}
+}
+
 func to32(dst []float32, src []float64) []float32 {
 	if cap(dst) < len(src) {
 		dst = make([]float32, len(src))
@@ -514,8 +555,12 @@ func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
 	if len(x) < rows*d || len(dst) < rows*nb || len(z) < m.ScratchLen() {
 		panic("features: PhiTo buffer too small")
 	}
+	if m.BLAS {
+		m.phiToBLAS(dst, z, x, nil, rows, b)
+		return
+	}
 	if m.Float32 {
-		m.phiTo32(dst, z, x, rows, b)
+		m.phiTo32(dst, z, x, nil, rows, b)
 		return
 	}
 	zt := z[:4*cols]
@@ -550,7 +595,10 @@ func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
 // float32 views of the scratch hold four rows of x and of z; z is widened
 // to float64 for the activation. Shift-invariant families only, so
 // cols = B and inDim = Dim.
-func (m Map) phiTo32(dst, z, x []float64, rows int, b *Block) {
+//
+// xs32, if not nil, is x already rounded to float32 (an Evaluator rounds
+// a batch once for all its blocks); otherwise each tile is rounded here.
+func (m Map) phiTo32(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
 	d, nb := m.Dim, m.BlockSize
 	zt := z[:4*nb]
 	rest := z[4*nb:]
@@ -560,24 +608,81 @@ func (m Map) phiTo32(dst, z, x []float64, rows int, b *Block) {
 	z32, x32 := f32[:4*nb], f32[4*nb:]
 	for r := 0; r < rows; r += 4 {
 		n := min(4, rows-r)
+		xt := x32
+		if xs32 != nil {
+			xt = xs32[r*d : (r+n)*d]
+		}
 		for q := 0; q < n; q++ {
 			copy(z32[q*nb:(q+1)*nb], b.Phase32)
-			xq := x32[q*d : (q+1)*d]
-			for c, v := range x[(r+q)*d : (r+q+1)*d] {
-				xq[c] = float32(v)
+			if xs32 == nil {
+				round32(x32[q*d:(q+1)*d], x[(r+q)*d:(r+q+1)*d])
 			}
 		}
 		if n == 4 {
-			tile4f32(z32, x32[:d], x32[d:2*d], x32[2*d:3*d], x32[3*d:4*d], b.Omega32, d, nb)
+			tile4f32(z32, xt[:d], xt[d:2*d], xt[2*d:3*d], xt[3*d:4*d], b.Omega32, d, nb)
 		} else {
 			for q := 0; q < n; q++ {
-				oneRow(z32[q*nb:(q+1)*nb], x32[q*d:(q+1)*d], b.Omega32, d, nb)
+				oneRow(z32[q*nb:(q+1)*nb], xt[q*d:(q+1)*d], b.Omega32, d, nb)
 			}
 		}
 		for i, v := range z32[:n*nb] {
 			zt[i] = float64(v)
 		}
 		m.activate(dst[r*nb:(r+n)*nb], zt[:n*nb], n, b, nil)
+	}
+}
+
+// phiToBLAS is PhiTo with z = x·Ω + b computed by the linked BLAS
+// (Map.BLAS), BLASRows rows per call: z is initialised to the phases and
+// GEMM adds x·Ω to it (beta = 1); float32 maps call SGEMM.
+func (m Map) phiToBLAS(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
+	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
+	zc := z[:BLASRows*cols]
+	xc := z[BLASRows*cols : BLASRows*cols+BLASRows*din]
+	var z32, x32 []float32
+	if m.Float32 {
+		rest := z[BLASRows*cols:]
+		f32 := unsafe.Slice((*float32)(unsafe.Pointer(&rest[0])), BLASRows*cols+BLASRows*din)
+		z32, x32 = f32[:BLASRows*cols], f32[BLASRows*cols:]
+	}
+	for r := 0; r < rows; r += BLASRows {
+		n := min(BLASRows, rows-r)
+		if m.Float32 {
+			xt := x32[:n*d]
+			if xs32 != nil {
+				xt = xs32[r*d : (r+n)*d]
+			} else {
+				round32(xt, x[r*d:(r+n)*d])
+			}
+			for q := 0; q < n; q++ {
+				copy(z32[q*cols:(q+1)*cols], b.Phase32)
+			}
+			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
+				blas32.General{Rows: n, Cols: din, Data: xt, Stride: din},
+				blas32.General{Rows: din, Cols: cols, Data: b.Omega32, Stride: cols},
+				1, blas32.General{Rows: n, Cols: cols, Data: z32, Stride: cols})
+			for i, v := range z32[:n*cols] {
+				zc[i] = float64(v)
+			}
+		} else {
+			xin := x[r*d : (r+n)*d] // used in place unless augmented
+			for q := 0; q < n; q++ {
+				copy(zc[q*cols:(q+1)*cols], b.Phase[:cols])
+				if din > d {
+					xq := xc[q*din : (q+1)*din]
+					copy(xq, x[(r+q)*d:(r+q+1)*d])
+					xq[d] = math.Sqrt(m.Kernel.Offset)
+				}
+			}
+			if din > d {
+				xin = xc[:n*din]
+			}
+			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
+				blas64.General{Rows: n, Cols: din, Data: xin, Stride: din},
+				blas64.General{Rows: din, Cols: cols, Data: b.Omega, Stride: cols},
+				1, blas64.General{Rows: n, Cols: cols, Data: zc, Stride: cols})
+		}
+		m.activate(dst[r*nb:(r+n)*nb], zc[:n*cols], n, b, z[BLASRows*cols+BLASRows*din:])
 	}
 }
 
