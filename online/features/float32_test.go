@@ -9,9 +9,11 @@ import (
 
 // The float32 tile kernel gives exactly the bits of the portable float32
 // Go code.
-func TestFloat32SIMDBitIdentical(t *testing.T) {
+func TestFloat32SIMDBitIdentical(t *testing.T) { eachWidth(t, testFloat32SIMDBitIdentical) }
+
+func testFloat32SIMDBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, dn := range [][2]int{{1, 128}, {3, 8}, {64, 128}, {784, 16}, {7, 12}} {
+	for _, dn := range [][2]int{{1, 128}, {3, 8}, {64, 128}, {784, 16}, {7, 12}, {5, 48}} {
 		d, nb := dn[0], dn[1]
 		x := make([]float32, 4*d)
 		om := make([]float32, d*nb)

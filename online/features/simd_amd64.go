@@ -4,6 +4,7 @@ package features
 
 import (
 	"math"
+	"os"
 
 	"golang.org/x/sys/cpu"
 )
@@ -13,6 +14,15 @@ import (
 // separate instructions, never fused), so results are bit-identical to the
 // pure-Go path; TestSIMDBitIdentical checks it.
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasAVX
+
+// useAVX512 selects the AVX-512 variants of the tile and cosine kernels:
+// the same separately rounded multiplies and adds on twice the lanes, so
+// the bits are again those of the Go code (TestSIMDBitIdentical runs both
+// widths). A variable so that tests and benchmarks can compare widths.
+// STREAMKPCA_NO_AVX512=1 in the environment turns it off (for comparisons,
+// or on CPUs that slow their clock a lot under AVX-512); the bits are the
+// same either way.
+var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && os.Getenv("STREAMKPCA_NO_AVX512") != "1"
 
 // cosConsts is the constant table of cosScaleAVX2, in the order the
 // assembly reads it.
@@ -34,10 +44,26 @@ func cosScaleAVX2(dst, src *float64, n int, s float64, c *[16]float64)
 //go:noescape
 func phiTile4AVX2(z, x0, x1, x2, x3, om *float64, d, nb int)
 
+//go:noescape
+func phiTile4AVX512(z, x0, x1, x2, x3, om *float64, d, nb int)
+
+//go:noescape
+func phiTile4F32AVX512(z, x0, x1, x2, x3, om *float32, d, nb int)
+
+//go:noescape
+func cosScaleAVX512(dst, src *float64, n int, s float64, c *[16]float64)
+
 // cosScale sets dst[i] = s·Cos2Pi(src[i]).
 func cosScale(dst, src []float64, s float64) {
 	n := len(src)
 	i := 0
+	if useAVX512 && n >= 8 {
+		i = n &^ 7
+		cosScaleAVX512(&dst[0], &src[0], i, s, &cosConsts)
+		src, dst = src[i:], dst[i:]
+		n -= i
+		i = 0
+	}
 	if useAVX2 && n >= 4 {
 		i = n &^ 3
 		cosScaleAVX2(&dst[0], &src[0], i, s, &cosConsts)
@@ -50,6 +76,10 @@ func cosScale(dst, src []float64, s float64) {
 // tile4 adds x_q·Ω to z_q for four rows (z holds 4·nb values, pre-set to
 // the phases): z_q[f] += x_q[c]·Ω[c,f] for c in order.
 func tile4(z, x0, x1, x2, x3, om []float64, d, nb int) {
+	if useAVX512 && nb%8 == 0 && d > 0 {
+		phiTile4AVX512(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
+		return
+	}
 	if useAVX2 && nb%4 == 0 && d > 0 {
 		phiTile4AVX2(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return
@@ -79,6 +109,10 @@ func phiTile4F32AVX2(z, x0, x1, x2, x3, om *float32, d, nb int)
 
 // tile4f32 is tile4 in float32 (eight lanes per AVX2 register).
 func tile4f32(z, x0, x1, x2, x3, om []float32, d, nb int) {
+	if useAVX512 && nb%16 == 0 && d > 0 {
+		phiTile4F32AVX512(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
+		return
+	}
 	if useAVX2 && nb%8 == 0 && d > 0 {
 		phiTile4F32AVX2(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return

@@ -4,6 +4,8 @@ package features
 
 const useAVX2 = false
 
+var useAVX512 = false
+
 func cosScale(dst, src []float64, s float64) {
 	for i, v := range src {
 		dst[i] = float64(s * Cos2Pi(v))

@@ -1,6 +1,7 @@
 package features
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,8 +12,25 @@ import (
 // produce exactly the bits of the portable Go code, including at the
 // awkward inputs: zeros of both signs, exact halves and quarters, large
 // arguments, subnormals.
-func TestSIMDBitIdentical(t *testing.T) {
-	t.Logf("AVX2 kernels in use: %v", useAVX2)
+func TestSIMDBitIdentical(t *testing.T) { eachWidth(t, testSIMDBitIdentical) }
+
+// eachWidth runs f with the AVX2 kernels and, where the CPU has it, with
+// the AVX-512 ones.
+func eachWidth(t *testing.T, f func(t *testing.T)) {
+	saved := useAVX512
+	defer func() { useAVX512 = saved }()
+	for _, wide := range []bool{false, true} {
+		if wide && !saved {
+			t.Log("no AVX-512 on this CPU: the AVX-512 kernels are not tested here")
+			continue
+		}
+		useAVX512 = wide
+		t.Run(fmt.Sprintf("avx512=%v", wide), f)
+	}
+}
+
+func testSIMDBitIdentical(t *testing.T) {
+	t.Logf("AVX2 kernels in use: %v, AVX-512: %v", useAVX2, useAVX512)
 	rng := rand.New(rand.NewPCG(1, 1))
 	src := []float64{0, math.Copysign(0, -1), 0.5, -0.5, 0.25, -0.25, 0.75, 1e-310, -1e-310, 1 << 40, -(1 << 40) + 0.125, 123.456}
 	for len(src) < 4096 {
@@ -20,15 +38,18 @@ func TestSIMDBitIdentical(t *testing.T) {
 	}
 	got := make([]float64, len(src))
 	for _, s := range []float64{1, 0.125, math.Sqrt(2.0 / 128)} {
-		cosScale(got, src, s)
-		for i, v := range src {
-			want := float64(s * Cos2Pi(v))
-			if math.Float64bits(got[i]) != math.Float64bits(want) {
-				t.Fatalf("cosScale(%v)·%v = %v (%#x), Go gives %v (%#x)", v, s, got[i], math.Float64bits(got[i]), want, math.Float64bits(want))
+		for _, n := range []int{len(src), len(src) - 3, len(src) - 5} { // tails: 8 → 4 → scalar
+			clear(got)
+			cosScale(got[:n], src[:n], s)
+			for i, v := range src[:n] {
+				want := float64(s * Cos2Pi(v))
+				if math.Float64bits(got[i]) != math.Float64bits(want) {
+					t.Fatalf("cosScale(%v)·%v = %v (%#x), Go gives %v (%#x)", v, s, got[i], math.Float64bits(got[i]), want, math.Float64bits(want))
+				}
 			}
 		}
 	}
-	for _, dn := range [][2]int{{1, 128}, {3, 8}, {64, 128}, {7, 12}, {5, 6}} {
+	for _, dn := range [][2]int{{1, 128}, {3, 8}, {64, 128}, {7, 12}, {5, 6}, {9, 24}} {
 		d, nb := dn[0], dn[1]
 		x := make([]float64, 4*d)
 		om := make([]float64, d*nb)
@@ -74,12 +95,20 @@ func BenchmarkCos(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*len(src))/b.Elapsed().Seconds()/1e6, "Mcos/s")
 	})
-	b.Run("cosScale", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			cosScale(dst, src, 1)
+	saved := useAVX512
+	defer func() { useAVX512 = saved }()
+	for _, wide := range []bool{false, true} {
+		if wide && !saved {
+			continue
 		}
-		b.ReportMetric(float64(b.N*len(src))/b.Elapsed().Seconds()/1e6, "Mcos/s")
-	})
+		useAVX512 = wide
+		b.Run(fmt.Sprintf("cosScale/avx512=%v", wide), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				cosScale(dst, src, 1)
+			}
+			b.ReportMetric(float64(b.N*len(src))/b.Elapsed().Seconds()/1e6, "Mcos/s")
+		})
+	}
 }
 
 func TestAddMulBitIdentical(t *testing.T) {
