@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -179,11 +180,15 @@ func SubspaceError(a, b mat.Matrix) float64 {
 }
 
 func orthonormal(a mat.Matrix) *mat.Dense {
-	var qr mat.QR
-	qr.Factorize(a)
-	var q mat.Dense
-	qr.QTo(&q)
-	_, c := a.Dims()
-	r, _ := q.Dims()
-	return mat.DenseCopyOf(q.Slice(0, r, 0, c))
+	// Householder QR (Geqrf) and the thin Q (Orgqr, n×c): O(n·c²) time and
+	// n×c memory, where mat.QR's QTo would build the full n×n Q.
+	q := mat.DenseCopyOf(a)
+	g := q.RawMatrix()
+	tau := make([]float64, min(g.Rows, g.Cols))
+	work := make([]float64, 1)
+	lapack64.Geqrf(g, tau, work, -1)
+	work = make([]float64, max(int(work[0]), g.Rows))
+	lapack64.Geqrf(g, tau, work, len(work))
+	lapack64.Orgqr(g, tau, work, len(work))
+	return q
 }

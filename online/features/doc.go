@@ -46,6 +46,27 @@
 //     deliberate change must come with a new generator id.
 //   - Evaluation is row-independent: the features of one row do not depend on
 //     the other rows of the batch, so a point projected alone gets the same
-//     bits as the same point inside a training batch.
+//     bits as the same point inside a training batch. (Not in BLAS mode,
+//     below, where it holds to rounding.)
 //   - Hot loops do not allocate; scratch lives on the receiver.
+//
+// # Speed
+//
+// A step's cost is x·Ω (2·b·features·d flops), the activation (one cosine
+// per feature and row) and Φ·α (2·b·features·k). Each has a kernel that
+// performs exactly the Go code's operations in the same order, every
+// product and sum rounded separately (no fused multiply-add): AVX-512 where
+// the CPU has it, else AVX2, else Go, all giving the same bits
+// (TestSIMDBitIdentical). x·Ω runs on tiles of four rows; the cosine is
+// this package's polynomial Cos2Pi on eight lanes; Φ·α keeps a block of
+// four rows by four columns of the result in registers. Φ is never
+// materialised beyond one block (B features) for the rows of a batch.
+//
+// Two opt-in modes trade that portability for speed:
+//   - Map.Float32: x·Ω in float32 (twice the lanes, half the cache); the
+//     cosine and Φ·α stay float64. Still bit-identical across CPUs.
+//   - Map.BLAS: x·Ω and Φ·α through gonum's blas64/blas32, i.e. the BLAS
+//     linked into the binary (OpenBLAS with the openblas build tag, whose
+//     FMA kernels do twice the flops per cycle). Deterministic for a given
+//     binary and CPU; agrees with the default to rounding.
 package features
