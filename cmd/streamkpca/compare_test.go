@@ -36,7 +36,7 @@ func TestBenchCompare(t *testing.T) {
 		if bound == 0 || !(m.ErrorAtEnd <= bound) {
 			t.Errorf("%s: end error %.3g, want ≤ %.3g", m.Method, m.ErrorAtEnd, bound)
 		}
-		if len(m.Curve) < 2 {
+		if len(m.Curve) < 2 && !strings.HasPrefix(m.Method, "exact") { // exact: one model, at its sample size
 			t.Errorf("%s: %d checkpoints", m.Method, len(m.Curve))
 		}
 	}
