@@ -407,8 +407,11 @@ func printCompareTable(w io.Writer, r CompareResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "method\tsize\ts to 1e-2\ts to 1e-3\terror at budget\terror at end\tseconds\tpeak MiB")
 	secs := func(v float64) string {
-		if v < 0 {
+		switch {
+		case v < 0:
 			return "not reached"
+		case v < 1:
+			return fmt.Sprintf("%.2f", v)
 		}
 		return fmt.Sprintf("%.1f", v)
 	}
