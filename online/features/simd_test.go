@@ -113,7 +113,7 @@ func BenchmarkCos(b *testing.B) {
 
 func TestAddMulBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, dims := range [][3]int{{5, 16, 3}, {4, 128, 50}, {3, 7, 9}, {1, 50, 50}, {2, 8, 4}, {8, 128, 5}, {9, 16, 10}, {4, 3, 1}, {12, 8, 2}, {4, 16, 7}} {
+	for _, dims := range [][3]int{{5, 16, 3}, {4, 128, 50}, {3, 7, 9}, {1, 50, 50}, {2, 8, 4}, {8, 128, 5}, {9, 16, 10}, {4, 3, 1}, {12, 8, 2}, {4, 16, 7}, {8, 16, 8}, {4, 32, 16}, {4, 9, 13}, {16, 128, 50}} {
 		rows, nb, k := dims[0], dims[1], dims[2]
 		phi := make([]float64, rows*nb)
 		a := make([]float64, nb*k)
