@@ -351,11 +351,16 @@ func regressMSE(z *mat.Dense, y []float64, zt *mat.Dense, yt []float64) float64 
 func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	x, y := synth.TwoView(rng, 600)
-	for _, alg := range []Algorithm{AlgKCCA, AlgKSVD, AlgKSIR} {
-		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256})
+	for _, c := range []struct {
+		alg Algorithm
+		p   Precision
+	}{{AlgKCCA, Float64}, {AlgKSVD, Float64}, {AlgKSIR, Float64}, {AlgKCCA, Float32}, {AlgKSIR, Float32}} {
+		alg := c.alg
+		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256, Precision: c.p})
 		if err != nil {
 			t.Fatal(err)
 		}
+
 		yy, dy := y, 6
 		if alg == AlgKSIR {
 			yy, dy = make([]float64, 600), 1
@@ -364,6 +369,14 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			}
 		}
 		streamPairs(t, l, x, yy, 600, 6, dy, 100, 2)
+		if c.p == Float32 {
+			// float32 applies to the shift-invariant views only: KSIR's
+			// slice view (linear map) stays float64.
+			h := l.Snapshot().Header
+			if !h.Views[0].Float32() || h.Views[1].Float32() == (alg == AlgKSIR) {
+				t.Errorf("%s float32: views record float32 = %v, %v", alg, h.Views[0].Float32(), h.Views[1].Float32())
+			}
+		}
 		// A learner restored from the bytes continues exactly like this one.
 		mid, _ := l.Snapshot().MarshalBinary()
 		midSnap, _ := snapshot.Decode(mid)
