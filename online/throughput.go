@@ -27,14 +27,14 @@ func (r ThroughputResult) GEMMFlops() float64 {
 // MeasureStep times steps of a learner holding the given number of
 // Gaussian features (coefficients random, revisiting so the count stays
 // fixed), on standard normal data: the setup of BenchmarkUpdate. rt
-// supplies Workers, Precision, Compute and CacheBytes.
+// supplies BlockSize, Workers, Precision, Compute and CacheBytes.
 func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := make([]float64, b*d)
 	for i := range x {
 		x[i] = rng.NormFloat64()
 	}
-	l, err := New(Config{K: k, MaxFeatures: nf, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute,
+	l, err := New(Config{K: k, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute,
 		CacheBytes: rt.CacheBytes, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
 	if err != nil {
 		return ThroughputResult{}, err

@@ -246,6 +246,7 @@ type ThroughputRow struct {
 	Features        int     `json:"features"`
 	K               int     `json:"k"`
 	Batch           int     `json:"batch"`
+	Block           int     `json:"block"`
 	StepMedianSec   float64 `json:"step_median_seconds"`
 	PointsPerSecond float64 `json:"points_per_second"`
 	StepGFLOPS      float64 `json:"step_gflops"`
@@ -269,6 +270,7 @@ func benchThroughput(args []string) error {
 	nf := fs.Int("features", 65536, "random features")
 	k := fs.Int("k", 10, "components")
 	b := fs.Int("batch", 512, "mini-batch b")
+	block := fs.Int("block", online.DefaultBlockSize, "features per block B")
 	runs := fs.Int("runs", 5, "timed steps (and GEMMs) per configuration; medians are reported")
 	precision := fs.String("precision", "float64", "float64 or float32 (x·Ω; the ceiling's x·Ω then uses SGEMM)")
 	compute := fs.String("compute", "exact", "exact (own kernels) or blas (the linked BLAS)")
@@ -281,7 +283,7 @@ func benchThroughput(args []string) error {
 		if err != nil || d < 1 {
 			return fmt.Errorf("--d: %q", ds)
 		}
-		rt := online.Config{Precision: online.Precision(*precision), Compute: online.Compute(*compute)}
+		rt := online.Config{BlockSize: *block, Precision: online.Precision(*precision), Compute: online.Compute(*compute)}
 		if rt.Compute == online.ComputeBLAS {
 			// The evaluator's workers each call the BLAS: one BLAS thread
 			// each, or the two levels oversubscribe the cores.
@@ -296,7 +298,7 @@ func benchThroughput(args []string) error {
 		row := ThroughputRow{D: d, Features: r.Features, K: *k, Batch: *b, StepMedianSec: r.Median(),
 			PointsPerSecond: float64(*b) / r.Median(), StepGFLOPS: r.GEMMFlops() / r.Median() / 1e9,
 			GEMMMedianSec: g, GEMMGFLOPS: r.GEMMFlops() / g / 1e9, BLAS: blasLabel(),
-			Precision: *precision, Compute: *compute}
+			Precision: *precision, Compute: *compute, Block: *block}
 		row.Ratio = row.StepGFLOPS / row.GEMMGFLOPS
 		rows = append(rows, row)
 		fmt.Fprintf(os.Stderr, "d=%d: step %.3fs (%.1f GFLOP/s), GEMM %.3fs (%.1f GFLOP/s), ratio %.2f\n",
