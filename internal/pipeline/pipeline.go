@@ -151,9 +151,10 @@ func New(opt Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
 		}
-		if got := snap.Header.Views[0].Float32(); got != (lc.Precision == online.Float32) {
-			log.Warn().Str("learner.precision", cfg.Learner.Precision).Bool("snapshot_float32", got).
-				Msg("the restored snapshot keeps the precision it was learned with; learner.precision applies to new models (point snapshot.dir elsewhere to start one)")
+		if v := snap.Header.Views[0]; v.Float32() != (lc.Precision == online.Float32) || v.BLAS() != (lc.Compute == online.ComputeBLAS) {
+			log.Warn().Str("learner.precision", cfg.Learner.Precision).Str("learner.compute", cfg.Learner.Compute).
+				Bool("snapshot_float32", v.Float32()).Bool("snapshot_blas", v.BLAS()).
+				Msg("the restored snapshot keeps the precision and compute mode it was learned with; learner.precision and learner.compute apply to new models (point snapshot.dir elsewhere to start one)")
 		}
 		for _, o := range snap.Header.Offsets {
 			if o.Topic == cfg.Kafka.Topic {
