@@ -27,9 +27,13 @@ func TestServiceModes(t *testing.T) {
 			r.graceful(t)
 
 			cfg.Learner.Precision, cfg.Learner.Compute = "float64", "exact"
-			r = start(t, cfg)
+			warned := &counter{sub: "keeps the precision and compute mode"}
+			r = startWithLog(t, cfg, warned)
 			waitFor(t, 3*time.Minute, "the whole stream learned", func() bool { return r.p.Status().Samples >= uint64(n) })
 			r.graceful(t)
+			if warned.n.Load() != 1 {
+				t.Errorf("the restart logged the mode warning %d times, want once", warned.n.Load())
+			}
 
 			snap, _, err := (&snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model}).Latest()
 			if err != nil {
