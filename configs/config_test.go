@@ -59,12 +59,12 @@ func TestFlagOverrides(t *testing.T) {
 func TestValidateNamesFields(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yaml")
-	os.WriteFile(p, []byte("learner:\n  k: -1\n  algorithm: pca\nkafka:\n  format: xml\n  brokers: [nohost]\n"), 0o644)
+	os.WriteFile(p, []byte("learner:\n  k: -1\n  algorithm: pca\n  precision: float16\n  compute: gpu\nkafka:\n  format: xml\n  brokers: [nohost]\n"), 0o644)
 	_, err := Load(p, nil)
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, field := range []string{"learner.k", "learner.algorithm", "kafka.format", "kafka.brokers[0]"} {
+	for _, field := range []string{"learner.k", "learner.algorithm", "learner.precision", "learner.compute", "kafka.format", "kafka.brokers[0]"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s: %v", field, err)
 		}

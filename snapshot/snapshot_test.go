@@ -149,6 +149,25 @@ func TestProjectMatchesDefinition(t *testing.T) {
 	}
 }
 
+// A header naming an arithmetic this build does not know is refused, not
+// projected with the wrong one.
+func TestUnknownModeRejected(t *testing.T) {
+	for _, mut := range []func(v *View){
+		func(v *View) { v.Precision = "float16" },
+		func(v *View) { v.Compute = "gpu" },
+	} {
+		s := sample()
+		mut(&s.Header.Views[0])
+		data, err := s.MarshalBinary()
+		if err == nil {
+			_, err = Decode(data)
+		}
+		if !errors.Is(err, ErrHeader) {
+			t.Errorf("view %+v: got %v, want ErrHeader", s.Header.Views[0], err)
+		}
+	}
+}
+
 func TestCorruptRejected(t *testing.T) {
 	data, _ := sample().MarshalBinary()
 	flip := slices.Clone(data)

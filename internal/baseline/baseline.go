@@ -200,5 +200,3 @@ func orth(q *mat.Dense) {
 		}
 	}
 }
-
-func sqrt(v float64) float64 { return math.Sqrt(v) }

@@ -3,6 +3,7 @@ package baseline
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -111,6 +112,7 @@ type Nystrom struct {
 	kb    []float64
 	w     *mat.Dense // T·V, M×k
 	ready bool
+	err   error // from building T; Fit returns it
 }
 
 // NewNystrom returns Nyström with m landmarks for kernel kern.
@@ -139,13 +141,17 @@ func (n *Nystrom) Observe(x []float64, rows int) {
 		for j := range n.zn {
 			n.zn[j] = sqNorm(n.z[j*d : j*d+d])
 		}
-		n.buildT()
+		if n.err = n.buildT(); n.err != nil {
+			return
+		}
 		held := n.held
 		n.held = nil
 		n.accumulate(held, len(held)/d)
 		return
 	}
-	n.accumulate(x, rows)
+	if n.err == nil {
+		n.accumulate(x, rows)
+	}
 }
 
 func (n *Nystrom) gram(x []float64, rows int) []float64 {
@@ -169,13 +175,13 @@ func (n *Nystrom) accumulate(x []float64, rows int) {
 }
 
 // buildT sets T = K_zz^{-1/2} (pseudo-inverse square root).
-func (n *Nystrom) buildT() {
+func (n *Nystrom) buildT() error {
 	kzz := make([]float64, n.M*n.M)
 	kernelGram(kzz, n.z, n.M, n.z, n.zn, n.M, n.d, n.kern)
 	symmetrize(kzz, n.M) // exact symmetry
 	var es mat.EigenSym
 	if !es.Factorize(mat.NewSymDense(n.M, kzz), true) {
-		panic("baseline: eigendecomposition of the landmark Gram matrix failed")
+		return errors.New("baseline: eigendecomposition of the landmark Gram matrix failed")
 	}
 	vals := es.Values(nil)
 	var u mat.Dense
@@ -185,7 +191,7 @@ func (n *Nystrom) buildT() {
 	for j, v := range vals {
 		s := 0.0
 		if v > 1e-10*top {
-			s = 1 / sqrt(v)
+			s = 1 / math.Sqrt(v)
 		}
 		for i := 0; i < n.M; i++ {
 			scaled.Set(i, j, scaled.At(i, j)*s)
@@ -193,10 +199,14 @@ func (n *Nystrom) buildT() {
 	}
 	n.t = mat.NewDense(n.M, n.M, nil)
 	n.t.Mul(scaled, u.T())
+	return nil
 }
 
 // Fit computes the top-k eigenvectors of T·G·T.
 func (n *Nystrom) Fit() error {
+	if n.err != nil {
+		return n.err
+	}
 	if !n.ready {
 		return errors.New("baseline: Nyström has not seen its landmarks yet")
 	}

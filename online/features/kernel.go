@@ -504,13 +504,16 @@ func round32(dst []float32, src []float64) {
 // phiToWith is PhiTo given x already rounded to float32 (xs32, nil when
 // the map is float64).
 func (m Map) phiToWith(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
+	if len(x) < rows*m.Dim || len(dst) < rows*m.BlockSize || len(z) < m.ScratchLen() {
+		panic("features: PhiTo buffer too small")
+	}
 	switch {
 	case m.BLAS:
 		m.phiToBLAS(dst, z, x, xs32, rows, b)
 	case m.Float32:
 		m.phiTo32(dst, z, x, xs32, rows, b)
 	default:
-		m.PhiTo(dst, z, x, rows, b)
+		m.phiTo64(dst, z, x, rows, b)
 	}
 }
 
@@ -551,18 +554,12 @@ func degreeOf(u, p float64) int {
 // row-major). Each row is computed with the same operations in the same
 // order whatever rows is. z is scratch of at least ScratchLen() values.
 func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
+	m.phiToWith(dst, z, x, nil, rows, b)
+}
+
+// phiTo64 is PhiTo with the package's float64 kernels.
+func (m Map) phiTo64(dst, z, x []float64, rows int, b *Block) {
 	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
-	if len(x) < rows*d || len(dst) < rows*nb || len(z) < m.ScratchLen() {
-		panic("features: PhiTo buffer too small")
-	}
-	if m.BLAS {
-		m.phiToBLAS(dst, z, x, nil, rows, b)
-		return
-	}
-	if m.Float32 {
-		m.phiTo32(dst, z, x, nil, rows, b)
-		return
-	}
 	zt := z[:4*cols]
 	xr := z[4*cols : 4*cols+4*din]
 	tmp := z[4*cols+4*din:]
