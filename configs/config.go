@@ -123,8 +123,14 @@ type Learner struct {
 	Block int `yaml:"block"`
 	// MaxFeatures is the feature budget. Default: 32768.
 	MaxFeatures int `yaml:"max_features"`
-	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 0.5, 0.01
-	// for kpca/gha; 1, 0.001 for ksvd/kcca/ksir.
+	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
+	// all feature blocks; needs no tuning) or oja (the paper's rule).
+	// Two-view algorithms ignore it. Part of the model: a restored snapshot
+	// keeps its own. Default: subspace.
+	Solver string `yaml:"solver"`
+	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 1, 0.05
+	// for the subspace solver; 0.5, 0.01 for oja; 1, 0.001 for
+	// ksvd/kcca/ksir.
 	Theta0 float64 `yaml:"theta0"`
 	Theta1 float64 `yaml:"theta1"`
 	// Seed of the model. Default: 1.
@@ -263,6 +269,9 @@ func (c *Config) SetDefaults() {
 	if c.Learner.Seed == 0 {
 		c.Learner.Seed = 1
 	}
+	if c.Learner.Solver == "" {
+		c.Learner.Solver = "subspace"
+	}
 	if c.Learner.Precision == "" {
 		c.Learner.Precision = "float64"
 	}
@@ -361,6 +370,9 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Learner.Compute; p != "exact" && p != "blas" {
 		bad("learner.compute", "%q: want exact or blas", p)
+	}
+	if p := c.Learner.Solver; p != "" && p != "subspace" && p != "oja" {
+		bad("learner.solver", "%q: want subspace or oja", p)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)

@@ -91,7 +91,13 @@ log: {level: warn, format: json}
 	if maxLag < 50_000 {
 		t.Errorf("max lag %.0f: the producer was not ahead of the learner, the test proves nothing", maxLag)
 	}
-	if maxRSS <= 0 || maxRSS > 300<<20 {
-		t.Errorf("resident memory %.0f MiB, want ≤ 300 MiB with 290k messages waiting", maxRSS/(1<<20))
+	// 300 MiB for the process, its queue and its feature cache, plus the
+	// features the subspace solver keeps for one batch between evaluation
+	// and gradient: batch × max_features float64s (128 MiB here), counted
+	// twice because the collector lets the heap reach twice what is live
+	// (GOGC=100). None of it grows with the lag.
+	const kept = 512 * 32768 * 8
+	if maxRSS <= 0 || maxRSS > 300<<20+2*kept {
+		t.Errorf("resident memory %.0f MiB, want ≤ %d MiB with 290k messages waiting", maxRSS/(1<<20), (300<<20+2*kept)>>20)
 	}
 }

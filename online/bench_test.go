@@ -15,38 +15,40 @@ var sinkErr error
 // is initialised on one batch, then filled with random coefficients up to
 // the feature count (revisiting, so the count stays fixed).
 func BenchmarkUpdate(b *testing.B) {
-	for _, d := range []int{1, 64, 784} {
-		for _, nf := range []int{4096, 65536} {
-			for _, k := range []int{3, 50} {
-				b.Run(fmt.Sprintf("d=%d/features=%d/k=%d", d, nf, k), func(b *testing.B) {
-					rng := rand.New(rand.NewPCG(1, 1))
-					const rows = 512
-					x := make([]float64, rows*d)
-					for i := range x {
-						x[i] = rng.NormFloat64()
-					}
-					l, err := New(Config{K: k, MaxFeatures: nf, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer l.Close()
-					if err := l.Update(x, rows); err != nil {
-						b.Fatal(err)
-					}
-					for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
-						l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
-						for i := 0; i < l.cfg.BlockSize*k; i++ {
-							l.alpha = append(l.alpha, 1e-3*rng.NormFloat64())
+	for _, solver := range []Solver{SolverSubspace, SolverOja} {
+		for _, d := range []int{1, 64, 784} {
+			for _, nf := range []int{4096, 65536} {
+				for _, k := range []int{3, 50} {
+					b.Run(fmt.Sprintf("solver=%s/d=%d/features=%d/k=%d", solver, d, nf, k), func(b *testing.B) {
+						rng := rand.New(rand.NewPCG(1, 1))
+						const rows = 512
+						x := make([]float64, rows*d)
+						for i := range x {
+							x[i] = rng.NormFloat64()
 						}
-					}
-					sinkErr = l.Update(x, rows) // warm the cache and scratch
-					b.ReportAllocs()
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						sinkErr = l.Update(x, rows)
-					}
-					b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "points/s")
-				})
+						l, err := New(Config{K: k, MaxFeatures: nf, Solver: solver, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer l.Close()
+						if err := l.Update(x, rows); err != nil {
+							b.Fatal(err)
+						}
+						for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
+							l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
+							for i := 0; i < l.cfg.BlockSize*k; i++ {
+								l.alpha = append(l.alpha, 1e-3*rng.NormFloat64())
+							}
+						}
+						sinkErr = l.Update(x, rows) // warm the cache and scratch
+						b.ReportAllocs()
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							sinkErr = l.Update(x, rows)
+						}
+						b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "points/s")
+					})
+				}
 			}
 		}
 	}

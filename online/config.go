@@ -23,7 +23,7 @@ const (
 // TwoView reports whether the algorithm learns from (x, y) pairs.
 func (a Algorithm) TwoView() bool { return a == AlgKSVD || a == AlgKCCA || a == AlgKSIR }
 
-// Defaults.
+// Defaults. DefaultTheta0 and DefaultTheta1 are the oja solver's.
 const (
 	DefaultBlockSize   = 128
 	DefaultMaxFeatures = 32768
@@ -54,8 +54,14 @@ type Config struct {
 	// MaxFeatures caps the features; past it blocks are revisited in turn.
 	// Rounded down to a multiple of BlockSize. Default: 32768.
 	MaxFeatures int
-	// Theta0 and Theta1 set η_t = Theta0/((1+Theta1·t)·λ̂). Theta0 is
-	// unitless (η·λ̂ at t=0). Defaults: 0.5 and 0.01.
+	// Solver is the update rule of kpca and gha: subspace (the default;
+	// see SolverSubspace) or oja (the paper's rule). The two-view
+	// algorithms have their own rule (TwoView) and ignore it.
+	Solver Solver
+	// Theta0 and Theta1 set the step η_t = Theta0/(1+Theta1·t)/λ̂; Theta0
+	// is unitless. Subspace solver: λ̂ = n·λ̂_k (n blocks, λ̂_k the k-th
+	// eigenvalue estimate), defaults 1 and 0.05. Oja solver: λ̂ = λ̂_1,
+	// η·λ̂_1 capped at 1, defaults 0.5 and 0.01. Two-view: see NewTwoView.
 	Theta0, Theta1 float64
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64
@@ -135,6 +141,17 @@ func (c *Config) setDefaults() {
 	if c.MaxFeatures == 0 {
 		c.MaxFeatures = DefaultMaxFeatures
 	}
+	if c.Solver == "" {
+		c.Solver = SolverSubspace
+	}
+	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() {
+		if c.Theta0 == 0 {
+			c.Theta0 = DefaultSubspaceTheta0
+		}
+		if c.Theta1 == 0 {
+			c.Theta1 = DefaultSubspaceTheta1
+		}
+	}
 	if c.Theta0 == 0 {
 		c.Theta0 = DefaultTheta0
 	}
@@ -174,6 +191,9 @@ func (c Config) Validate() error {
 	}
 	if c.K < 1 {
 		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)
+	}
+	if c.Solver != SolverSubspace && c.Solver != SolverOja {
+		return fmt.Errorf("%w: solver must be subspace or oja, got %q", ErrConfig, c.Solver)
 	}
 	if c.Kernel.Family != features.Linear && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)

@@ -13,9 +13,9 @@ import (
 // C = ΦᵀΦ/b, largest first, signs fixed so that each vector's
 // largest-magnitude entry is positive. With whiten, each eigenvector is
 // divided by √eigenvalue so that the functions have unit variance (the
-// normalisation of canonical correlation functions). It returns C's top
-// eigenvalue too. phi (rows×nb) is centred in place when center is set.
-func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, float64, error) {
+// normalisation of canonical correlation functions). It returns C's top k
+// eigenvalues too, largest first. phi (rows×nb) is centred in place when center is set.
+func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, []float64, error) {
 	if center {
 		centreCols(phi, rows, nb)
 	}
@@ -23,16 +23,20 @@ func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, 
 	c.SymOuterK(1/float64(rows), mat.NewDense(rows, nb, phi).T())
 	var es mat.EigenSym
 	if !es.Factorize(&c, true) {
-		return nil, 0, fmt.Errorf("online: eigendecomposition of the first block failed")
+		return nil, nil, fmt.Errorf("online: eigendecomposition of the first block failed")
 	}
 	vals := es.Values(nil)
 	var vecs mat.Dense
 	es.VectorsTo(&vecs)
 	top := vals[nb-1]
 	if !(top > 0) {
-		return nil, 0, fmt.Errorf("%w: the first batch gives a zero feature covariance", ErrInput)
+		return nil, nil, fmt.Errorf("%w: the first batch gives a zero feature covariance", ErrInput)
 	}
 	coef := make([]float64, nb*k)
+	topK := make([]float64, k)
+	for q := range topK {
+		topK[q] = math.Max(vals[nb-1-q], 0)
+	}
 	for q := 0; q < k; q++ {
 		col := nb - 1 - q
 		sgn := signFix(vecs.ColView(col))
@@ -45,7 +49,7 @@ func initBlock(phi []float64, rows, nb, k int, center, whiten bool) ([]float64, 
 			coef[f*k+q] = sgn * vecs.At(f, col)
 		}
 	}
-	return coef, top, nil
+	return coef, topK, nil
 }
 
 // initPair returns the first blocks' coefficients of a two-view model: a

@@ -32,6 +32,7 @@ type KPCA struct {
 	seeds []uint64
 	alpha []float64 // blocks·B rows × k, row-major; cap MaxFeatures·k
 	pre   snapshot.Preprocess
+	sub   *subspace // subspace-solver state; nil for SolverOja
 
 	t, samples uint64
 	lambda0    float64 // top eigenvalue of the initial block
@@ -99,6 +100,16 @@ const MaxUnitStep = 1.0
 
 // StepSize returns η for the next batch.
 func (l *KPCA) StepSize() float64 {
+	if l.sub != nil {
+		// η = θ_t/(n·λ̂_k), uncapped: the basis is orthonormalised every
+		// step. λ̂_k is floored at 1e-4·λ̂_1 so that a rank-deficient
+		// stream (λ̂_k ≈ 0) does not make the step a pure power step.
+		lk := math.Max(l.sub.eig[l.cfg.K-1], 1e-4*l.sub.eig[0])
+		if !(lk > 0) {
+			lk = 1
+		}
+		return l.cfg.Theta0 / (1 + l.cfg.Theta1*float64(l.t)) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
+	}
 	u := math.Min(l.cfg.Theta0/(1+l.cfg.Theta1*float64(l.t)), MaxUnitStep)
 	return u * l.backoff / l.scale()
 }
@@ -144,7 +155,8 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 	if err := l.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	l.ev = features.NewEvaluator(l.fm, features.EvaluatorConfig{Workers: l.cfg.Workers, CacheBytes: l.cfg.CacheBytes})
+	l.ev = features.NewEvaluator(l.fm, features.EvaluatorConfig{Workers: l.cfg.Workers, CacheBytes: l.cfg.CacheBytes,
+		KeepBlocks: l.cfg.MaxFeatures / l.cfg.BlockSize})
 	l.alpha = make([]float64, 0, l.cfg.MaxFeatures*k)
 	l.seeds = make([]uint64, 0, l.cfg.MaxFeatures/l.cfg.BlockSize)
 	l.m = make([]float64, k*k)
@@ -160,6 +172,9 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 	l.newCoef = make([]float64, l.cfg.BlockSize*k)
 	if l.cfg.Center {
 		l.center = make([]float64, k)
+	}
+	if l.cfg.Solver == SolverSubspace {
+		l.sub = newSubspace(k, l.cfg.MaxFeatures, l.cfg.BlockSize, l.cfg.Center)
 	}
 	return nil
 }
@@ -199,7 +214,10 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	if len(l.seeds) == 0 {
 		return l.first(rows)
 	}
-	k, nb := l.cfg.K, l.cfg.BlockSize
+	if l.sub != nil {
+		return l.updateSubspace(rows)
+	}
+	k := l.cfg.K
 	l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
 	if !l.formM(rows) {
 		l.samples += uint64(rows)
@@ -211,29 +229,8 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	eta := l.StepSize()
 
 	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
-	j := len(l.seeds)
-	revisit := j*nb >= l.cfg.MaxFeatures
-	var seed uint64
-	if revisit {
-		j = int(l.t % uint64(len(l.seeds)))
-		seed = l.seeds[j]
-	} else {
-		seed = features.DeriveSeed(l.cfg.Seed, uint64(j))
-	}
-	l.ev.PhiTo(l.phi, l.xs, rows, j, seed)
-	clear(l.newCoef)
-	s := eta / float64(rows)
-	for r := 0; r < rows; r++ {
-		hr := l.h[r*k : r*k+k]
-		pr := l.phi[r*nb : r*nb+nb]
-		for f, p := range pr {
-			ps := float64(p * s)
-			c := l.newCoef[f*k : f*k+k]
-			for q, hv := range hr {
-				c[q] += float64(ps * hv)
-			}
-		}
-	}
+	j, seed, revisit := l.nextBlock()
+	l.newBlockTerm(rows, j, seed, eta)
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
 	copy(l.mUse, l.m)
@@ -250,6 +247,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	shrink(l.alpha, l.mUse, l.tmp, k)
 
 	if revisit {
+		nb := l.cfg.BlockSize
 		a := l.alpha[j*nb*k : (j+1)*nb*k]
 		for i, v := range l.newCoef {
 			a[i] += v
@@ -261,6 +259,114 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	l.t++
 	l.samples += uint64(rows)
 	return nil
+}
+
+// nextBlock returns the block that receives the new-block term: a new one
+// (revisit false) while the feature budget lasts, then the existing ones
+// in turn (Sec. 6.1).
+func (l *KPCA) nextBlock() (j int, seed uint64, revisit bool) {
+	j = len(l.seeds)
+	if j*l.cfg.BlockSize >= l.cfg.MaxFeatures {
+		j = int(l.t % uint64(len(l.seeds)))
+		return j, l.seeds[j], true
+	}
+	return j, features.DeriveSeed(l.cfg.Seed, uint64(j)), false
+}
+
+// newBlockTerm sets newCoef = η·Φ_j(X)ᵀ·H̃/b for block j (paper Eq. 6 on
+// one block), leaving Φ_j(X) in phi.
+func (l *KPCA) newBlockTerm(rows, j int, seed uint64, eta float64) {
+	k, nb := l.cfg.K, l.cfg.BlockSize
+	l.ev.PhiTo(l.phi, l.xs, rows, j, seed)
+	clear(l.newCoef)
+	s := eta / float64(rows)
+	for r := 0; r < rows; r++ {
+		hr := l.h[r*k : r*k+k]
+		pr := l.phi[r*nb : r*nb+nb]
+		for f, p := range pr {
+			ps := float64(p * s)
+			c := l.newCoef[f*k : f*k+k]
+			for q, hv := range hr {
+				c[q] += float64(ps * hv)
+			}
+		}
+	}
+}
+
+// updateSubspace is Update's step for SolverSubspace (see subspace).
+func (l *KPCA) updateSubspace(rows int) error {
+	k, s := l.cfg.K, l.sub
+	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.alpha, k)
+	if !l.formM(rows) {
+		l.ev.Release()
+		l.samples += uint64(rows)
+		l.rejected++
+		l.backoff *= 0.5
+		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
+	}
+	// Eigenvalue and centre estimates from this batch, which the current
+	// functions were not fitted to.
+	rho := math.Max(1/float64(l.t+1), 0.01)
+	for q := range s.eig {
+		s.eig[q] += rho * (l.m[q*k+q] - s.eig[q])
+	}
+	if l.center != nil {
+		for q, v := range l.hbar {
+			l.center[q] += rho * (v - l.center[q])
+		}
+	}
+	eta := l.StepSize()
+	s.grad = s.grad[:len(l.alpha)]
+	var mean []float64
+	if l.center != nil {
+		mean = s.mean[:len(l.seeds)*l.cfg.BlockSize]
+	}
+	l.ev.Grad(s.grad, l.h, k, eta/float64(rows), mean)
+	l.ev.Release()
+	j, seed, revisit := l.nextBlock()
+	if !revisit { // the new block's gradient is the new-block term
+		l.newBlockTerm(rows, j, seed, eta)
+	}
+	if l.center != nil {
+		// The centre moves with the functions: by the batch mean of the
+		// update, then through the orthonormalisation below.
+		addMeanTimes(l.center, mean, s.grad, k)
+		if !revisit {
+			colMeans(s.newMean, l.phi, rows, l.cfg.BlockSize)
+			addMeanTimes(l.center, s.newMean, l.newCoef, k)
+		}
+	}
+	for i, g := range s.grad {
+		l.alpha[i] += g
+	}
+	if !revisit {
+		l.seeds = append(l.seeds, seed)
+		l.alpha = append(l.alpha, l.newCoef...)
+	}
+	if !s.orthonormalise(l.alpha, len(l.seeds)) {
+		// Needs H̃ᵀ-directions that cancel exactly; not reachable with
+		// finite H (the guard ran), but never leave a singular basis.
+		return fmt.Errorf("%w: step %d: the functions became linearly dependent", ErrDiverged, l.t)
+	}
+	if l.center != nil {
+		s.rowTimesTm(l.center)
+	}
+	l.t++
+	l.samples += uint64(rows)
+	return nil
+}
+
+// colMeans sets dst (nb) to the column means of phi (rows×nb).
+func colMeans(dst, phi []float64, rows, nb int) {
+	clear(dst)
+	for r := 0; r < rows; r++ {
+		for f, v := range phi[r*nb : r*nb+nb] {
+			dst[f] += v
+		}
+	}
+	for f := range dst {
+		dst[f] /= float64(rows)
+	}
 }
 
 // formM centres h (if centring) and sets m = H̃ᵀH̃/b. It reports false when
@@ -359,9 +465,13 @@ func (l *KPCA) first(rows int) error {
 	k, nb := l.cfg.K, l.cfg.BlockSize
 	seed := features.DeriveSeed(l.cfg.Seed, 0)
 	l.ev.PhiTo(l.phi, l.xs, rows, 0, seed)
-	coef, top, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
+	coef, vals, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
 	if err != nil {
 		return err
+	}
+	top := vals[0]
+	if l.sub != nil {
+		copy(l.sub.eig, vals) // the block's eigenvectors are orthonormal (n = 1)
 	}
 	l.lambda0 = top
 	l.seeds = append(l.seeds, seed)
@@ -403,6 +513,9 @@ func (l *KPCA) Eigenvalues() ([]float64, float64) {
 	k := l.cfg.K
 	if len(l.mrun) == 0 {
 		return nil, 0
+	}
+	if l.sub != nil { // Rayleigh quotients of the ordered functions
+		return append([]float64(nil), l.sub.eig...), 0
 	}
 	s := mat.NewSymDense(k, append([]float64(nil), l.mrun...))
 	var es mat.EigenSym
@@ -447,7 +560,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Views:       []snapshot.View{view},
 			Step:        l.t,
 			SamplesSeen: l.samples,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff},
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver)},
 			MaxFeatures: l.cfg.MaxFeatures,
 			ModelSeed:   l.cfg.Seed,
 			Created:     time.Now().UTC(),

@@ -81,7 +81,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	cfg := Config{
 		Model: h.Model, Algorithm: Algorithm(h.Algorithm), K: h.K, Dim: v.Dim,
 		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
-		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed,
+		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Extra["center"] == 1,
 		Workers: rt.Workers, CacheBytes: rt.CacheBytes,
 	}
@@ -119,6 +119,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	}
 	if l.center != nil && len(v.Center) == h.K {
 		copy(l.center, v.Center)
+	}
+	if l.sub != nil && len(h.Diagnostics.Eigenvalues) == h.K {
+		copy(l.sub.eig, h.Diagnostics.Eigenvalues)
 	}
 	return l, nil
 }

@@ -96,6 +96,10 @@ type Schedule struct {
 	Scale  float64 `json:"scale"`
 	// Backoff multiplies the step after divergence-guard rejections.
 	Backoff float64 `json:"backoff"`
+	// Solver is the one-view update rule: "subspace" or "oja" (the
+	// paper's Alg. 1–2). Empty in snapshots written before the subspace
+	// solver existed; those restore with the learner's default.
+	Solver string `json:"solver,omitempty"`
 }
 
 // Preprocess is the per-dimension standardisation x' = (x − Mean)/Scale

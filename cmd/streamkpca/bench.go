@@ -67,8 +67,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		return benchThroughput(args[1:])
 	case "compare":
 		return benchCompare(ctx, args[1:])
+	case "mnist":
+		return benchMNIST(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist)", args[0])
 }
 
 func benchHermite(ctx context.Context, args []string) error {

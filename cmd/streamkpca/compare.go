@@ -35,22 +35,21 @@ type compareCase struct {
 	h     synth.Hermite
 	k     int
 	about string
-	// streamkpca's settings for the case (flags override them): the
-	// feature budget and the step schedule.
-	features       int
-	theta0, theta1 float64
+	// streamkpca's feature budget for the case (a flag overrides it); the
+	// step schedule is the learner's default unless a flag sets it.
+	features int
 }
 
 func compareCases() map[string]compareCase {
 	slow := synth.Hermite16()
 	slow.L /= 4
 	return map[string]compareCase{
-		"hermite1":  {"hermite1", synth.Hermite1D(), 3, "1-D hermite, s = 1, ℓ = 1, k = 3", 65536, online.DefaultTheta0, online.DefaultTheta1},
-		"hermite16": {"hermite16", synth.Hermite16(), 5, "16-D hermite product form, ℓ = 2.5 (≈ median trick), k = 5", 16384, 2, 5e-3},
+		"hermite1":  {"hermite1", synth.Hermite1D(), 3, "1-D hermite, s = 1, ℓ = 1, k = 3", 65536},
+		"hermite16": {"hermite16", synth.Hermite16(), 5, "16-D hermite product form, ℓ = 2.5 (≈ median trick), k = 5", 16384},
 		// k = 21, not 20: λ₂₀ = 0.002426 and λ₂₁ = 0.002404 differ by 0.9%,
 		// so the top-20 span is ill-posed for every method; λ₂₁ → λ₂₂ is
 		// a 7% gap (0.002404 → 0.002235).
-		"slow": {"slow", slow, 21, "16-D hermite, ℓ = 0.625 (a quarter of the median trick): slowly decaying spectrum, k = 21", 65536, 2, 1e-2},
+		"slow": {"slow", slow, 21, "16-D hermite, ℓ = 0.625 (a quarter of the median trick): slowly decaying spectrum, k = 21", 65536},
 	}
 }
 
@@ -139,8 +138,9 @@ func benchCompare(ctx context.Context, args []string) error {
 	k := fs.Int("k", 0, "components (default: the case's)")
 	methods := fs.String("methods", "dsgd,rff,nystrom,exact", "methods to run, comma-separated; name=size overrides the size flag (e.g. nystrom=2048)")
 	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's)")
-	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the case's)")
-	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the case's)")
+	solver := fs.String("solver", "", "streamkpca solver: subspace or oja (default: the learner's)")
+	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the learner's default)")
+	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the learner's default)")
 	precision := fs.String("precision", "float64", "streamkpca precision: float64 or float32")
 	compute := fs.String("compute", "exact", "streamkpca products: exact (own kernels) or blas")
 	isolate := fs.Bool("isolate", true, "run each method in a child process and report its peak RSS (false: in this process, peak heap sampled)")
@@ -161,12 +161,6 @@ func benchCompare(ctx context.Context, args []string) error {
 	}
 	if *dsgdFeatures == 0 {
 		*dsgdFeatures = c.features
-	}
-	if *theta0 == 0 {
-		*theta0 = c.theta0
-	}
-	if *theta1 == 0 {
-		*theta1 = c.theta1
 	}
 	if *isolate {
 		return compareIsolated(ctx, args, *methods, *table)
@@ -214,7 +208,7 @@ func benchCompare(ctx context.Context, args []string) error {
 		switch name {
 		case "dsgd":
 			l, err := online.New(online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(*dsgdFeatures), Theta0: *theta0, Theta1: *theta1, Seed: *seed, Precision: online.Precision(*precision), Compute: online.Compute(*compute)})
+				MaxFeatures: pick(*dsgdFeatures), Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Seed: *seed, Precision: online.Precision(*precision), Compute: online.Compute(*compute)})
 			if err != nil {
 				return err
 			}
@@ -222,9 +216,10 @@ func benchCompare(ctx context.Context, args []string) error {
 				blasimpl.SetThreads(1) // the learner's workers each call the BLAS
 			}
 			m, size, sizeOf, closer = dsgdMethod{l}, pick(*dsgdFeatures), "features (max)", l.Close
-			name = fmt.Sprintf("streamkpca (DSGD, θ₀ = %g, θ₁ = %g)", *theta0, *theta1)
+			lc := l.Config()
+			name = fmt.Sprintf("streamkpca (%s, θ₀ = %g, θ₁ = %g)", lc.Solver, lc.Theta0, lc.Theta1)
 			if *precision == "float32" || *compute == "blas" {
-				name = fmt.Sprintf("streamkpca %s/%s (DSGD, θ₀ = %g, θ₁ = %g)", *precision, *compute, *theta0, *theta1)
+				name = fmt.Sprintf("streamkpca %s/%s (%s, θ₀ = %g, θ₁ = %g)", *precision, *compute, lc.Solver, lc.Theta0, lc.Theta1)
 			}
 		case "rff":
 			r, err := baseline.NewRFF(kern, d, c.k, pick(*rffFeatures), 128, *seed)

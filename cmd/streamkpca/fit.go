@@ -122,6 +122,7 @@ type learnerFlags struct {
 	slices                         int
 	uncentered                     bool
 	precision, compute             string
+	solver                         string
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
@@ -143,8 +144,9 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
 	fs.IntVar(&lf.block, "block", online.DefaultBlockSize, "random features per block B")
 	fs.IntVar(&lf.maxF, "max-features", online.DefaultMaxFeatures, "feature budget; past it blocks are revisited")
-	fs.Float64Var(&lf.theta0, "theta0", 0, "unitless initial step η·λ̂ (0 = 0.5 for kpca/gha, 1 for two-view)")
-	fs.Float64Var(&lf.theta1, "theta1", 0, "step decay η_t ∝ 1/(1+θ₁·t) (0 = 0.01 for kpca/gha, 0.001 for two-view)")
+	fs.StringVar(&lf.solver, "solver", "subspace", "kpca/gha update rule: subspace (needs no tuning) or oja (the paper's rule)")
+	fs.Float64Var(&lf.theta0, "theta0", 0, "unitless initial step (0 = the default: 1 for the subspace solver, 0.5 for oja, 1 for two-view)")
+	fs.Float64Var(&lf.theta1, "theta1", 0, "step decay η_t ∝ 1/(1+θ₁·t) (0 = 0.05 for the subspace solver, 0.01 for oja, 0.001 for two-view)")
 	fs.Uint64Var(&lf.seed, "seed", online.DefaultSeed, "model seed")
 	fs.BoolVar(&lf.center, "center", false, "learn the centred covariance operator")
 	fs.BoolVar(&lf.standardize, "standardize", false, "standardise each input dimension (first-batch statistics)")
@@ -158,7 +160,7 @@ func (lf *learnerFlags) config(model string) (online.Config, error) {
 		Kernel: features.Kernel{Family: features.Family(lf.kernel), Nu: lf.nu, Degree: lf.degree, Offset: lf.offset,
 			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
-		Seed: lf.seed, Center: lf.center, Standardize: lf.standardize, Precision: online.Precision(lf.precision), Compute: online.Compute(lf.compute),
+		Seed: lf.seed, Center: lf.center, Solver: online.Solver(lf.solver), Standardize: lf.standardize, Precision: online.Precision(lf.precision), Compute: online.Compute(lf.compute),
 		KernelY: features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
 	}
 	if lf.bandwidthY != "auto" && lf.bandwidthY != "" {

@@ -263,7 +263,9 @@ func (e *Exact) Observe(x []float64, rows int) {
 	e.x = append(e.x, x[:take*e.d]...)
 }
 
-// Fit eigendecomposes the Gram matrix of the points kept so far.
+// Fit finds the top-k eigenvectors of the Gram matrix of the points kept
+// so far: a full eigendecomposition up to DenseEigMax points, subspace
+// iteration with Rayleigh–Ritz above (residuals below 1e-7·λ₁).
 func (e *Exact) Fit() error {
 	n := len(e.x) / e.d
 	if n < e.K {
@@ -276,17 +278,12 @@ func (e *Exact) Fit() error {
 	g := make([]float64, n*n)
 	kernelGram(g, e.x[:n*e.d], n, e.x[:n*e.d], e.xn, n, e.d, e.kern)
 	symmetrize(g, n)
-	var es mat.EigenSym
-	if !es.Factorize(mat.NewSymDense(n, g), true) {
-		return errors.New("baseline: eigendecomposition of the Gram matrix failed")
+	u, _, err := topEig(g, n, e.K, nil)
+	if u == nil {
+		return fmt.Errorf("baseline: exact kernel PCA of %d points: %w", n, err)
 	}
-	var u mat.Dense
-	es.VectorsTo(&u)
-	e.u = mat.NewDense(n, e.K, nil)
-	for j := 0; j < e.K; j++ {
-		e.u.SetCol(j, mat.Col(nil, n-1-j, &u))
-	}
-	return nil
+	e.u = u
+	return err
 }
 
 // Eval sets dst (rows×k) to k_X(x)·U.

@@ -22,6 +22,14 @@ type EvaluatorConfig struct {
 	// beyond the budget are regenerated from their seeds on every use.
 	// Default: 1 GiB. A negative value disables the cache.
 	CacheBytes int64
+	// KeepBytes bounds the features EvalKeep keeps for Grad (rows × blocks
+	// × B float64s). Past it Grad regenerates each block's features, which
+	// costs as much as the evaluation again. Default: 512 MiB.
+	KeepBytes int64
+	// KeepBlocks is the number of blocks EvalKeep's buffer is sized for
+	// when it first grows (the learner's feature budget), so that it is
+	// allocated once rather than at every new block. Default: 0, as needed.
+	KeepBlocks int
 }
 
 // Evaluator evaluates functions expanded on random feature blocks,
@@ -47,6 +55,21 @@ type Evaluator struct {
 	k       int
 	partial []float64
 
+	// keep: the features of every block on the last EvalKeep batch,
+	// block-major (block j at keep[j·rows·B:]); nil when not kept.
+	keep       []float64
+	keepBuf    []float64
+	keepMax    int64
+	keepBlocks int
+	grad       bool      // the workers run gradChunk, not chunk
+	resid      []float64 // rows×k right-hand side of Grad
+	gradDst    []float64
+	gradK      int
+	gradScal   float64
+	gradMean   []float64
+	gradKPad   int
+	residT     []float64
+
 	x32buf  []float32
 	scratch []evalScratch
 	tasks   chan int
@@ -56,8 +79,8 @@ type Evaluator struct {
 }
 
 type evalScratch struct {
-	phi, z []float64
-	blk    Block
+	phi, z, pt []float64
+	blk        Block
 }
 
 // NewEvaluator returns an evaluator for m. m must be valid.
@@ -71,7 +94,10 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 1 << 30
 	}
-	e := &Evaluator{m: m, workers: cfg.Workers}
+	if cfg.KeepBytes == 0 {
+		cfg.KeepBytes = 512 << 20
+	}
+	e := &Evaluator{m: m, workers: cfg.Workers, keepMax: cfg.KeepBytes, keepBlocks: cfg.KeepBlocks}
 	if cfg.CacheBytes > 0 {
 		e.cacheBlocks = int(cfg.CacheBytes / int64(m.BlockBytes()))
 	}
@@ -110,7 +136,11 @@ func (e *Evaluator) Close() {
 func (e *Evaluator) work(s *evalScratch) {
 	defer e.done.Done()
 	for c := range e.tasks {
-		e.chunk(c, s)
+		if e.grad {
+			e.gradChunk(c, s)
+		} else {
+			e.chunk(c, s)
+		}
 		e.wg.Done()
 	}
 }
@@ -160,8 +190,10 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 	phi := s.phiBuf(rows * nb)
 	end := min((c+1)*ChunkBlocks, len(e.seeds))
 	for j := c * ChunkBlocks; j < end; j++ {
-		blk := e.block(j, e.seeds[j], s)
-		e.m.phiToWith(phi, s.z, e.x, e.x32, rows, blk)
+		if e.keep != nil {
+			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
+		}
+		e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s))
 		if e.m.BLAS {
 			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
 				blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
@@ -177,6 +209,13 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 // seeds[j] and coefficients A_j = coef[j·B·k : (j+1)·B·k] (B×k, row-major).
 // x is rows×Dim. Each row of h depends only on the same row of x.
 func (e *Evaluator) Eval(h, x []float64, rows int, seeds []uint64, coef []float64, k int) {
+	e.keep = nil
+	e.eval(h, x, rows, seeds, coef, k)
+	e.x, e.x32, e.seeds = nil, nil, nil
+}
+
+// eval is Eval, storing each block's features in e.keep when it is set.
+func (e *Evaluator) eval(h, x []float64, rows int, seeds []uint64, coef []float64, k int) {
 	nb := e.m.BlockSize
 	if len(h) < rows*k || len(x) < rows*e.m.Dim || len(coef) < len(seeds)*nb*k {
 		panic("features: Eval buffer too small")
@@ -194,24 +233,149 @@ func (e *Evaluator) Eval(h, x []float64, rows int, seeds []uint64, coef []float6
 	e.x, e.rows, e.seeds, e.coef, e.k = x, rows, seeds, coef, k
 	e.round(x, rows)
 	e.partial = e.partial[:nchunks*rows*k]
-	if e.tasks == nil || nchunks == 1 {
-		for c := 0; c < nchunks; c++ {
-			e.chunk(c, &e.scratch[0])
-		}
-	} else {
-		e.wg.Add(nchunks)
-		for c := 0; c < nchunks; c++ {
-			e.tasks <- c
-		}
-		e.wg.Wait()
-	}
+	e.run(nchunks, false)
 	for c := 0; c < nchunks; c++ {
 		part := e.partial[c*rows*k : (c+1)*rows*k]
 		for i, v := range part {
 			h[i] += v
 		}
 	}
-	e.x, e.x32, e.seeds, e.coef = nil, nil, nil, nil
+	e.coef = nil
+}
+
+// run computes chunks 0…n−1 (of Eval, or of Grad when grad is set) on the
+// workers, or on the caller's goroutine when there are none.
+func (e *Evaluator) run(n int, grad bool) {
+	e.grad = grad
+	if e.tasks == nil || n == 1 {
+		for c := 0; c < n; c++ {
+			if grad {
+				e.gradChunk(c, &e.scratch[0])
+			} else {
+				e.chunk(c, &e.scratch[0])
+			}
+		}
+		return
+	}
+	e.wg.Add(n)
+	for c := 0; c < n; c++ {
+		e.tasks <- c
+	}
+	e.wg.Wait()
+}
+
+// EvalKeep is Eval that also keeps every block's features on x for the
+// next Grad (within EvaluatorConfig.KeepBytes; past it Grad regenerates
+// them). x and seeds must not change until Release or the next
+// Eval. The sums, and so h, are the same bits as Eval's.
+func (e *Evaluator) EvalKeep(h, x []float64, rows int, seeds []uint64, coef []float64, k int) {
+	e.keep = nil
+	n := rows * len(seeds) * e.m.BlockSize
+	if int64(n)*8 <= e.keepMax {
+		if cap(e.keepBuf) < n {
+			size := n
+			if full := rows * e.keepBlocks * e.m.BlockSize; full > n && int64(full)*8 <= e.keepMax {
+				size = full
+			}
+			e.keepBuf = make([]float64, size)
+		}
+		e.keep = e.keepBuf[:n]
+	}
+	e.eval(h, x, rows, seeds, coef, k)
+	e.x, e.seeds = x, seeds // for Grad, kept or not
+}
+
+// Grad sets g_j = Φ_j(x)ᵀ·(s·r) (B×k, row-major, at g[j·B·k:]) for every
+// block j of the last EvalKeep, where r is rows×k: the gradient of
+// Σ_rows r·H with respect to every block's coefficients (paper Eq. 6 over
+// all blocks instead of the new one alone). Each element sums
+// Φ_j[row,f]·(s·r[row,q]) over the rows in order with every product
+// rounded, as AddMul does.
+//
+// mean, if not nil, receives the column means of those blocks' features
+// (block j's at mean[j·B:]): what a centring learner needs to move its
+// centre estimate with the functions.
+func (e *Evaluator) Grad(g, r []float64, k int, s float64, mean []float64) {
+	nb := e.m.BlockSize
+	if e.x == nil || len(g) < len(e.seeds)*nb*k || len(r) < e.rows*k {
+		panic("features: Grad without EvalKeep, or buffer too small")
+	}
+	if mean != nil && len(mean) < len(e.seeds)*nb {
+		panic("features: Grad mean buffer too small")
+	}
+	e.resid, e.gradDst, e.gradK, e.gradScal, e.gradMean = r[:e.rows*k], g, k, s, mean
+	// residT = (s·r)ᵀ, k rows padded with zeros to a multiple of four.
+	e.gradKPad = (k + 3) &^ 3
+	if need := e.gradKPad * e.rows; cap(e.residT) < need {
+		e.residT = make([]float64, need)
+	}
+	e.residT = e.residT[:e.gradKPad*e.rows]
+	clear(e.residT[k*e.rows:])
+	for i := 0; i < e.rows; i++ {
+		for q, v := range r[i*k : i*k+k] {
+			e.residT[q*e.rows+i] = float64(v * s)
+		}
+	}
+	if e.keep == nil {
+		e.round(e.x, e.rows)
+	}
+	e.run((len(e.seeds)+ChunkBlocks-1)/ChunkBlocks, true)
+	e.resid, e.gradDst, e.gradMean = nil, nil, nil
+}
+
+// Release drops the batch and features kept by EvalKeep.
+func (e *Evaluator) Release() {
+	e.x, e.x32, e.seeds, e.keep = nil, nil, nil, nil
+}
+
+// gradChunk computes the gradient blocks of chunk c: Φ_j is transposed
+// (B×rows) so that AddMul's kernels compute Φ_jᵀ·r.
+func (e *Evaluator) gradChunk(c int, s *evalScratch) {
+	rows, k, nb := e.rows, e.gradK, e.m.BlockSize
+	phi := s.phiBuf(rows * nb)
+	if cap(s.pt) < e.gradKPad*nb {
+		s.pt = make([]float64, e.gradKPad*nb)
+	}
+	pt := s.pt[:e.gradKPad*nb]
+	end := min((c+1)*ChunkBlocks, len(e.seeds))
+	for j := c * ChunkBlocks; j < end; j++ {
+		if e.keep != nil {
+			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
+		} else {
+			e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s))
+		}
+		if e.gradMean != nil {
+			mean := e.gradMean[j*nb : (j+1)*nb]
+			clear(mean)
+			for r := 0; r < rows; r++ {
+				for f, v := range phi[r*nb : (r+1)*nb] {
+					mean[f] += v
+				}
+			}
+			for f := range mean {
+				mean[f] /= float64(rows)
+			}
+		}
+		g := e.gradDst[j*nb*k : (j+1)*nb*k]
+		clear(g)
+		if e.m.BLAS {
+			blas64.Gemm(blas.Trans, blas.NoTrans, e.gradScal,
+				blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
+				blas64.General{Rows: rows, Cols: k, Data: e.resid, Stride: k},
+				0, blas64.General{Rows: nb, Cols: k, Data: g, Stride: k})
+			continue
+		}
+		// gᵀ = (s·r)ᵀ·Φ_j: AddMul's kernels stream over the rows of Φ_j as
+		// stored, four (padded) components at a time.
+		gt := pt[:e.gradKPad*nb]
+		clear(gt)
+		AddMul(gt, e.residT, phi, e.gradKPad, rows, nb)
+		for q := 0; q < k; q++ {
+			for f, v := range gt[q*nb : q*nb+nb] {
+				g[f*k+q] = v
+			}
+		}
+	}
 }
 
 // round sets e.x32 to x rounded to float32 for a Float32 map (nil

@@ -1,0 +1,146 @@
+package online
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+// Solver names the update rule of the one-view learners.
+type Solver string
+
+// Solvers.
+const (
+	// SolverSubspace is the default: stochastic orthogonal (block power)
+	// iteration over all feature blocks, orthonormalised every step. See
+	// subspace.
+	SolverSubspace Solver = "subspace"
+	// SolverOja is the paper's rule (Alg. 1–2 in mini-batch form): the
+	// new block alone receives the gradient and the old ones are shrunk,
+	// α ← α(I − ηM). Its step must keep η·λ_max ≤ 1, so a component with a
+	// small eigenvalue moves at η·λ_i and small eigengaps converge slowly.
+	SolverOja Solver = "oja"
+)
+
+// Subspace-solver step defaults: η_t = θ₀/(1+θ₁t)/(n·λ̂_k).
+const (
+	DefaultSubspaceTheta0 = 1.0
+	DefaultSubspaceTheta1 = 0.05
+)
+
+// subspace is the state of the subspace solver (Config.Solver
+// SolverSubspace).
+//
+// # The step
+//
+// With A the coefficients of all n blocks (n·B × k), H = Φ(X)·A on the
+// batch and H̃ its centred version (when centring):
+//
+//	A ← A + η·Φ(X)ᵀ·H̃/b          every block; a new one is appended at 0
+//	A ← A·L⁻ᵀ/√n,  AᵀA = L·Lᵀ      orthonormalise (CholeskyQR)
+//
+// The first line is the paper's functional gradient (Eq. 6, the term
+// k(x,·)·f(x) of Alg. 1) applied through every block's random features
+// instead of the new block's only. It costs one more product of the
+// features with H: EvalKeep keeps the features it computed for H. The
+// second replaces the paper's shrinking term −η·f·M, which is its
+// first-order form: with it η is no longer bound by 1/λ_max, and
+// η = θ_t/(n·λ̂_k) moves the k-th component at rate θ_t whatever λ_1/λ_k
+// is (stochastic power method; Oja 1982 for the orthonormalised form,
+// Hardt & Price 2014 for its noise analysis). The decay θ_t = θ₀/(1+θ₁t)
+// averages the batch noise as the Oja rule's schedule does. Each block's
+// features approximate the kernel on their own, so the gradient through n
+// blocks is n·K·f: hence the n. AᵀA = I/n makes the functions unit-norm
+// in the RKHS of the averaged kernel (1/n)·Σ_j Φ_jΦ_jᵀ, so M = H̃ᵀH̃/b
+// estimates the operator's eigenvalues, as under the Oja rule.
+//
+// CholeskyQR mixes each column only with those before it, so the first
+// column converges to the top eigenfunction, the first two span the top
+// two, and so on (orthogonal iteration): the functions come out ordered,
+// as GHA's do.
+type subspace struct {
+	k        int
+	grad     []float64 // gradient of the existing blocks, like alpha
+	mean     []float64 // batch column means of the existing blocks' features (centring)
+	newMean  []float64 // the same for the new block
+	gram, tm []float64 // k×k: AᵀA then L; L⁻ᵀ/√n
+	eig      []float64 // eigenvalue estimates: running average of diag M
+	v        []float64 // k scratch
+}
+
+func newSubspace(k, maxRows, nb int, center bool) *subspace {
+	s := &subspace{k: k, gram: make([]float64, k*k), tm: make([]float64, k*k), eig: make([]float64, k), v: make([]float64, k),
+		grad: make([]float64, 0, maxRows*k)}
+	if center {
+		s.mean = make([]float64, 0, maxRows)
+		s.newMean = make([]float64, nb)
+	}
+	return s
+}
+
+// orthonormalise sets alpha (rows×k) to alpha·T, T = L⁻ᵀ/√n with
+// AᵀA = L·Lᵀ, so that TᵀAᵀAT = I/n, and leaves T in tm. It reports false
+// (alpha unchanged) if AᵀA is not positive definite: a column collapsed.
+func (s *subspace) orthonormalise(alpha []float64, nblocks int) bool {
+	k := s.k
+	// gram = AᵀA, lower triangle, summed over the rows in order.
+	clear(s.gram)
+	for i := 0; i+k <= len(alpha); i += k {
+		row := alpha[i : i+k]
+		for a, va := range row {
+			g := s.gram[a*k : a*k+a+1]
+			for b := range g {
+				g[b] += float64(va * row[b])
+			}
+		}
+	}
+	if _, ok := lapack64.Potrf(blas64.Symmetric{N: k, Stride: k, Data: s.gram, Uplo: blas.Lower}); !ok {
+		return false
+	}
+	if !lapack64.Trtri(blas64.Triangular{N: k, Stride: k, Data: s.gram, Uplo: blas.Lower, Diag: blas.NonUnit}) {
+		return false
+	}
+	sc := 1 / math.Sqrt(float64(nblocks))
+	clear(s.tm)
+	for i := 0; i < k; i++ { // tm = (L⁻¹)ᵀ·sc, upper triangular
+		for j := 0; j <= i; j++ {
+			s.tm[j*k+i] = s.gram[i*k+j] * sc
+		}
+	}
+	// alpha ← alpha·T in place: column q of a row needs its columns ≤ q,
+	// so go from the last column to the first.
+	for i := 0; i+k <= len(alpha); i += k {
+		row := alpha[i : i+k]
+		for q := k - 1; q >= 0; q-- {
+			var acc float64
+			for r := 0; r <= q; r++ {
+				acc += float64(row[r] * s.tm[r*k+q])
+			}
+			row[q] = acc
+		}
+	}
+	return true
+}
+
+// addMeanTimes adds meanᵀ·g (g is len(mean)×k) to c.
+func addMeanTimes(c, mean, g []float64, k int) {
+	for i, mu := range mean {
+		for q, v := range g[i*k : i*k+k] {
+			c[q] += mu * v
+		}
+	}
+}
+
+// rowTimesTm sets the row vector c (k) to c·T.
+func (s *subspace) rowTimesTm(c []float64) {
+	k := s.k
+	clear(s.v)
+	for r, x := range c {
+		for q := 0; q < k; q++ {
+			s.v[q] += x * s.tm[r*k+q]
+		}
+	}
+	copy(c, s.v)
+}
