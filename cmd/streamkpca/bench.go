@@ -43,6 +43,7 @@ type HermiteResult struct {
 	Batch           int          `json:"batch"`
 	Block           int          `json:"block"`
 	MaxFeatures     int          `json:"max_features"`
+	Solver          string       `json:"solver"`
 	Theta0          float64      `json:"theta0"`
 	Theta1          float64      `json:"theta1"`
 	Points          int          `json:"points"`
@@ -82,8 +83,9 @@ func benchHermite(ctx context.Context, args []string) error {
 	batch := fs.Int("batch", 512, "mini-batch b")
 	block := fs.Int("block", 128, "block B")
 	maxF := fs.Int("max-features", 65536, "feature budget")
-	theta0 := fs.Float64("theta0", online.DefaultTheta0, "θ₀")
-	theta1 := fs.Float64("theta1", online.DefaultTheta1, "θ₁")
+	solver := fs.String("solver", "", "subspace or oja (default: the learner's)")
+	theta0 := fs.Float64("theta0", 0, "θ₀ (0: the solver's default)")
+	theta1 := fs.Float64("theta1", 0, "θ₁ (0: the solver's default)")
 	seed := fs.Uint64("seed", 1, "seed")
 	asJSON := fs.Bool("json", true, "print JSON (the only output format)")
 	if err := fs.Parse(args); err != nil {
@@ -105,14 +107,15 @@ func benchHermite(ctx context.Context, args []string) error {
 	l, err := online.New(online.Config{
 		Model: "hermite", Algorithm: online.Algorithm(*algo), K: *k,
 		Kernel:    features.Kernel{Family: features.Gaussian, Bandwidth: h.L},
-		BlockSize: *block, MaxFeatures: *maxF, Theta0: *theta0, Theta1: *theta1, Seed: *seed,
+		BlockSize: *block, MaxFeatures: *maxF, Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Seed: *seed,
 	})
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	res := HermiteResult{Bench: "hermite", Dims: d, K: *k, Algorithm: *algo, Batch: *batch, Block: *block,
-		MaxFeatures: *maxF, Theta0: *theta0, Theta1: *theta1}
+	lc := l.Config()
+	res := HermiteResult{Bench: "hermite", Dims: d, K: *k, Algorithm: *algo, Solver: string(lc.Solver), Batch: *batch, Block: *block,
+		MaxFeatures: *maxF, Theta0: lc.Theta0, Theta1: lc.Theta1}
 	x := make([]float64, *batch*d)
 	out := make([]float64, held**k)
 	pr := newProgress()
