@@ -5,7 +5,19 @@
 // the old ones. A model is a list of block seeds plus coefficients; it stores
 // no data.
 //
-// # The mini-batch update (paper Eq. 9, Alg. 1–2)
+// # Two update rules for KPCA and GHA
+//
+// Config.Solver picks one. The default, SolverSubspace, applies the
+// gradient term below through every block (not only the new one) and
+// orthonormalises all coefficients instead of shrinking them: stochastic
+// orthogonal iteration, whose step is not bound by η·λ_max ≤ 1 and so
+// needs no tuning when the eigengaps below a dominant component are small
+// (see the subspace type for the equations). SolverOja is the paper's rule,
+// described in the rest of this comment. Both share the initialisation,
+// the median trick, centring's conventions, the divergence guard and the
+// invariants at the end.
+//
+// # The paper's mini-batch update (Eq. 9, Alg. 1–2; SolverOja)
 //
 // For a batch X (b×d), existing blocks j with features Φ_j(X) (b×B) and
 // coefficients α_j (B×k):
@@ -21,7 +33,7 @@
 // reached, no block is appended: block (t mod blocks) receives the α_new term
 // instead (paper Sec. 6.1, "revisit").
 //
-// # Step size
+// # Step size (SolverOja; the subspace solver's is η_t = θ₀/(1+θ₁t)/(n·λ̂_k))
 //
 // η_t = min(θ₀/(1 + θ₁·t), 1)·g/λ̂, paper Sec. 6.1's schedule made unitless:
 // λ̂ is a running estimate of the top eigenvalue of the covariance operator

@@ -328,8 +328,9 @@ func (e *Evaluator) Release() {
 	e.x, e.x32, e.seeds, e.keep = nil, nil, nil, nil
 }
 
-// gradChunk computes the gradient blocks of chunk c: Φ_j is transposed
-// (B×rows) so that AddMul's kernels compute Φ_jᵀ·r.
+// gradChunk computes the gradient blocks of chunk c from the kept (or
+// regenerated) features: gᵀ = (s·r)ᵀ·Φ_j by AddMul, then transposed (k×B,
+// small) into g; the BLAS mode calls the BLAS with Φ_j transposed.
 func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 	rows, k, nb := e.rows, e.gradK, e.m.BlockSize
 	phi := s.phiBuf(rows * nb)
