@@ -123,11 +123,11 @@ func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, erro
 	if err != nil {
 		return x[:n0], y[:m0], err
 	}
-	if err := checkDim(&d.Dim, len(x)-n0, "x"); err != nil {
+	if err := checkDim(d.Dim, len(x)-n0, "x"); err != nil {
 		return x[:n0], y[:m0], err
 	}
 	if len(y) > m0 {
-		if err := checkDim(&d.DimY, len(y)-m0, "y"); err != nil {
+		if err := checkDim(d.DimY, len(y)-m0, "y"); err != nil {
 			return x[:n0], y[:m0], err
 		}
 	}
@@ -141,19 +141,23 @@ func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, erro
 			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v in y", v)
 		}
 	}
+	// Only a message that passed every check fixes an unset dimension.
+	if d.Dim == 0 {
+		d.Dim = len(x) - n0
+	}
+	if d.DimY == 0 && len(y) > m0 {
+		d.DimY = len(y) - m0
+	}
 	return x, y, nil
 }
 
-func checkDim(dim *int, n int, what string) error {
+// checkDim checks n values against the dimension dim (0: not fixed yet).
+func checkDim(dim, n int, what string) error {
 	if n == 0 {
 		return bad(ReasonDimension, "%s has no values", what)
 	}
-	if *dim == 0 {
-		*dim = n
-		return nil
-	}
-	if n != *dim {
-		return bad(ReasonDimension, "%s has %d values, want %d", what, n, *dim)
+	if dim != 0 && n != dim {
+		return bad(ReasonDimension, "%s has %d values, want %d", what, n, dim)
 	}
 	return nil
 }

@@ -117,3 +117,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestPoisonFirstMessageDoesNotFixDimension: with the dimension unset, a
+// first message that fails validation (a NaN among five values) is
+// refused without fixing the dimension, so the valid 1-D messages after
+// it are accepted (issue: one bad first message stopped learning for good).
+func TestPoisonFirstMessageDoesNotFixDimension(t *testing.T) {
+	for _, tc := range []struct {
+		format Format
+		poison string
+		good   string
+	}{
+		{FormatCSV, "NaN,1,2,3,4", "7"},
+		{FormatJSON, "[1, 2, 1e999]", "[7]"},
+		{FormatJSON, `{"x": [1, 2], "y": [NaN]}`, `{"x": [7], "y": [8]}`},
+	} {
+		d := &Decoder{Format: tc.format}
+		if _, _, err := d.Decode(nil, nil, []byte(tc.poison)); err == nil {
+			t.Fatalf("%s %q accepted", tc.format, tc.poison)
+		}
+		if d.Dim != 0 || d.DimY != 0 {
+			t.Errorf("%s %q fixed the dimensions to %d, %d", tc.format, tc.poison, d.Dim, d.DimY)
+		}
+		x, _, err := d.Decode(nil, nil, []byte(tc.good))
+		if err != nil || len(x) != 1 || x[0] != 7 {
+			t.Errorf("%s: the valid message %q after the poison one: %v, %v", tc.format, tc.good, x, err)
+		}
+	}
+}
