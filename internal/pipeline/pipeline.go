@@ -413,12 +413,15 @@ func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
 	p.mu.Unlock()
 	var err error
 	n0, m0 := len(l.batch), len(l.batchY)
+	dim0, dimY0 := p.dec.Dim, p.dec.DimY
 	l.batch, l.batchY, err = p.dec.Decode(l.batch, l.batchY, m.Value)
 	if err == nil {
 		err = l.validate(n0, m0)
 	}
 	if err != nil {
 		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
+		// A refused message must not fix the dimension for the rest.
+		p.dec.Dim, p.dec.DimY = dim0, dimY0
 	}
 	if err != nil {
 		reason := ingest.Reason(err)
