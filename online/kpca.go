@@ -220,10 +220,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	k := l.cfg.K
 	l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
 	if !l.formM(rows) {
-		l.samples += uint64(rows)
-		l.rejected++
-		l.backoff *= 0.5
-		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
+		return l.reject(rows)
 	}
 	l.updateRunning()
 	eta := l.StepSize()
@@ -259,6 +256,14 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	l.t++
 	l.samples += uint64(rows)
 	return nil
+}
+
+// reject counts a batch the divergence guard refused and halves the step.
+func (l *KPCA) reject(rows int) error {
+	l.samples += uint64(rows)
+	l.rejected++
+	l.backoff *= 0.5
+	return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
 }
 
 // nextBlock returns the block that receives the new-block term: a new one
@@ -299,10 +304,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.alpha, k)
 	if !l.formM(rows) {
 		l.ev.Release()
-		l.samples += uint64(rows)
-		l.rejected++
-		l.backoff *= 0.5
-		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
+		return l.reject(rows)
 	}
 	// Eigenvalue and centre estimates from this batch, which the current
 	// functions were not fitted to.
