@@ -119,7 +119,9 @@ type Learner struct {
 	// Linger: a partial batch is learned after waiting this long for more
 	// data. Default: 2s.
 	Linger time.Duration `yaml:"linger"`
-	// Block is the features per block B. Default: 128.
+	// Block is the features per block B. Default: 512 for kpca/gha with the
+	// subspace solver (features must join while the step is still large to
+	// be learned), 128 otherwise (the paper's).
 	Block int `yaml:"block"`
 	// MaxFeatures is the feature budget. Default: 32768.
 	MaxFeatures int `yaml:"max_features"`
@@ -264,13 +266,16 @@ func (c *Config) SetDefaults() {
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
+	if c.Learner.Solver == "" {
+		c.Learner.Solver = "subspace"
+	}
+	if c.Learner.Solver == "subspace" && (c.Learner.Algorithm == "kpca" || c.Learner.Algorithm == "gha") {
+		defI(&c.Learner.Block, 512)
+	}
 	defI(&c.Learner.Block, 128)
 	defI(&c.Learner.MaxFeatures, 32768)
 	if c.Learner.Seed == 0 {
 		c.Learner.Seed = 1
-	}
-	if c.Learner.Solver == "" {
-		c.Learner.Solver = "subspace"
 	}
 	if c.Learner.Precision == "" {
 		c.Learner.Precision = "float64"

@@ -49,7 +49,7 @@ type Config struct {
 	// the median trick on the first batch (Bandwidth 0).
 	Kernel features.Kernel
 	// BlockSize is B, the features drawn per batch. Must be ≥ K.
-	// Default: 128.
+	// Default: 512 for kpca/gha with the subspace solver, 128 otherwise.
 	BlockSize int
 	// MaxFeatures caps the features; past it blocks are revisited in turn.
 	// Rounded down to a multiple of BlockSize. Default: 32768.
@@ -135,14 +135,17 @@ func (c *Config) setDefaults() {
 	if c.Kernel.Family == "" {
 		c.Kernel.Family = features.Gaussian
 	}
+	if c.Solver == "" {
+		c.Solver = SolverSubspace
+	}
 	if c.BlockSize == 0 {
 		c.BlockSize = DefaultBlockSize
+		if c.Solver == SolverSubspace && !c.Algorithm.TwoView() && c.Algorithm != "" {
+			c.BlockSize = DefaultSubspaceBlockSize
+		}
 	}
 	if c.MaxFeatures == 0 {
 		c.MaxFeatures = DefaultMaxFeatures
-	}
-	if c.Solver == "" {
-		c.Solver = SolverSubspace
 	}
 	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() {
 		if c.Theta0 == 0 {

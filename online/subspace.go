@@ -24,10 +24,16 @@ const (
 	SolverOja Solver = "oja"
 )
 
-// Subspace-solver step defaults: η_t = θ₀/(1+θ₁t)/(n·λ̂_k).
+// Subspace-solver defaults: η_t = θ₀/(1+θ₁t)/(n·λ̂_k), and blocks of 512
+// features. A block is learned by the steps after it joins, so features
+// must join while the step is still large: with 128 features a step, the
+// 32,768 of the default budget join until step 256, when θ_t is down to
+// 0.07, and the last half barely moves (MNIST, k = 10: 1.1e-2 held-out
+// subspace error with 128, 5.5e-3 with 512, the budget reached by step 64).
 const (
-	DefaultSubspaceTheta0 = 1.0
-	DefaultSubspaceTheta1 = 0.05
+	DefaultSubspaceTheta0    = 1.0
+	DefaultSubspaceTheta1    = 0.05
+	DefaultSubspaceBlockSize = 512
 )
 
 // subspace is the state of the subspace solver (Config.Solver

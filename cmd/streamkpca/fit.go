@@ -142,7 +142,7 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&lf.lambda, "lambda", 0, "recsemigroup λ")
 	fs.StringVar(&lf.bandwidth, "bandwidth", "auto", "kernel bandwidth, or auto for the median trick on the first batch")
 	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
-	fs.IntVar(&lf.block, "block", online.DefaultBlockSize, "random features per block B")
+	fs.IntVar(&lf.block, "block", 0, "random features per block B (0 = 512 for kpca/gha with the subspace solver, 128 otherwise)")
 	fs.IntVar(&lf.maxF, "max-features", online.DefaultMaxFeatures, "feature budget; past it blocks are revisited")
 	fs.StringVar(&lf.solver, "solver", "subspace", "kpca/gha update rule: subspace (needs no tuning) or oja (the paper's rule)")
 	fs.Float64Var(&lf.theta0, "theta0", 0, "unitless initial step (0 = the default: 1 for the subspace solver, 0.5 for oja, 1 for two-view)")
