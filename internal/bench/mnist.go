@@ -180,10 +180,7 @@ func RunMNIST(ctx context.Context, set mnist.Set, cfg MNISTConfig) (MNISTResult,
 	res.Methods = append(res.Methods, row)
 
 	// One pass of the training images through each fixed-size baseline.
-	type fitted interface {
-		baseline.Method
-	}
-	run := func(name string, size int, sizeOf string, m fitted) error {
+	run := func(name string, size int, sizeOf string, m baseline.Method) error {
 		t0 := time.Now()
 		for s := 0; s < cfg.Train; s += cfg.Batch {
 			n := min(cfg.Batch, cfg.Train-s)
