@@ -48,8 +48,16 @@ type Kafka struct {
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// QueueSize bounds fetched-but-unlearned messages. Default: 4096.
-	QueueSize int `yaml:"queue_size"`
+	// MaxAbs dead-letters a message holding a value whose magnitude
+	// exceeds it (reason out_of_range): one huge finite value overflows
+	// unbounded kernels and would spoil its whole batch. Default: 1e12.
+	MaxAbs float64 `yaml:"max_abs"`
+	// QueueSize and QueueBytes bound fetched-but-unlearned messages, in
+	// count and in bytes of values; the lag metric counts them. Fetched
+	// messages hold at most queue_bytes plus, per assigned partition, one
+	// fetch of max_message_bytes and 16 messages. Defaults: 4096, 64 MiB.
+	QueueSize  int   `yaml:"queue_size"`
+	QueueBytes int64 `yaml:"queue_bytes"`
 	// SessionTimeout: a crashed instance holds its partitions this long
 	// before the group reassigns them. Default: 10s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
@@ -251,6 +259,12 @@ func (c *Config) SetDefaults() {
 	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
 	defI(&c.Kafka.MaxMessageBytes, 1<<20)
 	defI(&c.Kafka.QueueSize, 4096)
+	if c.Kafka.QueueBytes == 0 {
+		c.Kafka.QueueBytes = 64 << 20
+	}
+	if c.Kafka.MaxAbs == 0 {
+		c.Kafka.MaxAbs = 1e12
+	}
 	if c.Kafka.SessionTimeout == 0 {
 		c.Kafka.SessionTimeout = 10 * time.Second
 	}
@@ -340,6 +354,21 @@ func (c *Config) Validate() error {
 	if c.Kafka.MaxMessageBytes < 8 {
 		bad("kafka.max_message_bytes", "%d: must be ≥ 8", c.Kafka.MaxMessageBytes)
 	}
+	if c.Kafka.QueueSize < 1 {
+		bad("kafka.queue_size", "%d: must be ≥ 1", c.Kafka.QueueSize)
+	}
+	if c.Kafka.QueueBytes < 1 {
+		bad("kafka.queue_bytes", "%d: must be ≥ 1", c.Kafka.QueueBytes)
+	}
+	if !(c.Kafka.MaxAbs > 0) {
+		bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
+	}
+	switch c.Learner.Algorithm {
+	case "ksvd", "kcca", "ksir":
+		if c.Kafka.Format != "json" {
+			bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", c.Kafka.Format, c.Learner.Algorithm)
+		}
+	}
 	switch c.Kafka.SASL.Mechanism {
 	case "", "plain", "scram-sha-256", "scram-sha-512":
 	default:
@@ -385,11 +414,34 @@ func (c *Config) Validate() error {
 	if c.Learner.Theta0 < 0 || c.Learner.Theta1 < 0 {
 		bad("learner.theta0/theta1", "%v/%v: must be ≥ 0 (0 = the algorithm's default)", c.Learner.Theta0, c.Learner.Theta1)
 	}
-	if c.Snapshot.Keep < 1 {
-		bad("snapshot.keep", "%d: must be ≥ 1", c.Snapshot.Keep)
+	// Upper bounds: a value past them cannot be what the user meant and
+	// would exhaust memory at the first batch instead of failing here.
+	const maxBatch, maxDim, maxFeatures = 1 << 20, 1 << 20, 1 << 24
+	if c.Learner.Batch > maxBatch {
+		bad("learner.batch", "%d: must be ≤ %d", c.Learner.Batch, maxBatch)
 	}
-	if c.Snapshot.EveryBatches < 1 {
-		bad("snapshot.every_batches", "%d: must be ≥ 1", c.Snapshot.EveryBatches)
+	if c.Kafka.Dim > maxDim {
+		bad("kafka.dim", "%d: must be ≤ %d", c.Kafka.Dim, maxDim)
+	}
+	if c.Learner.MaxFeatures > maxFeatures {
+		bad("learner.max_features", "%d: must be ≤ %d", c.Learner.MaxFeatures, maxFeatures)
+	}
+	for _, r := range []struct {
+		field string
+		v, min int64
+	}{
+		{"learner.workers", int64(c.Learner.Workers), 0}, // 0 = one per CPU
+		{"learner.cache_bytes", c.Learner.CacheBytes, 0},
+		{"learner.linger", int64(c.Learner.Linger), 1},
+		{"nats.keep", int64(c.NATS.Keep), 1},
+		{"http.max_vectors", int64(c.HTTP.MaxVectors), 1},
+		{"http.max_body_bytes", c.HTTP.MaxBodyBytes, 1},
+		{"snapshot.keep", int64(c.Snapshot.Keep), 1},
+		{"snapshot.every_batches", int64(c.Snapshot.EveryBatches), 1},
+	} {
+		if r.v < r.min {
+			bad(r.field, "%d: must be ≥ %d", r.v, r.min)
+		}
 	}
 	if c.Snapshot.Every < 0 {
 		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)

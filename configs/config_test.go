@@ -85,3 +85,51 @@ func TestSecretFromFile(t *testing.T) {
 		t.Errorf("inline secret not preferred: %q", s)
 	}
 }
+
+// Defect: a two-view algorithm with a non-JSON format started and then hung
+// at shutdown; bad queue bounds were accepted. Validate names each field.
+func TestValidateRejectsUnrunnableCombinations(t *testing.T) {
+	for _, tc := range []struct {
+		set   []string
+		field string
+	}{
+		{[]string{"learner.algorithm=kcca", "kafka.format=csv"}, "kafka.format"},
+		{[]string{"learner.algorithm=ksir", "kafka.format=f32le"}, "kafka.format"},
+		{[]string{"kafka.queue_size=-1"}, "kafka.queue_size"},
+		{[]string{"kafka.queue_bytes=-5"}, "kafka.queue_bytes"},
+		{[]string{"kafka.max_abs=-1"}, "kafka.max_abs"},
+		{[]string{"learner.batch=100000000000"}, "learner.batch"},
+		{[]string{"kafka.dim=1000000000"}, "kafka.dim"},
+		{[]string{"learner.workers=-2"}, "learner.workers"},
+		{[]string{"learner.cache_bytes=-1"}, "learner.cache_bytes"},
+		{[]string{"learner.linger=-1s"}, "learner.linger"},
+		{[]string{"nats.keep=-1"}, "nats.keep"},
+		{[]string{"http.max_vectors=-1"}, "http.max_vectors"},
+	} {
+		_, err := Load("", nil, tc.set...)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%v: %v, want an error naming %s", tc.set, err, tc.field)
+		}
+	}
+}
+
+// FuzzLoad: any YAML file and any --set value either loads into a valid
+// configuration or fails with an error; it never panics.
+func FuzzLoad(f *testing.F) {
+	f.Add("learner:\n  k: 5\n", "kafka.dim=3")
+	f.Add("kafka:\n  brokers: [a:1]\n  queue_bytes: -1\n", "learner.batch=1e11")
+	f.Add("http: {addr: off}\nnats: {keep: 0}\n", "learner.linger=1h")
+	f.Add("learner: [1, 2]\n", "=")
+	f.Fuzz(func(t *testing.T, yaml, set string) {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(p, nil, set)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Load accepted a configuration Validate refuses: %v", verr)
+			}
+		}
+	})
+}

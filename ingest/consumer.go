@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -33,10 +32,15 @@ type ConsumerConfig struct {
 	// Start is where a partition the model has never seen starts:
 	// earliest or latest. Default: earliest.
 	Start string
-	// QueueSize bounds the messages fetched but not yet taken by the
-	// learner (backpressure: fetching pauses when it is full).
-	// Default: 4096.
-	QueueSize int
+	// QueueSize and QueueBytes bound the messages fetched but not yet
+	// taken by the learner, in count and in bytes of their values
+	// (backpressure: fetching pauses when either is reached; a message
+	// larger than QueueBytes alone still passes, on its own). Resident
+	// memory for fetched messages stays below QueueBytes plus, per
+	// assigned partition, the reader's buffer of readerQueue messages
+	// and one fetch of MaxMessageBytes. Defaults: 4096 and 64 MiB.
+	QueueSize  int
+	QueueBytes int64
 	// MaxMessageBytes is the largest fetch per partition. Default: 10 MiB.
 	MaxMessageBytes int
 	// SessionTimeout and RebalanceTimeout of the group membership. A member
@@ -119,7 +123,7 @@ type Consumer struct {
 	log    zerolog.Logger
 	dialer *kafka.Dialer
 	cg     *kafka.ConsumerGroup
-	out    chan Message
+	queue  *byteQueue
 
 	mu  sync.Mutex
 	gen *kafka.Generation
@@ -136,6 +140,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 4096
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 10 << 20
@@ -163,16 +170,28 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		StartOffset: start, HeartbeatInterval: min(time.Second, cfg.SessionTimeout/4), SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: min(time.Second, cfg.SessionTimeout/4),
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf("kafka group: "+f, a...) }),
+		// kafka-go retries on its own and reports each attempt; Run says
+		// once per backoff what is unreachable, so these are details.
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Debug().Msgf("kafka group: "+f, a...) }),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: join consumer group %q: %w", cfg.GroupID, err)
 	}
-	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, out: make(chan Message, cfg.QueueSize), lag: map[int]int64{}}, nil
+	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, queue: newByteQueue(cfg.QueueSize, cfg.QueueBytes), lag: map[int]int64{}}, nil
 }
 
+// DefaultQueueBytes bounds the bytes of fetched messages waiting for the
+// learner.
+const DefaultQueueBytes = 64 << 20
+
+// readerQueue is the per-partition reader's own buffer, in messages.
+const readerQueue = 16
+
+// maxBackoff caps the wait between attempts to join the group.
+const maxBackoff = 30 * time.Second
+
 // Messages is the channel the learner reads.
-func (c *Consumer) Messages() <-chan Message { return c.out }
+func (c *Consumer) Messages() <-chan Message { return c.queue.out }
 
 // Lag returns the sum over partitions of the last known consumer lag.
 func (c *Consumer) Lag() int64 {
@@ -182,13 +201,15 @@ func (c *Consumer) Lag() int64 {
 	for _, l := range c.lag {
 		s += l
 	}
-	return s
+	return s + c.queue.len()
 }
 
 // Run fetches until ctx is done, following rebalances: for every
 // generation it reads each assigned partition from next(topic, partition)
 // or, for a partition the model has not seen, from the start position.
 func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
+	go c.queue.forward(ctx)
+	backoff := time.Second
 	for {
 		gen, err := c.cg.Next(ctx)
 		if err != nil {
@@ -198,14 +219,17 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 			if errors.Is(err, kafka.ErrGroupClosed) {
 				return err
 			}
-			c.log.Warn().Err(err).Msg("kafka: waiting for a group generation; retrying")
+			c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Dur("retry_in", backoff).
+				Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(time.Second):
+			case <-time.After(backoff):
 			}
+			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
+		backoff = time.Second
 		c.mu.Lock()
 		c.gen = gen
 		c.mu.Unlock()
@@ -237,9 +261,10 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 func (c *Consumer) readPartition(ctx context.Context, partition int, start int64) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.cfg.Brokers, Topic: c.cfg.Topic, Partition: partition, Dialer: c.dialer,
-		MinBytes: 1, MaxBytes: c.cfg.MaxMessageBytes, MaxWait: 250 * time.Millisecond,
+		MinBytes: 1, MaxBytes: c.cfg.MaxMessageBytes, MaxWait: 250 * time.Millisecond, QueueCapacity: readerQueue,
 		ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: 2 * time.Second,
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { c.log.Warn().Msgf("kafka reader: "+f, a...) }),
+		// Routine read timeouts and retries: details, not warnings.
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { c.log.Debug().Msgf("kafka reader: "+f, a...) }),
 	})
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
@@ -263,9 +288,7 @@ func (c *Consumer) readPartition(ctx context.Context, partition int, start int64
 		c.mu.Lock()
 		c.lag[partition] = r.Lag()
 		c.mu.Unlock()
-		select {
-		case c.out <- m:
-		case <-ctx.Done():
+		if c.queue.put(ctx, m) != nil {
 			return
 		}
 	}
@@ -286,45 +309,3 @@ func (c *Consumer) Commit(offsets map[string]map[int]int64) error {
 
 // Close leaves the group.
 func (c *Consumer) Close() error { return c.cg.Close() }
-
-// DeadLetter writes refused messages to a topic with their reason.
-type DeadLetter struct {
-	w  *kafka.Writer
-	tr *kafka.Transport
-}
-
-// NewDeadLetter returns a writer to topic.
-func NewDeadLetter(cfg ConsumerConfig, topic string) (*DeadLetter, error) {
-	tr, err := cfg.Transport()
-	if err != nil {
-		return nil, err
-	}
-	return &DeadLetter{tr: tr, w: &kafka.Writer{
-		Addr: kafka.TCP(cfg.Brokers...), Topic: topic, Transport: tr,
-		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true,
-		BatchTimeout: 10 * time.Millisecond, MaxAttempts: 10,
-	}}, nil
-}
-
-// Send writes the original bytes with headers reason, error, source-topic,
-// source-partition and source-offset.
-func (d *DeadLetter) Send(ctx context.Context, m Message, reason string, cause error) error {
-	h := []kafka.Header{
-		{Key: "reason", Value: []byte(reason)},
-		{Key: "error", Value: []byte(cause.Error())},
-		{Key: "source-topic", Value: []byte(m.Topic)},
-		{Key: "source-partition", Value: []byte(strconv.Itoa(m.Partition))},
-		{Key: "source-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
-	}
-	if err := d.w.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: m.Value, Headers: h}); err != nil {
-		return fmt.Errorf("ingest: dead-letter write: %w", err)
-	}
-	return nil
-}
-
-// Close flushes and closes the writer and its connections.
-func (d *DeadLetter) Close() error {
-	err := d.w.Close()
-	d.tr.CloseIdleConnections()
-	return err
-}

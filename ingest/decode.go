@@ -25,12 +25,13 @@ const (
 // Reasons a message is refused; they label the bad-message metric and the
 // dead-letter header.
 const (
-	ReasonEmpty     = "empty"
-	ReasonOversized = "oversized"
-	ReasonMalformed = "malformed"
-	ReasonDimension = "dimension"
-	ReasonNonFinite = "non_finite"
-	ReasonDomain    = "domain" // outside the kernel's domain (e.g. x < 0 for semigroup kernels)
+	ReasonEmpty      = "empty"
+	ReasonOversized  = "oversized"
+	ReasonMalformed  = "malformed"
+	ReasonDimension  = "dimension"
+	ReasonNonFinite  = "non_finite"
+	ReasonDomain     = "domain"       // outside the kernel's domain (e.g. x < 0 for semigroup kernels)
+	ReasonOutOfRange = "out_of_range" // a finite value beyond Decoder.MaxAbs
 )
 
 // BadMessageError says why a message was refused.
@@ -68,7 +69,17 @@ type Decoder struct {
 	DimY int
 	// MaxBytes refuses larger messages. Default: 1 MiB.
 	MaxBytes int
+	// MaxAbs refuses a message with a value whose magnitude exceeds it
+	// (reason out_of_range): one 1e308 in a batch overflows unbounded
+	// kernels (polynomial, linear, dot-product, arc-cosine) and would
+	// spoil the whole batch. Default: DefaultMaxAbs.
+	MaxAbs float64
 }
+
+// DefaultMaxAbs is the default bound on |value|: far beyond any
+// standardised or physical measurement, far below float64 overflow under
+// a degree-10 polynomial kernel.
+const DefaultMaxAbs = 1e12
 
 // Validate checks the decoder's settings.
 func (d *Decoder) Validate() error {
@@ -77,8 +88,8 @@ func (d *Decoder) Validate() error {
 	default:
 		return fmt.Errorf("ingest: unknown format %q (json, csv, f32le, f64le)", d.Format)
 	}
-	if d.Dim < 0 || d.MaxBytes < 0 {
-		return fmt.Errorf("ingest: dimension and max bytes must be ≥ 0")
+	if d.Dim < 0 || d.MaxBytes < 0 || d.MaxAbs < 0 {
+		return fmt.Errorf("ingest: dimension, max bytes and max abs must be ≥ 0")
 	}
 	return nil
 }
@@ -131,14 +142,24 @@ func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, erro
 			return x[:n0], y[:m0], err
 		}
 	}
+	bound := d.MaxAbs
+	if bound == 0 {
+		bound = DefaultMaxAbs
+	}
 	for _, v := range x[n0:] {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v", v)
+		}
+		if math.Abs(v) > bound {
+			return x[:n0], y[:m0], bad(ReasonOutOfRange, "value %v beyond ±%v (kafka.max_abs)", v, bound)
 		}
 	}
 	for _, v := range y[m0:] {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v in y", v)
+		}
+		if math.Abs(v) > bound {
+			return x[:n0], y[:m0], bad(ReasonOutOfRange, "value %v in y beyond ±%v (kafka.max_abs)", v, bound)
 		}
 	}
 	// Only a message that passed every check fixes an unset dimension.

@@ -28,6 +28,9 @@ type Store struct {
 	Keep int
 	// OnSkip, if set, is told about every file Latest skips as invalid.
 	OnSkip func(path string, err error)
+
+	// write replaces writeAtomic in tests (a full disk).
+	write func(path string, data []byte) error
 }
 
 func (s *Store) keep() int {
@@ -42,9 +45,14 @@ func (s *Store) Path(version uint64) string {
 	return filepath.Join(s.Dir, fmt.Sprintf("%s-%020d%s", s.Model, version, Ext))
 }
 
-// Save writes snap atomically (temp file, fsync, rename, fsync directory),
-// then removes all but the newest Keep snapshots. It returns the path and
-// the encoded bytes.
+// Save writes snap atomically (temp file, fsync, rename, fsync directory)
+// and keeps the newest Keep snapshots. It makes room first: the oldest
+// snapshots beyond Keep−1 are removed before the write, so a disk that
+// holds Keep snapshots never fills; if the write still fails, all but the
+// newest snapshot are removed and the write is tried once more, so a full
+// disk recovers by itself as long as one snapshot fits next to the
+// newest. The newest existing snapshot is never removed before the new
+// one is durable. It returns the path and the encoded bytes.
 func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
 	data, err := snap.MarshalBinary()
 	if err != nil {
@@ -53,14 +61,40 @@ func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("snapshot: create store directory: %w", err)
 	}
-	path := s.Path(snap.Header.Version())
-	if err := writeAtomic(path, data); err != nil {
-		return "", nil, err
+	write := s.write
+	if write == nil {
+		write = writeAtomic
 	}
-	if err := s.prune(); err != nil {
+	path := s.Path(snap.Header.Version())
+	pruneErr := s.pruneTo(max(s.keep()-1, 1))
+	if err := write(path, data); err != nil {
+		if perr := s.pruneTo(1); perr != nil {
+			return "", nil, errors.Join(err, perr)
+		}
+		if err2 := write(path, data); err2 != nil {
+			return "", nil, fmt.Errorf("%w (and again after removing all but the newest snapshot)", err)
+		}
+	}
+	if err := errors.Join(pruneErr, s.pruneTo(s.keep())); err != nil {
 		return path, data, err
 	}
 	return path, data, nil
+}
+
+// Clean removes temporary files a crash left mid-write (".tmp-*" + Ext).
+// Call it at start-up, before any Save.
+func (s *Store) Clean() error {
+	tmps, err := filepath.Glob(filepath.Join(s.Dir, ".tmp-*"+Ext))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tmps {
+		if err := os.Remove(t); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("snapshot: remove leftover %s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func writeAtomic(path string, data []byte) error {
@@ -123,13 +157,14 @@ func (s *Store) versions() ([]uint64, error) {
 	return vs, nil
 }
 
-func (s *Store) prune() error {
+// pruneTo removes all but the newest n snapshots.
+func (s *Store) pruneTo(n int) error {
 	vs, err := s.versions()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for i := s.keep(); i < len(vs); i++ {
+	for i := n; i < len(vs); i++ {
 		if err := os.Remove(s.Path(vs[i])); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,274 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// DeadLetterRecord is one refused message and why.
+type DeadLetterRecord struct {
+	Msg    Message
+	Reason string
+	Error  string
+}
+
+// DeadLetterWriter writes refused messages somewhere durable: a Kafka
+// topic (DeadLetter) or, in tests, memory (MemDeadLetter). Write returns
+// once every record is stored, or an error if any was not.
+type DeadLetterWriter interface {
+	Write(ctx context.Context, recs []DeadLetterRecord) error
+	Close() error
+}
+
+// DeadLetter writes refused messages to a Kafka topic with their reason.
+type DeadLetter struct {
+	w        *kafka.Writer
+	tr       *kafka.Transport
+	maxBytes int
+}
+
+// DefaultDeadLetterMaxBytes is the largest dead-letter message written
+// whole: the broker default message.max.bytes (1 MiB) less room for the
+// headers. Larger values are truncated (see DeadLetterMessage).
+const DefaultDeadLetterMaxBytes = 1<<20 - 16<<10
+
+// NewDeadLetter returns a writer to topic.
+func NewDeadLetter(cfg ConsumerConfig, topic string) (*DeadLetter, error) {
+	tr, err := cfg.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &DeadLetter{tr: tr, maxBytes: DefaultDeadLetterMaxBytes, w: &kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...), Topic: topic, Transport: tr,
+		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true,
+		BatchTimeout: 10 * time.Millisecond, MaxAttempts: 10, BatchSize: 1000,
+	}}, nil
+}
+
+// DeadLetterMessage is the Kafka message for rec: the original key and
+// value with headers reason, error, source-topic, source-partition and
+// source-offset. A value longer than maxBytes is cut to maxBytes and the
+// headers truncated=true, original-size and original-sha256 (hex) say so,
+// so that a message near the broker's size limit still reaches the
+// dead-letter topic.
+func DeadLetterMessage(rec DeadLetterRecord, maxBytes int) kafka.Message {
+	m := rec.Msg
+	h := []kafka.Header{
+		{Key: "reason", Value: []byte(rec.Reason)},
+		{Key: "error", Value: []byte(truncate(rec.Error, 1024))},
+		{Key: "source-topic", Value: []byte(m.Topic)},
+		{Key: "source-partition", Value: []byte(strconv.Itoa(m.Partition))},
+		{Key: "source-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+	}
+	key, value := m.Key, m.Value
+	if len(key) > 1024 {
+		key = key[:1024]
+	}
+	if len(value) > maxBytes {
+		sum := sha256.Sum256(value)
+		h = append(h,
+			kafka.Header{Key: "truncated", Value: []byte("true")},
+			kafka.Header{Key: "original-size", Value: []byte(strconv.Itoa(len(value)))},
+			kafka.Header{Key: "original-sha256", Value: []byte(hex.EncodeToString(sum[:]))})
+		value = value[:maxBytes]
+	}
+	return kafka.Message{Key: key, Value: value, Headers: h}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Write writes recs in one batch.
+func (d *DeadLetter) Write(ctx context.Context, recs []DeadLetterRecord) error {
+	ms := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		ms[i] = DeadLetterMessage(r, d.maxBytes)
+	}
+	if err := d.w.WriteMessages(ctx, ms...); err != nil {
+		return fmt.Errorf("ingest: dead-letter write of %d messages: %w", len(recs), err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer and its connections.
+func (d *DeadLetter) Close() error {
+	err := d.w.Close()
+	d.tr.CloseIdleConnections()
+	return err
+}
+
+// MemDeadLetter is an in-memory DeadLetterWriter for tests. Fail, when
+// set, is returned by Write (and nothing is stored); Delay slows each
+// Write.
+type MemDeadLetter struct {
+	mu     sync.Mutex
+	recs   []DeadLetterRecord
+	writes int
+	Fail   error
+	Delay  time.Duration
+}
+
+// Write stores recs.
+func (m *MemDeadLetter) Write(ctx context.Context, recs []DeadLetterRecord) error {
+	if m.Delay > 0 {
+		select {
+		case <-time.After(m.Delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	if m.Fail != nil {
+		return m.Fail
+	}
+	m.recs = append(m.recs, recs...)
+	return nil
+}
+
+// Records returns the stored records and the number of Write calls.
+func (m *MemDeadLetter) Records() ([]DeadLetterRecord, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]DeadLetterRecord(nil), m.recs...), m.writes
+}
+
+// Close does nothing.
+func (m *MemDeadLetter) Close() error { return nil }
+
+// DeadLetterQueue writes dead letters asynchronously and in batches, so
+// that a flood of bad messages costs the learner a channel send each, not
+// a broker round trip. It holds at most Capacity records (Enqueue blocks
+// beyond: bounded memory, nothing dropped). Flush waits until every record
+// enqueued before it has been written or has failed; the service flushes
+// before it commits offsets, so a committed offset never covers a dead
+// letter still in memory.
+type DeadLetterQueue struct {
+	w       DeadLetterWriter
+	ch      chan dlItem
+	onError func(recs []DeadLetterRecord, err error)
+	done    chan struct{}
+	stop    context.CancelFunc
+	closeMu sync.Once
+}
+
+type dlItem struct {
+	rec   DeadLetterRecord
+	flush chan struct{} // non-nil: a flush marker
+}
+
+// DeadLetterBatch is the most records one Write carries; DeadLetterTimeout
+// bounds one Write (its records then count as failed).
+const (
+	DeadLetterBatch   = 512
+	DeadLetterTimeout = 30 * time.Second
+)
+
+// NewDeadLetterQueue starts the queue's writer. onError is called (from
+// the writer goroutine) with the records a Write could not store.
+func NewDeadLetterQueue(w DeadLetterWriter, capacity int, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &DeadLetterQueue{w: w, ch: make(chan dlItem, max(capacity, 1)), onError: onError, done: make(chan struct{}), stop: cancel}
+	go q.run(ctx)
+	return q
+}
+
+// Enqueue queues rec, waiting while the queue is full.
+func (q *DeadLetterQueue) Enqueue(ctx context.Context, rec DeadLetterRecord) error {
+	select {
+	case q.ch <- dlItem{rec: rec}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-q.done:
+		return errors.New("ingest: dead-letter queue closed")
+	}
+}
+
+// Flush waits until everything enqueued before it has been handled.
+func (q *DeadLetterQueue) Flush(ctx context.Context) error {
+	mark := make(chan struct{})
+	select {
+	case q.ch <- dlItem{flush: mark}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-q.done:
+		return errors.New("ingest: dead-letter queue closed")
+	}
+	select {
+	case <-mark:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes (bounded by ctx) and stops the writer, then closes w.
+func (q *DeadLetterQueue) Close(ctx context.Context) error {
+	err := q.Flush(ctx)
+	q.closeMu.Do(func() {
+		q.stop()
+		<-q.done
+		if cerr := q.w.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+func (q *DeadLetterQueue) run(ctx context.Context) {
+	defer close(q.done)
+	batch := make([]DeadLetterRecord, 0, DeadLetterBatch)
+	for {
+		var it dlItem
+		select {
+		case <-ctx.Done():
+			return
+		case it = <-q.ch:
+		}
+		var marks []chan struct{}
+		collect := func(it dlItem) {
+			if it.flush != nil {
+				marks = append(marks, it.flush)
+			} else {
+				batch = append(batch, it.rec)
+			}
+		}
+		collect(it)
+	drain:
+		for len(batch) < DeadLetterBatch {
+			select {
+			case it = <-q.ch:
+				collect(it)
+			default:
+				break drain
+			}
+		}
+		if len(batch) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, DeadLetterTimeout)
+			err := q.w.Write(wctx, batch)
+			cancel()
+			if err != nil && q.onError != nil {
+				q.onError(batch, err)
+			}
+		}
+		for _, m := range marks {
+			close(m)
+		}
+		clear(batch)
+		batch = batch[:0]
+	}
+}

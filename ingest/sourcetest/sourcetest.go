@@ -1,0 +1,126 @@
+// Package sourcetest is the conformance suite every ingest.Source passes:
+// the Kafka consumer group (against an in-process broker, in package
+// integration) and the in-memory fake the run loop's unit tests use.
+package sourcetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/streamkpca/streamkpca/ingest"
+)
+
+// Factory returns a new, empty source of topic, and a function that
+// appends values to a partition (which must exist for the source; the
+// suite uses partitions 0 and 1).
+type Factory func(t *testing.T, topic string) (ingest.Source, func(partition int, values ...[]byte))
+
+// Run runs every conformance test against sources from f.
+func Run(t *testing.T, f Factory) {
+	t.Run("DeliversEveryMessageInOrder", func(t *testing.T) { deliversInOrder(t, f) })
+	t.Run("StartsAtTheModelsOffsets", func(t *testing.T) { startsAtOffsets(t, f) })
+	t.Run("LagCountsQueuedMessages", func(t *testing.T) { lagCounts(t, f) })
+}
+
+func values(prefix string, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return out
+}
+
+func run(t *testing.T, src ingest.Source, next ingest.OffsetFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); src.Run(ctx, next) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		src.Close()
+	})
+}
+
+// take reads n messages or fails after a generous deadline.
+func take(t *testing.T, src ingest.Source, n int) []ingest.Message {
+	t.Helper()
+	out := make([]ingest.Message, 0, n)
+	deadline := time.After(60 * time.Second)
+	for len(out) < n {
+		select {
+		case m := <-src.Messages():
+			out = append(out, m)
+		case <-deadline:
+			t.Fatalf("received %d of %d messages", len(out), n)
+		}
+	}
+	return out
+}
+
+func none(string, int) (int64, bool) { return 0, false }
+
+func deliversInOrder(t *testing.T, f Factory) {
+	src, produce := f(t, "order")
+	produce(0, values("a", 50)...)
+	produce(1, values("b", 30)...)
+	run(t, src, none)
+	next := map[int]int64{}
+	for _, m := range take(t, src, 80) {
+		want := fmt.Sprintf("%s-%d", map[int]string{0: "a", 1: "b"}[m.Partition], next[m.Partition])
+		if m.Offset != next[m.Partition] || string(m.Value) != want || m.Topic != "order" {
+			t.Fatalf("partition %d: got offset %d %q topic %q, want offset %d %q", m.Partition, m.Offset, m.Value, m.Topic, next[m.Partition], want)
+		}
+		next[m.Partition]++
+	}
+	produce(0, []byte("a-50"))
+	if m := take(t, src, 1)[0]; m.Partition != 0 || m.Offset != 50 {
+		t.Fatalf("a message produced while running: partition %d offset %d, want 0 and 50", m.Partition, m.Offset)
+	}
+}
+
+func startsAtOffsets(t *testing.T, f Factory) {
+	src, produce := f(t, "offsets")
+	produce(0, values("a", 20)...)
+	produce(1, values("b", 20)...)
+	run(t, src, func(topic string, p int) (int64, bool) {
+		if topic == "offsets" && p == 0 {
+			return 15, true
+		}
+		return 0, false // partition 1: from the start position (earliest)
+	})
+	got := map[int][]int64{}
+	for _, m := range take(t, src, 25) {
+		got[m.Partition] = append(got[m.Partition], m.Offset)
+	}
+	if len(got[0]) != 5 || got[0][0] != 15 {
+		t.Errorf("partition 0 delivered offsets %v, want 15…19", got[0])
+	}
+	if len(got[1]) != 20 || got[1][0] != 0 {
+		t.Errorf("partition 1 delivered offsets %v, want 0…19", got[1])
+	}
+}
+
+func lagCounts(t *testing.T, f Factory) {
+	src, produce := f(t, "lag")
+	produce(0, values("a", 100)...)
+	run(t, src, none)
+	// Nothing taken: once fetching has started, the lag counts the
+	// waiting messages (queued ones included), give or take the one a
+	// fetcher holds while it waits for room.
+	deadline := time.Now().Add(60 * time.Second)
+	for src.Lag() < 99 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lag %d with 100 messages waiting", src.Lag())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	take(t, src, 100)
+	for src.Lag() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lag %d with every message taken", src.Lag())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,233 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// loop is the state of the learning loop (owned by Run's goroutine).
+type loop struct {
+	p         *Pipeline
+	batch     []float64
+	batchY    []float64
+	rows      int
+	sinceSnap int
+	lastSnap  time.Time
+	lastCut   *snapshot.Snapshot
+	// held: the pending rows could not start the model; they stay
+	// pending until more data makes them learnable.
+	held bool
+}
+
+// maxHeldBatches bounds the rows held while the model cannot start, in
+// batches: beyond it the loop stops taking messages (backpressure) until
+// the rows become learnable.
+const maxHeldBatches = 8
+
+// full reports whether the loop must not take more messages.
+func (l *loop) full() bool { return l.held && l.rows >= maxHeldBatches*l.p.cfg.Learner.Batch }
+
+// handle decodes one message into the batch or dead-letters it. It reports
+// whether the message started a new partial batch.
+func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
+	p := l.p
+	p.mu.Lock()
+	next, seen := p.consumed[m.Partition]
+	if seen && m.Offset < next {
+		p.mu.Unlock()
+		p.met.Duplicates.Inc()
+		return false
+	}
+	p.consumed[m.Partition] = m.Offset + 1
+	p.status.Consumed++
+	p.mu.Unlock()
+	var err error
+	n0, m0 := len(l.batch), len(l.batchY)
+	dim0, dimY0 := p.dec.Dim, p.dec.DimY
+	l.batch, l.batchY, err = p.dec.Decode(l.batch, l.batchY, m.Value)
+	if err == nil {
+		err = l.validate(n0, m0)
+	}
+	if err != nil {
+		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
+		// A refused message must not fix the dimension for the rest.
+		p.dec.Dim, p.dec.DimY = dim0, dimY0
+	}
+	if err != nil {
+		reason := ingest.Reason(err)
+		if reason == "" {
+			reason = ingest.ReasonMalformed
+		}
+		p.met.BadMessages.WithLabelValues(reason).Inc()
+		p.mu.Lock()
+		p.status.Bad++
+		p.mu.Unlock()
+		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
+		if err := p.dlq.Enqueue(ctx, ingest.DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()}); err != nil {
+			p.met.DeadLetterErrs.Inc()
+			p.log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("dead letter not queued (shutting down); the message is counted and logged")
+		}
+		return false
+	}
+	l.rows++
+	return l.rows == 1
+}
+
+// validate checks the decoded pair against the model: dimensions, a y for
+// two-view models (dropped for one-view ones), the kernel's domain.
+func (l *loop) validate(n0, m0 int) error {
+	p := l.p
+	dx, dy := p.learner.dims()
+	x, y := l.batch[n0:], l.batchY[m0:]
+	if dx != 0 && len(x) != dx {
+		return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%d values, model dimension %d", len(x), dx)}
+	}
+	if !p.learner.twoView() {
+		l.batchY = l.batchY[:m0] // a one-view model ignores y
+		y = nil
+	} else {
+		if len(y) == 0 {
+			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%s needs {\"x\":[...],\"y\":[...]} (or \"target\"); the message has no y", p.cfg.Learner.Algorithm)}
+		}
+		if dy != 0 && len(y) != dy {
+			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("y has %d values, model dimension %d", len(y), dy)}
+		}
+	}
+	if err := p.learner.checkInput(x, y); err != nil {
+		return &ingest.BadMessageError{Reason: ingest.ReasonDomain, Err: err}
+	}
+	return nil
+}
+
+// learn feeds the pending batch to the learner.
+func (l *loop) learn() {
+	if l.rows == 0 {
+		return
+	}
+	p := l.p
+	t0 := time.Now()
+	err := p.learner.update(l.batch, l.batchY, l.rows)
+	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
+	if err != nil && !errors.Is(err, online.ErrDiverged) && p.learner.step() == 0 {
+		// The model cannot start from these rows yet (one lone point or
+		// all points equal: the median trick finds no bandwidth). Keep
+		// them, uncommitted, and retry with more: no sample is skipped.
+		if !l.held {
+			p.log.Warn().Err(err).Int("rows", l.rows).Msg("cannot start the model from the rows so far; keeping them and waiting for more data (set learner.bandwidth if the stream really is this uniform)")
+		}
+		l.held = true
+		return
+	}
+	l.held = false
+	p.met.Samples.Add(float64(l.rows))
+	switch {
+	case err == nil:
+		p.met.Batches.Inc()
+	case errors.Is(err, online.ErrDiverged):
+		p.met.Rejected.Inc()
+		p.log.Warn().Err(err).Msg("batch rejected by the divergence guard; step size lowered")
+	default:
+		// Validated upstream; an error here is a bug.
+		p.log.Error().Err(err).Int("rows", l.rows).Msg("batch not learned")
+	}
+	if dx, dy := p.learner.dims(); dx != 0 && p.dec.Dim == 0 {
+		p.dec.Dim, p.dec.DimY = dx, dy
+	}
+	p.mu.Lock()
+	for k, v := range p.consumed {
+		p.learned[k] = v
+	}
+	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.status.Bandwidth = p.learner.bandwidth()
+	p.mu.Unlock()
+	p.met.Features.Set(float64(p.learner.features()))
+	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
+	l.sinceSnap++
+}
+
+// snapshot persists the model (if it changed), serves it, hands it to the
+// publisher and commits the offsets it covers.
+func (l *loop) snapshot(final bool) {
+	p := l.p
+	if p.learner.step() == 0 || (l.sinceSnap == 0 && !final) {
+		return
+	}
+	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
+		return // nothing new since the last snapshot
+	}
+	snap := p.learner.snapshot()
+	p.mu.Lock()
+	offs := p.learned
+	if l.rows == 0 {
+		offs = p.consumed // trailing dead-lettered messages are covered too
+	}
+	commit := map[int]int64{}
+	for part, next := range offs {
+		snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
+		commit[part] = next
+	}
+	p.mu.Unlock()
+	sortOffsets(snap.Header.Offsets)
+	// The offsets cover dead-lettered messages: their writes must be done
+	// (stored, or failed and counted) before the snapshot says so.
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := p.dlq.Flush(fctx)
+	cancel()
+	if err != nil {
+		p.met.SnapshotErrors.Inc()
+		p.log.Error().Err(err).Msg("dead letters not flushed; snapshot postponed")
+		return
+	}
+	path, data, err := p.store.Save(snap)
+	l.lastSnap = time.Now()
+	if err != nil {
+		p.met.SnapshotErrors.Inc()
+		p.log.Error().Err(err).Msg("snapshot write failed; learning continues and the next snapshot retries")
+		return
+	}
+	l.sinceSnap = 0
+	l.lastCut = snap
+	p.met.Snapshots.Inc()
+	p.met.Version.Set(float64(snap.Header.Version()))
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err == nil {
+		p.cur.Set(m, data)
+	}
+	eig := snap.Header.Diagnostics.Eigenvalues
+	p.mu.Lock()
+	p.status.Version, p.status.LastSnapshot, p.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
+	if len(eig) > 0 {
+		p.history = append(p.history, historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig})
+		if len(p.history) > historyLen {
+			p.history = p.history[len(p.history)-historyLen:]
+		}
+	}
+	p.mu.Unlock()
+	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
+		Int("features", snap.Header.Features()).Floats64("eigenvalues", eig).Msg("snapshot persisted")
+	if p.pub != nil {
+		// Replace any unpublished older version: only the newest matters.
+		select {
+		case <-p.pubReq:
+		default:
+		}
+		p.pubReq <- pubItem{snap: snap, data: data}
+	}
+	if err := p.consumer.Commit(map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
+		p.log.Debug().Err(err).Msg("offset commit (a hint for tooling) failed")
+	}
+}
+
+func sortOffsets(o []snapshot.Offset) {
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && o[j].Partition < o[j-1].Partition; j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+}

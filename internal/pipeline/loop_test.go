@@ -1,0 +1,338 @@
+package pipeline
+
+// Unit tests of the run loop with in-memory fakes for Kafka and the
+// dead-letter topic: no network, each in about a second.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// testConfig is a small CSV model with NATS and HTTP off.
+func testConfig(t *testing.T) configs.Config {
+	var c configs.Config
+	c.Model = "loop"
+	c.Kafka.Brokers, c.Kafka.Topic, c.Kafka.Format = []string{"127.0.0.1:1"}, "v", "csv"
+	c.NATS.Disabled, c.HTTP.Addr = true, "off"
+	c.Learner.K, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch = 2, 64, 512, 64
+	c.Learner.Linger = 20 * time.Millisecond
+	c.Snapshot.Dir, c.Snapshot.EveryBatches, c.Snapshot.Every = t.TempDir(), 4, time.Second
+	c.SetDefaults()
+	return c
+}
+
+type harness struct {
+	t      *testing.T
+	p      *Pipeline
+	reg    *prometheus.Registry
+	src    *ingest.MemSource
+	dl     *ingest.MemDeadLetter
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLoop(t *testing.T, c configs.Config, src *ingest.MemSource, dl *ingest.MemDeadLetter) *harness {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	p, err := New(Options{Config: c, Registry: reg, Source: src, DeadLetters: dl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, p: p, reg: reg, src: src, dl: dl, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); p.Kill() })
+	return h
+}
+
+// waitConsumed waits until n messages were handled (learned or
+// dead-lettered); a hang fails the test instead of blocking it.
+func (h *harness) waitConsumed(n uint64) {
+	h.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for h.p.Status().Consumed < n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("consumed %d of %d messages", h.p.Status().Consumed, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stop shuts down gracefully and returns the newest snapshot.
+func (h *harness) stop() *snapshot.Snapshot {
+	h.t.Helper()
+	h.cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		h.t.Fatal("Run did not return after its context was cancelled")
+	}
+	return latest(h.t, h.p.cfg)
+}
+
+func latest(t *testing.T, c configs.Config) *snapshot.Snapshot {
+	t.Helper()
+	st := snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}
+	snap, _, err := st.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func nextOffset(snap *snapshot.Snapshot, partition int) int64 {
+	for _, o := range snap.Header.Offsets {
+		if o.Partition == partition {
+			return o.Next
+		}
+	}
+	return -1
+}
+
+// points returns n CSV messages of dim values from a fixed stream.
+func points(n, dim int, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := make([][]byte, n)
+	for i := range out {
+		var b strings.Builder
+		for j := range dim {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatFloat(rng.NormFloat64(), 'g', -1, 64))
+		}
+		out[i] = []byte(b.String())
+	}
+	return out
+}
+
+func (h *harness) deadLetters() map[string]int {
+	recs, _ := h.dl.Records()
+	by := map[string]int{}
+	for _, r := range recs {
+		by[r.Reason]++
+	}
+	return by
+}
+
+// Defect: a first batch the learner cannot start from (one lone message:
+// the median trick cannot size a bandwidth from one point) was dropped
+// with its offsets persisted, so samples_seen fell short of the messages.
+func TestUnlearnableFirstBatchIsKept(t *testing.T) {
+	c := testConfig(t)
+	src := ingest.NewMemSource("v", 64)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	msgs := points(1000, 1, 1)
+	src.Produce(0, msgs[0])
+	h.waitConsumed(1)
+	time.Sleep(20 * c.Learner.Linger) // the lone message lingers out
+	src.Produce(0, msgs[1:]...)
+	h.waitConsumed(1000)
+	covers(t, h.stop(), 1000, 1000)
+}
+
+// covers checks a snapshot's samples_seen and partition 0's next offset.
+func covers(t *testing.T, snap *snapshot.Snapshot, samples uint64, next int64) {
+	t.Helper()
+	if got := snap.Header.SamplesSeen; got != samples {
+		t.Errorf("samples_seen %d, want %d", got, samples)
+	}
+	if got := nextOffset(snap, 0); got != next {
+		t.Errorf("snapshot covers offset %d, want %d", got, next)
+	}
+}
+
+// Defect: every dead letter was a synchronous broker round trip, so a
+// flood of bad messages starved learning. Now they are written in batches
+// off the loop; none is lost.
+func TestBadMessageFloodIsBatched(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 4096)
+	dl := &ingest.MemDeadLetter{Delay: 2 * time.Millisecond}
+	const nBad, nGood = 2000, 500
+	bad := make([][]byte, nBad)
+	for i := range bad {
+		bad[i] = []byte("1,2")
+	}
+	src.Produce(0, bad...)
+	src.Produce(0, points(nGood, 1, 2)...)
+	h := startLoop(t, c, src, dl)
+	h.waitConsumed(nBad + nGood)
+	snap := h.stop()
+	recs, writes := dl.Records()
+	if len(recs) != nBad {
+		t.Fatalf("%d dead letters, want %d", len(recs), nBad)
+	}
+	for i, r := range recs {
+		if r.Msg.Offset != int64(i) || r.Reason != ingest.ReasonDimension {
+			t.Fatalf("dead letter %d: offset %d reason %q, want offset %d reason dimension", i, r.Msg.Offset, r.Reason, i)
+		}
+	}
+	if writes > nBad/8 {
+		t.Errorf("%d dead-letter writes for %d messages: not batched", writes, nBad)
+	}
+	if got := snap.Header.SamplesSeen; got != nGood {
+		t.Errorf("samples_seen %d, want %d", got, nGood)
+	}
+}
+
+// A dead-letter topic that refuses writes costs counted, logged records,
+// never learning or snapshots.
+func TestDeadLetterFailureIsCounted(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 64)
+	dl := &ingest.MemDeadLetter{Fail: fmt.Errorf("broker says no")}
+	src.Produce(0, []byte("1,2"), []byte("nope"))
+	src.Produce(0, points(300, 1, 3)...)
+	h := startLoop(t, c, src, dl)
+	h.waitConsumed(302)
+	snap := h.stop()
+	if got := testutil.ToFloat64(h.p.met.DeadLetterErrs); got != 2 {
+		t.Errorf("dead-letter errors %v, want 2", got)
+	}
+	if got := snap.Header.SamplesSeen; got != 300 {
+		t.Errorf("samples_seen %d, want 300", got)
+	}
+}
+
+// Defect: with an unbounded kernel one huge finite value made the
+// divergence guard reject its whole batch (the good rows counted as seen
+// but never learned) and halve the step for good.
+func TestHugeValueIsDeadLettered(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Kernel, c.Learner.Degree, c.Learner.Offset = "polynomial", 2, 1
+	src := ingest.NewMemSource("v", 1024)
+	good := points(640, 2, 4)
+	msgs := append(append(append([][]byte{}, good[:200]...), []byte("1e308,1")), good[200:]...)
+	src.Produce(0, msgs...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(uint64(len(msgs)))
+	snap := h.stop()
+	if by := h.deadLetters(); by["out_of_range"] != 1 || len(by) != 1 {
+		t.Errorf("dead letters by reason %v, want one out_of_range", by)
+	}
+	if snap.Header.Diagnostics.Rejected != 0 {
+		t.Errorf("%d batches rejected by the guard, want 0", snap.Header.Diagnostics.Rejected)
+	}
+	if got := snap.Header.SamplesSeen; got != 640 {
+		t.Errorf("samples_seen %d, want 640", got)
+	}
+}
+
+// Defect: a two-view algorithm with a non-JSON format made Run return
+// while its deferred Wait waited on goroutines never told to stop.
+func TestTwoViewNeedsJSON(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Algorithm = "kcca"
+	_, err := New(Options{Config: c, Source: ingest.NewMemSource("v", 1), DeadLetters: &ingest.MemDeadLetter{}})
+	if err == nil || !strings.Contains(err.Error(), "kafka.format") {
+		t.Fatalf("New: %v, want an error naming kafka.format", err)
+	}
+}
+
+// A crash (no final snapshot) between snapshots loses nothing and learns
+// nothing twice: the restart resumes at the snapshot's offsets.
+func TestCrashResumesFromSnapshot(t *testing.T) {
+	c := testConfig(t)
+	src := ingest.NewMemSource("v", 64)
+	msgs := points(2000, 1, 5)
+	src.Produce(0, msgs[:1000]...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(1000)
+	deadline := time.Now().Add(30 * time.Second)
+	for h.p.Status().Version == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.p.Kill()
+	<-h.done
+	before := latest(t, c)
+	src.Produce(0, msgs[1000:]...)
+	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h2.waitConsumed(2000 - uint64(nextOffset(before, 0)))
+	covers(t, h2.stop(), 2000, 2000)
+}
+
+// Every class of hostile input in one stream: the model is bit for bit the
+// clean stream's, samples_seen counts exactly the good messages and every
+// bad one is dead-lettered with its reason.
+func TestHostileStreamLearnsTheCleanModel(t *testing.T) {
+	good := points(1000, 3, 9)
+	rng := rand.New(rand.NewPCG(3, 3))
+	bads := []struct {
+		reason string
+		value  []byte
+	}{
+		{ingest.ReasonDimension, []byte("1,2")},
+		{ingest.ReasonNonFinite, []byte("NaN,1,2")},
+		{"out_of_range", []byte("1e308,0,0")},
+		{ingest.ReasonMalformed, []byte("a,b,c")},
+		{ingest.ReasonEmpty, []byte("  ")},
+		{ingest.ReasonOversized, []byte(strings.Repeat("1,", 3000) + "1")},
+	}
+	// A poison first message, then good messages with bad ones mixed in,
+	// and a flood of 300 in the middle.
+	stream := [][]byte{[]byte("NaN,1,2,3,4")}
+	want := map[string]int{ingest.ReasonNonFinite: 1}
+	for i, g := range good {
+		if i == 500 {
+			for range 300 {
+				stream = append(stream, []byte("1,2"))
+			}
+			want[ingest.ReasonDimension] += 300
+		}
+		if rng.IntN(4) == 0 {
+			b := bads[rng.IntN(len(bads))]
+			stream = append(stream, b.value)
+			want[b.reason]++
+		}
+		stream = append(stream, g)
+	}
+	run := func(msgs [][]byte) (*snapshot.Snapshot, map[string]int) {
+		c := testConfig(t)
+		c.Kafka.MaxMessageBytes = 4096
+		c.Learner.Linger = time.Hour // batches cut by size only, so both runs cut alike
+		src := ingest.NewMemSource("v", 256)
+		src.Produce(0, msgs...)
+		h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+		h.waitConsumed(uint64(len(msgs)))
+		return h.stop(), h.deadLetters()
+	}
+	clean, _ := run(good)
+	hostile, got := run(stream)
+	if hostile.Header.SamplesSeen != 1000 || clean.Header.SamplesSeen != 1000 {
+		t.Fatalf("samples_seen %d (hostile) and %d (clean), want 1000", hostile.Header.SamplesSeen, clean.Header.SamplesSeen)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dead letters by reason %v, want %v", got, want)
+	}
+	if nextOffset(hostile, 0) != int64(len(stream)) {
+		t.Errorf("snapshot covers offset %d, want %d", nextOffset(hostile, 0), len(stream))
+	}
+	if !slices.Equal(hostile.Header.Seeds, clean.Header.Seeds) || len(hostile.Coef[0]) != len(clean.Coef[0]) {
+		t.Fatal("the hostile stream's model has other blocks than the clean one's")
+	}
+	for i, v := range clean.Coef[0] {
+		if math.Float64bits(hostile.Coef[0][i]) != math.Float64bits(v) {
+			t.Fatalf("coefficient %d: %v (hostile) vs %v (clean)", i, hostile.Coef[0][i], v)
+		}
+	}
+}

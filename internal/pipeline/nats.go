@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/configs"
+)
+
+// Connect opens a NATS connection from the config that keeps retrying in
+// the background when the servers are unreachable.
+func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("streamkpca"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn().Err(err).Msg("NATS disconnected; learning continues")
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
+	}
+	pass, err := configs.Secret(c.Password, c.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := configs.Secret(c.Token, c.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, pass))
+	}
+	if tok != "" {
+		opts = append(opts, nats.Token(tok))
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: nats.nkey_file: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if tc, err := c.TLS.Config(); err != nil {
+		return nil, err
+	} else if tc != nil {
+		opts = append(opts, nats.Secure(tc))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: connect to NATS at %s: %w", redact(c.URL), err)
+	}
+	return nc, nil
+}
+
+// redact hides credentials in server URLs (nats://user:pass@host) before
+// they reach a log line or an error.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
