@@ -427,7 +427,7 @@ func (c *Config) Validate() error {
 		bad("learner.max_features", "%d: must be ≤ %d", c.Learner.MaxFeatures, maxFeatures)
 	}
 	for _, r := range []struct {
-		field string
+		field  string
 		v, min int64
 	}{
 		{"learner.workers", int64(c.Learner.Workers), 0}, // 0 = one per CPU
@@ -613,16 +613,24 @@ func setField(f reflect.Value, s string) error {
 	return nil
 }
 
-// Secret returns inline if set, else the trimmed contents of file.
-func Secret(inline, file string) (string, error) {
+// Secret returns inline if set, else the trimmed contents of file. field
+// names the setting in errors (e.g. "http.token"; the file setting is
+// field+"_file"). A file that cannot be read, or holds only whitespace, is
+// an error: an unusable secret must stop start-up, never turn
+// authentication off.
+func Secret(field, inline, file string) (string, error) {
 	if inline != "" || file == "" {
 		return inline, nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("configs: read secret file: %w", err)
+		return "", fmt.Errorf("configs: %s_file: %w", field, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("configs: %s_file: %s is empty; put the secret in it, or unset %s_file", field, file, field)
+	}
+	return s, nil
 }
 
 // KernelSpec returns the learner's kernel as online/features describes it.

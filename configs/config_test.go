@@ -78,11 +78,25 @@ func TestValidateNamesFields(t *testing.T) {
 func TestSecretFromFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s")
 	os.WriteFile(p, []byte("hunter2\n"), 0o600)
-	if s, err := Secret("", p); err != nil || s != "hunter2" {
+	if s, err := Secret("http.token", "", p); err != nil || s != "hunter2" {
 		t.Errorf("Secret = %q, %v", s, err)
 	}
-	if s, _ := Secret("inline", p); s != "inline" {
+	if s, _ := Secret("http.token", "inline", p); s != "inline" {
 		t.Errorf("inline secret not preferred: %q", s)
+	}
+}
+
+// Defect: an empty or whitespace token file switched authentication off.
+// Such a file, or a missing one, is an error naming the setting.
+func TestSecretFileUnusable(t *testing.T) {
+	dir := t.TempDir()
+	blank := filepath.Join(dir, "blank")
+	os.WriteFile(blank, []byte(" \n\t\n"), 0o600)
+	for _, f := range []string{blank, filepath.Join(dir, "missing")} {
+		s, err := Secret("http.token", "", f)
+		if err == nil || !strings.Contains(err.Error(), "http.token_file") {
+			t.Errorf("Secret(%s) = %q, %v; want an error naming http.token_file", f, s, err)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -172,10 +174,12 @@ func TestQueries(t *testing.T) {
 		{`{"vectors":[[1,2]],"view":"y"}`, 400}, // no second view
 		{`{"vectors":[[1,2]],"extra":1}`, 400},  // unknown field
 		{`not json`, 400},
+		{`{"vectors":[[1,2]]}{"vectors":[[1,2]]}`, 400},             // a second document
+		{`{"vectors":[[1,2]],"vectors":[[1,2]]}`, 400},              // a field twice
 		{`{"vectors":[[` + strings.Repeat("1,", 200) + `2]]}`, 413}, // over MaxBytes
 	} {
-		if code, body, _ := do("POST", "/v1/models/golden/project", tc.body); code != tc.code || !strings.Contains(body, `"error"`) {
-			t.Errorf("%.40s: %d %s, want %d with a JSON error", tc.body, code, body, tc.code)
+		if code, body, _ := do("POST", "/v1/models/golden/project", tc.body); code != tc.code || !strings.Contains(body, `"error"`) || strings.Contains(body, "publish.") {
+			t.Errorf("%.40s: %d %s, want %d with a JSON error naming no Go type", tc.body, code, body, tc.code)
 		}
 	}
 	code, body, hdr := do("GET", "/v1/models/golden/snapshot", "")
@@ -225,5 +229,53 @@ func TestServiceOverNATS(t *testing.T) {
 	msg, _ = nc.Request("streamkpca.golden.info", nil, 5*time.Second)
 	if !strings.Contains(string(msg.Data), `"version":9`) {
 		t.Errorf("info over NATS: %s", msg.Data)
+	}
+}
+
+// Defect: a request of 2,000,000 one-dimensional vectors fitted under the
+// body limit and was decoded whole (~160 MB) before the vector count was
+// checked. Decoding now stops at the limit; what it allocates is bounded
+// by the accepted vectors, not by the request.
+func TestProjectDecodingIsBounded(t *testing.T) {
+	var cur Current
+	s, data := golden(t, 1)
+	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	body := []byte(`{"vectors":[` + strings.Repeat("[1],", 2_000_000) + `[1]]}`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Project(&cur, body, Limits{MaxVectors: 10_000, MaxBytes: int64(len(body))})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 vectors") {
+		t.Fatalf("Project: %v, want the vector limit", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("decoding a refused %d-byte request allocated %d bytes, want ≤ 4 MiB", len(body), alloc)
+	}
+}
+
+// Defect: a projection that is not finite (inputs too large for an
+// unbounded kernel) made JSON encoding fail after a 200 status: an empty
+// body over HTTP, no reply at all over NATS. It is a 400 with its reason.
+func TestNonFiniteProjectionIsAnError(t *testing.T) {
+	var cur Current
+	s, _ := golden(t, 1)
+	s.Header.Views[0].Kernel = features.Kernel{Family: features.Polynomial, Degree: 2, Offset: 1}
+	s.Header.Views[0].Preprocess = snapshot.Preprocess{}
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.NewModel(s, snapshot.ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Set(m, data)
+	h := HTTPHandler("golden", &cur, Limits{})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/models/golden/project", strings.NewReader(`{"vectors":[[1e300,1e300]]}`)))
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "not finite") {
+		t.Errorf("project of huge values: %d %q, want 400 naming the non-finite projection", w.Code, w.Body.String())
 	}
 }

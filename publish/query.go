@@ -1,13 +1,15 @@
 package publish
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +46,14 @@ type Limits struct {
 	// MaxBytes of a request body. Default: 8 MiB (NATS requests are
 	// further bounded by the server's max payload).
 	MaxBytes int64
+	// MaxConcurrent bounds the HTTP project requests whose bodies are read
+	// and decoded at once (more wait for a slot before their body is
+	// read). Memory for projection requests stays below MaxConcurrent ×
+	// (5 × MaxBytes + 8·k·MaxVectors) bytes: a body, its decoded values (a
+	// number takes at least two bytes of body and eight decoded) and the
+	// projections. NATS requests are handled one at a time per endpoint.
+	// Default: 2 × GOMAXPROCS.
+	MaxConcurrent int
 }
 
 func (l *Limits) setDefaults() {
@@ -52,6 +62,9 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = 8 << 20
+	}
+	if l.MaxConcurrent <= 0 {
+		l.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -68,6 +81,78 @@ type ProjectResponse struct {
 	Version     uint64      `json:"version"`
 	K           int         `json:"k"`
 	Projections [][]float64 `json:"projections"`
+}
+
+// projectBody is a decoded ProjectRequest: the vectors' values in one
+// slice and each vector's length.
+type projectBody struct {
+	values []float64
+	lens   []int
+	view   string
+}
+
+// decodeProject reads a ProjectRequest token by token, refusing it as soon
+// as it holds more than maxVectors vectors, an unknown field or anything
+// after the object: memory stays proportional to what is accepted, never
+// to what a client sends.
+func decodeProject(body []byte, maxVectors int) (projectBody, error) {
+	var out projectBody
+	bad := func(format string, a ...any) (projectBody, error) {
+		return projectBody{}, fmt.Errorf("%w: body must be {\"vectors\": [[...], ...], \"view\": \"x\"|\"y\"}: "+format, append([]any{errBadRequest}, a...)...)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return bad("not a JSON object")
+	}
+	seen := map[string]bool{}
+	var vec []float64
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad("%v", err)
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return bad("field %q twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "vectors":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return bad("vectors is not an array")
+			}
+			for dec.More() {
+				if len(out.lens) == maxVectors {
+					return projectBody{}, fmt.Errorf("%w: more than %d vectors (the limit)", errBadRequest, maxVectors)
+				}
+				vec = vec[:0]
+				if err := dec.Decode(&vec); err != nil {
+					return bad("vector %d: %v", len(out.lens), err)
+				}
+				out.values = append(out.values, vec...)
+				out.lens = append(out.lens, len(vec))
+			}
+			if _, err := dec.Token(); err != nil {
+				return bad("%v", err)
+			}
+		case "view":
+			if err := dec.Decode(&out.view); err != nil {
+				return bad("view: %v", err)
+			}
+		default:
+			return bad("unknown field %q", key)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("data after the JSON object")
+	}
+	if len(out.lens) == 0 {
+		return projectBody{}, fmt.Errorf("%w: no vectors", errBadRequest)
+	}
+	return out, nil
 }
 
 // Info answers an info query.
@@ -88,43 +173,40 @@ func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
 	if m == nil {
 		return nil, ErrNoModel
 	}
-	var req ProjectRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("%w: body must be {\"vectors\": [[...], ...]}: %v", errBadRequest, err)
-	}
-	if len(req.Vectors) == 0 {
-		return nil, fmt.Errorf("%w: no vectors", errBadRequest)
-	}
-	if len(req.Vectors) > lim.MaxVectors {
-		return nil, fmt.Errorf("%w: %d vectors exceed the limit of %d", errBadRequest, len(req.Vectors), lim.MaxVectors)
+	req, err := decodeProject(body, lim.MaxVectors)
+	if err != nil {
+		return nil, err
 	}
 	view := 0
-	switch req.View {
+	switch req.view {
 	case "", "x":
 	case "y":
 		view = 1
 	default:
-		return nil, fmt.Errorf("%w: view %q (want x or y)", errBadRequest, req.View)
+		return nil, fmt.Errorf("%w: view %q (want x or y)", errBadRequest, req.view)
 	}
 	if view >= m.Views() {
-		return nil, fmt.Errorf("%w: model has no view %q", errBadRequest, req.View)
+		return nil, fmt.Errorf("%w: model has no view %q", errBadRequest, req.view)
 	}
 	d := m.Dim(view)
-	x := make([]float64, 0, len(req.Vectors)*d)
-	for i, v := range req.Vectors {
-		if len(v) != d {
-			return nil, fmt.Errorf("%w: vector %d has %d values, the model wants %d", errBadRequest, i, len(v), d)
+	for i, n := range req.lens {
+		if n != d {
+			return nil, fmt.Errorf("%w: vector %d has %d values, the model wants %d", errBadRequest, i, n, d)
 		}
-		x = append(x, v...)
 	}
+	x := req.values
+	rows := len(req.lens)
 	p, err := m.ProjectView(view, nil, x)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	k := m.K()
-	out := &ProjectResponse{Model: m.Header().Model, Version: m.Header().Version(), K: k, Projections: make([][]float64, len(req.Vectors))}
+	for i, v := range p {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: the projection of vector %d is not finite: its values are too large for this model's kernel", errBadRequest, i/k)
+		}
+	}
+	out := &ProjectResponse{Model: m.Header().Model, Version: m.Header().Version(), K: k, Projections: make([][]float64, rows)}
 	for i := range out.Projections {
 		out.Projections[i] = p[i*k : (i+1)*k : (i+1)*k]
 	}
@@ -172,6 +254,13 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 		b, _ := json.Marshal(map[string]string{"error": err.Error()})
 		r.Error(code, err.Error(), b)
 	}
+	// respond reports its own failures: a reply that cannot be encoded or
+	// sent becomes an error reply, never silence.
+	respond := func(r micro.Request, v any) {
+		if err := r.RespondJSON(v); err != nil {
+			respondErr(r, fmt.Errorf("reply not sent: %w", err))
+		}
+	}
 	add := func(name string, h func(micro.Request)) error {
 		return g.AddEndpoint(name, micro.HandlerFunc(h))
 	}
@@ -182,7 +271,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 				respondErr(r, err)
 				return
 			}
-			r.RespondJSON(resp)
+			respond(r, resp)
 		}),
 		add("info", func(r micro.Request) {
 			in, err := info(cur)
@@ -190,7 +279,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 				respondErr(r, err)
 				return
 			}
-			r.RespondJSON(in)
+			respond(r, in)
 		}),
 		add("snapshot", func(r micro.Request) {
 			in, err := info(cur)
@@ -198,7 +287,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 				respondErr(r, err)
 				return
 			}
-			r.RespondJSON(map[string]any{
+			respond(r, map[string]any{
 				"version": in.Version, "bucket": cfg.ObjectBucket, "object": ObjectName(cfg.Model, in.Version),
 				"size": in.Size, "header": in.Header,
 			})
@@ -249,10 +338,24 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.Write(data)
 	})
+	slots := make(chan struct{}, lim.MaxConcurrent)
 	mux.HandleFunc("POST "+base+"/project", func(w http.ResponseWriter, r *http.Request) {
+		// A slot before the body is read: at most MaxConcurrent bodies
+		// and their decoded vectors are in memory at once.
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-r.Context().Done():
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBytes))
 		if err != nil {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body over %d bytes", lim.MaxBytes)})
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body over %d bytes", lim.MaxBytes)})
+			} else {
+				writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": "request body not received in time: " + err.Error()})
+			}
 			return
 		}
 		resp, err := Project(cur, body, lim)
@@ -279,8 +382,15 @@ func httpErr(w http.ResponseWriter, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
+// writeJSON encodes v before writing anything, so that an encoding error
+// becomes a 500 with its reason, never a 200 with an empty body.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"error": "encoding the reply failed: " + err.Error()})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	w.Write(append(b, '\n'))
 }

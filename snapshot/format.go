@@ -36,6 +36,7 @@ var (
 	ErrSize        = errors.New("snapshot: sizes do not add up")
 	ErrHeader      = errors.New("snapshot: invalid header")
 	ErrUnsupported = errors.New("snapshot: unsupported model")
+	ErrNonFinite   = errors.New("snapshot: non-finite value (NaN or ±Inf); such a model is never written or served")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -254,8 +255,23 @@ func (h *Header) Validate() error {
 		if len(v.Center) != 0 && len(v.Center) != h.K {
 			return fmt.Errorf("%w: view %d centre has length %d, want k=%d", ErrHeader, i, len(v.Center), h.K)
 		}
+		for name, xs := range map[string][]float64{"standardisation mean": p.Mean, "standardisation scale": p.Scale, "centre": v.Center} {
+			if j := nonFinite(xs); j >= 0 {
+				return fmt.Errorf("%w: view %d %s[%d] = %v", ErrNonFinite, i, name, j, xs[j])
+			}
+		}
 	}
 	return nil
+}
+
+// nonFinite returns the index of the first NaN or ±Inf in xs, or −1.
+func nonFinite(xs []float64) int {
+	for i, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Snapshot is a decoded snapshot: header plus coefficients. Coef[v] holds
@@ -277,6 +293,9 @@ func (s *Snapshot) Validate() error {
 	for i, c := range s.Coef {
 		if len(c) != counts[i] {
 			return fmt.Errorf("%w: view %d has %d coefficients, header implies %d", ErrSize, i, len(c), counts[i])
+		}
+		if j := nonFinite(c); j >= 0 {
+			return fmt.Errorf("%w: view %d coefficient %d = %v", ErrNonFinite, i, j, c[j])
 		}
 	}
 	return nil
@@ -386,6 +405,9 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	coef := make([]float64, n)
 	for i := range coef {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
+		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
+			return fmt.Errorf("%w: coefficient %d = %v", ErrNonFinite, i, coef[i])
+		}
 	}
 	s.Header = h
 	s.Coef = splitViews(coef, &h)
@@ -487,6 +509,9 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	coef := make([]float64, n)
 	for i := range coef {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
+		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
+			return read, fmt.Errorf("%w: coefficient %d = %v", ErrNonFinite, i, coef[i])
+		}
 	}
 	s.Header = h
 	s.Coef = splitViews(coef, &h)

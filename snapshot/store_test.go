@@ -1,7 +1,11 @@
 package snapshot
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -92,5 +96,34 @@ func TestStoreCleanRemovesTempFiles(t *testing.T) {
 	}
 	if _, _, err := s.Latest(); err != nil {
 		t.Errorf("Clean broke the store: %v", err)
+	}
+}
+
+// Defect: a checksum-valid snapshot with NaN coefficients was restored
+// and served (HTTP 200 with an empty body, NATS never replied). It is
+// refused when decoding, and never written.
+func TestNonFiniteRefused(t *testing.T) {
+	snap := sample()
+	snap.Coef[0][5] = math.NaN()
+	if _, err := snap.MarshalBinary(); !errors.Is(err, ErrNonFinite) {
+		t.Errorf("MarshalBinary of a NaN coefficient: %v, want ErrNonFinite", err)
+	}
+	snap = sample()
+	snap.Header.Views[0].Center[1] = math.Inf(1)
+	if _, err := snap.MarshalBinary(); !errors.Is(err, ErrNonFinite) {
+		t.Errorf("MarshalBinary of an infinite centre: %v, want ErrNonFinite", err)
+	}
+	// A file written by something else: valid layout and checksum, NaN
+	// inside.
+	data, err := sample().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hlen := int(binary.LittleEndian.Uint32(data[12:]))
+	binary.LittleEndian.PutUint64(data[24+hlen+8*3:], math.Float64bits(math.NaN()))
+	body := len(data) - 4
+	binary.LittleEndian.PutUint32(data[body:], crc32.Checksum(data[:body], castagnoli))
+	if _, err := Decode(data); !errors.Is(err, ErrNonFinite) {
+		t.Errorf("Decode of a NaN coefficient: %v, want ErrNonFinite", err)
 	}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/publish"
 )
 
@@ -17,16 +17,14 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	if p.cfg.HTTP.Addr == "off" {
 		return nil, nil
 	}
-	tok, err := configs.Secret(p.cfg.HTTP.Token, p.cfg.HTTP.TokenFile)
-	if err != nil {
-		return nil, err
-	}
+	tok := p.httpToken
+	want := []byte("Bearer " + tok)
 	guard := func(h http.Handler) http.Handler {
 		if tok == "" {
 			return h
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer "+tok {
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
 				w.Write([]byte(`{"error":"missing or wrong bearer token"}` + "\n"))

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -334,5 +336,24 @@ func TestHostileStreamLearnsTheCleanModel(t *testing.T) {
 		if math.Float64bits(hostile.Coef[0][i]) != math.Float64bits(v) {
 			t.Fatalf("coefficient %d: %v (hostile) vs %v (clean)", i, hostile.Coef[0][i], v)
 		}
+	}
+}
+
+// Defect: an empty token file turned HTTP authentication off, even with
+// http.protect_all, and said nothing. Now start-up stops, naming the field.
+func TestEmptyTokenFileStopsStartUp(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr = "127.0.0.1:0"
+	blank := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(blank, []byte("  \n"), 0o600)
+	c.HTTP.TokenFile, c.HTTP.ProtectAll = blank, true
+	_, err := New(Options{Config: c, Source: ingest.NewMemSource("v", 1), DeadLetters: &ingest.MemDeadLetter{}})
+	if err == nil || !strings.Contains(err.Error(), "http.token_file") {
+		t.Fatalf("New: %v, want an error naming http.token_file", err)
+	}
+	c.HTTP.TokenFile = ""
+	_, err = New(Options{Config: c, Source: ingest.NewMemSource("v", 1), DeadLetters: &ingest.MemDeadLetter{}})
+	if err == nil || !strings.Contains(err.Error(), "http.protect_all") {
+		t.Fatalf("New with protect_all and no token: %v, want an error", err)
 	}
 }

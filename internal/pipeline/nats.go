@@ -25,11 +25,11 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
 	}
-	pass, err := configs.Secret(c.Password, c.PasswordFile)
+	pass, err := configs.Secret("nats.password", c.Password, c.PasswordFile)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := configs.Secret(c.Token, c.TokenFile)
+	tok, err := configs.Secret("nats.token", c.Token, c.TokenFile)
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,8 @@ type Pipeline struct {
 	pubReq   chan pubItem
 	pubFinal chan struct{} // closed at shutdown: publish what is pending, then exit
 	httpLn   net.Listener
+	// httpToken guards the HTTP API when set (read once, in New).
+	httpToken string
 }
 
 // New restores the newest valid snapshot (if any) and builds the parts.
@@ -185,11 +187,19 @@ func New(opt Options) (*Pipeline, error) {
 		p.dec.Dim = cfg.Kafka.Dim
 	}
 
+	if cfg.HTTP.Addr != "off" {
+		if p.httpToken, err = configs.Secret("http.token", cfg.HTTP.Token, cfg.HTTP.TokenFile); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		if cfg.HTTP.ProtectAll && p.httpToken == "" {
+			return nil, errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
+		}
+	}
 	kt, err := cfg.Kafka.TLS.Config()
 	if err != nil {
 		return nil, err
 	}
-	pass, err := configs.Secret(cfg.Kafka.SASL.Password, cfg.Kafka.SASL.PasswordFile)
+	pass, err := configs.Secret("kafka.sasl.password", cfg.Kafka.SASL.Password, cfg.Kafka.SASL.PasswordFile)
 	if err != nil {
 		return nil, err
 	}
