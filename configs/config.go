@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -203,8 +204,13 @@ type NATS struct {
 
 // HTTP configures the HTTP server.
 type HTTP struct {
-	// Addr to listen on; "off" disables. Default: ":8080".
+	// Addr to listen on; "off" disables. Default: "127.0.0.1:8080"
+	// (this machine only). An address beyond loopback needs a token, or
+	// AllowUnauthenticated.
 	Addr string `yaml:"addr"`
+	// AllowUnauthenticated lets Addr serve beyond loopback without a
+	// token (behind a trusted proxy, say). Default: false.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// Token, if set, is required as "Authorization: Bearer <token>" on
 	// /v1/ endpoints. TokenFile reads it from a file.
 	Token     string `yaml:"token"`
@@ -311,7 +317,7 @@ func (c *Config) SetDefaults() {
 	def(&c.NATS.ObjectBucket, "streamkpca-snapshots")
 	def(&c.NATS.KVBucket, "streamkpca-latest")
 	defI(&c.NATS.Keep, 10)
-	def(&c.HTTP.Addr, ":8080")
+	def(&c.HTTP.Addr, "127.0.0.1:8080")
 	defI(&c.HTTP.MaxVectors, 10000)
 	if c.HTTP.MaxBodyBytes == 0 {
 		c.HTTP.MaxBodyBytes = 8 << 20
@@ -445,6 +451,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.Every < 0 {
 		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
+	}
+	if a := c.HTTP.Addr; a != "off" && c.HTTP.Token == "" && c.HTTP.TokenFile == "" && !c.HTTP.AllowUnauthenticated && !loopback(a) {
+		bad("http.addr", "%q serves beyond this machine without a token: set http.token or http.token_file, use a loopback address (127.0.0.1:8080), or set http.allow_unauthenticated: true", a)
 	}
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		bad("http.tls_cert_file/tls_key_file", "set both or neither")
@@ -611,6 +620,20 @@ func setField(f reflect.Value, s string) error {
 		return fmt.Errorf("unsupported kind %s", f.Kind())
 	}
 	return nil
+}
+
+// loopback reports whether the listen address addr (host:port) accepts
+// connections from this machine only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Secret returns inline if set, else the trimmed contents of file. field

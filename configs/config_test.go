@@ -119,6 +119,8 @@ func TestValidateRejectsUnrunnableCombinations(t *testing.T) {
 		{[]string{"learner.linger=-1s"}, "learner.linger"},
 		{[]string{"nats.keep=-1"}, "nats.keep"},
 		{[]string{"http.max_vectors=-1"}, "http.max_vectors"},
+		{[]string{"http.addr=:8080"}, "http.addr"}, // every interface, no token
+		{[]string{"http.addr=0.0.0.0:9000"}, "http.addr"},
 	} {
 		_, err := Load("", nil, tc.set...)
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -146,4 +148,24 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The default HTTP address is loopback; beyond it a token or an explicit
+// allow_unauthenticated is needed.
+func TestHTTPAddrFailsClosed(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil || c.HTTP.Addr != "127.0.0.1:8080" {
+		t.Fatalf("default http.addr %q (%v), want 127.0.0.1:8080", c.HTTP.Addr, err)
+	}
+	for _, set := range [][]string{
+		{"http.addr=:8080", "http.token=s3cret"},
+		{"http.addr=:8080", "http.allow_unauthenticated=true"},
+		{"http.addr=[::1]:8080"},
+		{"http.addr=localhost:0"},
+		{"http.addr=off"},
+	} {
+		if _, err := Load("", nil, set...); err != nil {
+			t.Errorf("%v: %v", set, err)
+		}
+	}
 }

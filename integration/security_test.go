@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,17 +15,22 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/publish"
 )
@@ -179,4 +185,41 @@ func TestHTTPSAndNkey(t *testing.T) {
 		t.Error("plain HTTP answered on the TLS port")
 	}
 	r.graceful(t)
+}
+
+// syncBuffer is a log sink safe for the NATS client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Defect: wrong NATS credentials were logged only as "nats: connection
+// closed". The log names the authorisation failure and what to check.
+func TestWrongNATSCredentialsNamed(t *testing.T) {
+	s := startStackWith(t, map[string]int32{"cred": 1}, func(o *server.Options) { o.Username, o.Password = "svc", "npw" })
+	var buf syncBuffer
+	log := zerolog.New(&buf)
+	nc, err := pipeline.Connect(configs.NATS{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	waitFor(t, 10*time.Second, "an authorisation error in the log", func() bool {
+		return strings.Contains(buf.String(), "NATS refused the credentials")
+	})
+	if strings.Contains(buf.String(), "wrong") {
+		t.Error("the password reached the log")
+	}
 }

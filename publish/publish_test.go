@@ -195,6 +195,19 @@ func TestQueries(t *testing.T) {
 	if code, _, _ := do("GET", "/v1/models/other", ""); code != 404 {
 		t.Errorf("unknown model: %d, want 404", code)
 	}
+	// Defects: wrong methods answered 404; /v1/models was a 404.
+	for path, allow := range map[string]string{"/v1/models/golden/project": "POST", "/v1/models/golden": "GET", "/v1/models/golden/snapshot": "GET"} {
+		method := "GET"
+		if allow == "GET" {
+			method = "DELETE"
+		}
+		if code, _, hdr := do(method, path, ""); code != 405 || hdr.Get("Allow") != allow {
+			t.Errorf("%s %s: %d Allow %q, want 405 Allow %s", method, path, code, hdr.Get("Allow"), allow)
+		}
+	}
+	if code, body, _ := do("GET", "/v1/models", ""); code != 200 || !strings.Contains(body, `{"model":"golden","version":7,"ready":true}`) {
+		t.Errorf("list models: %d %s", code, body)
+	}
 }
 
 // TestServiceOverNATS: the micro service answers project and info, and

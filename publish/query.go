@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -305,11 +306,13 @@ func (s *Service) Stop() error { return s.svc.Stop() }
 
 // HTTPHandler serves, for one model:
 //
+//	GET  /v1/models                   {"models": [{"model", "version", "ready"}]}
 //	GET  /v1/models/<model>           info JSON
 //	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag = version)
 //	POST /v1/models/<model>/project   ProjectRequest → ProjectResponse
 //
-// Errors are JSON {"error": "..."} with a 4xx/5xx status.
+// Errors are JSON {"error": "..."} with a 4xx/5xx status; a known path
+// with another method is a 405 with Allow.
 func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 	lim.setDefaults()
 	mux := http.NewServeMux()
@@ -365,7 +368,25 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		type entry struct {
+			Model   string `json:"model"`
+			Version uint64 `json:"version,omitempty"`
+			Ready   bool   `json:"ready"`
+		}
+		e := entry{Model: model}
+		if m, _ := cur.Get(); m != nil {
+			e.Version, e.Ready = m.Header().Version(), true
+		}
+		writeJSON(w, http.StatusOK, map[string][]entry{"models": {e}})
+	})
+	allow := map[string]string{"/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST"}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := allow[strings.TrimSuffix(r.URL.Path, "/")]; ok && r.URL.Path == strings.TrimSuffix(r.URL.Path, "/") {
+			w.Header().Set("Allow", a)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " is not allowed here; use " + a})
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint; the model is served at " + base})
 	})
 	return mux

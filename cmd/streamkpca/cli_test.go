@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,5 +102,19 @@ func TestFitProjectInspect(t *testing.T) {
 	}
 	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "0"}); err == nil {
 		t.Error("k = 0 accepted")
+	}
+}
+
+// Defect: `demo --http 127.0.0.1:PORT` on a busy port silently served on
+// another port. A port the user names is used or refused.
+func TestDemoRefusesBusyNamedPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = cmdDemo(context.Background(), []string{"--http", ln.Addr().String(), "--duration", "1s"})
+	if err == nil || !strings.Contains(err.Error(), "--http "+ln.Addr().String()) {
+		t.Fatalf("demo on a busy named port: %v, want an error naming --http", err)
 	}
 }

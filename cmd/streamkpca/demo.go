@@ -21,7 +21,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	points := fs.Int("points", 2_000_000, "hermite points to produce")
 	rate := fs.Float64("rate", 5000, "points per second the producer sends")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address (a free port is used if taken)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address (if unset and 8080 is taken, a free port is used and printed; a port you set is used or refused)")
 	dir := fs.String("dir", "", "data directory (default: a temp dir, removed at exit)")
 	duration := fs.Duration("duration", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the service's logs")
@@ -33,17 +33,23 @@ func cmdDemo(ctx context.Context, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "http" })
+	if ln, err := net.Listen("tcp", *httpAddr); err != nil {
+		if explicit {
+			return fmt.Errorf("demo: --http %s: %w (pick a free port, or leave --http unset to use any)", *httpAddr, err)
+		}
+		fmt.Fprintf(os.Stderr, "demo: %s is taken (%v); serving HTTP on a free port instead (printed below)\n", *httpAddr, err)
+		*httpAddr = "127.0.0.1:0"
+	} else {
+		ln.Close()
+	}
 	const topic, model = "hermite", "hermite"
 	stack, err := devstack.Start(devstack.Options{Dir: *dir, Topics: map[string]int32{topic: 4}})
 	if err != nil {
 		return err
 	}
 	defer stack.Close()
-	if ln, err := net.Listen("tcp", *httpAddr); err != nil {
-		*httpAddr = "127.0.0.1:0"
-	} else {
-		ln.Close()
-	}
 	var cfg configs.Config
 	cfg.Model = model
 	cfg.Kafka.Brokers, cfg.Kafka.Topic = stack.Brokers(), topic

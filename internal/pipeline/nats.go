@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -24,6 +25,8 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { natsErr(log, "NATS connection attempt failed; retrying", err) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { natsErr(log, "NATS error", err) }),
 	}
 	pass, err := configs.Secret("nats.password", c.Password, c.PasswordFile)
 	if err != nil {
@@ -72,4 +75,18 @@ func redact(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// natsErr logs a NATS client error; an authorisation failure says which
+// settings to check, since the client would otherwise show only
+// "connection closed".
+func natsErr(log zerolog.Logger, msg string, err error) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		log.Error().Err(err).Msg("NATS refused the credentials (authorization violation): check nats.user/nats.password(_file), nats.token(_file), nats.creds_file or nats.nkey_file; publishing and the NATS API are down until they are fixed")
+		return
+	}
+	log.Warn().Err(err).Msg(msg)
 }
