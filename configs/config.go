@@ -493,16 +493,17 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 		return c, err
 	}
 	if len(sets) > 0 {
-		vars := make([]string, 0, len(sets))
+		vars, labels := map[string]string{}, map[string]string{}
 		for _, kv := range sets {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
 				return c, fmt.Errorf("configs: --set %q: want path=value, e.g. learner.k=5", kv)
 			}
-			vars = append(vars, "STREAMKPCA_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
+			name := "STREAMKPCA_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_"))
+			vars[name], labels[name] = v, "--set "+k
 		}
-		if err := ApplyEnv(&c, vars); err != nil {
-			return c, fmt.Errorf("configs: --set: %w", err)
+		if err := applyVars(&c, vars, labels); err != nil {
+			return c, fmt.Errorf("configs: flags: %w", err)
 		}
 	}
 	c.SetDefaults()
@@ -523,6 +524,21 @@ func ApplyEnv(c *Config, env []string) error {
 	}
 	if len(vars) == 0 {
 		return nil
+	}
+	if err := applyVars(c, vars, nil); err != nil {
+		return fmt.Errorf("configs: environment: %w", err)
+	}
+	return nil
+}
+
+// applyVars sets fields from STREAMKPCA_<PATH> names; labels, if set,
+// name each variable in errors as the user wrote it (a flag).
+func applyVars(c *Config, vars, labels map[string]string) error {
+	label := func(name string) string {
+		if l, ok := labels[name]; ok {
+			return l
+		}
+		return name
 	}
 	used := map[string]bool{}
 	var errs []error
@@ -546,20 +562,17 @@ func ApplyEnv(c *Config, env []string) error {
 			}
 			used[name] = true
 			if err := setField(f, s); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, s, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w", label(name), s, err))
 			}
 		}
 	}
 	walk(reflect.ValueOf(c).Elem(), "STREAMKPCA")
 	for k := range vars {
 		if !used[k] {
-			errs = append(errs, fmt.Errorf("%s: no such setting", k))
+			errs = append(errs, fmt.Errorf("%s: no such setting", label(k)))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("configs: environment: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func setField(f reflect.Value, s string) error {

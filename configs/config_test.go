@@ -169,3 +169,15 @@ func TestHTTPAddrFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// Defect: a bad --set key was reported as an environment variable.
+func TestBadSetNamedAsFlag(t *testing.T) {
+	_, err := Load("", nil, "learner.kk=3")
+	if err == nil || !strings.Contains(err.Error(), "--set learner.kk") || strings.Contains(err.Error(), "STREAMKPCA_") {
+		t.Errorf("Load: %v, want an error naming --set learner.kk", err)
+	}
+	_, err = Load("", []string{"STREAMKPCA_LEARNER_KK=3"})
+	if err == nil || !strings.Contains(err.Error(), "STREAMKPCA_LEARNER_KK") {
+		t.Errorf("Load: %v, want an error naming the variable", err)
+	}
+}

@@ -57,7 +57,7 @@ type HermiteResult struct {
 
 func cmdBench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite [flags]")
+		return errors.New("usage: streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline [flags]")
 	}
 	switch args[0] {
 	case "hermite":
@@ -70,8 +70,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		return benchCompare(ctx, args[1:])
 	case "mnist":
 		return benchMNIST(ctx, args[1:])
+	case "pipeline":
+		return benchPipeline(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist, pipeline)", args[0])
 }
 
 func benchHermite(ctx context.Context, args []string) error {

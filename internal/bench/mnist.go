@@ -70,26 +70,20 @@ type MNISTResult struct {
 }
 
 func (c *MNISTConfig) setDefaults() {
-	if c.Train == 0 {
-		c.Train = 4800
-	}
-	if c.Test == 0 {
-		c.Test = 1200
-	}
-	if c.K == 0 {
-		c.K = 10
-	}
-	if c.Epochs == 0 {
-		c.Epochs = 100
-	}
-	if c.Budget == 0 {
-		c.Budget = 60 * time.Second
-	}
-	if c.Batch == 0 {
-		c.Batch = 512
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
+	orDefault(&c.Train, 4800)
+	orDefault(&c.Test, 1200)
+	orDefault(&c.K, 10)
+	orDefault(&c.Epochs, 100)
+	orDefault(&c.Budget, 60*time.Second)
+	orDefault(&c.Batch, 512)
+	orDefault(&c.Seed, 1)
+}
+
+// orDefault sets *v to def when it is zero.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 

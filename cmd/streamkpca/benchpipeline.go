@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/streamkpca/streamkpca/internal/bench"
+)
+
+// benchPipeline is `streamkpca bench pipeline`: the streaming service end
+// to end against the embedded brokers, next to the learner alone
+// (internal/bench).
+func benchPipeline(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench pipeline", flag.ContinueOnError)
+	ds := fs.String("d", "1,64,784", "input dimensions, comma-separated")
+	var cfg bench.PipelineConfig
+	fs.IntVar(&cfg.Points, "points", 10240, "points per dimension (a multiple of --batch)")
+	fs.IntVar(&cfg.K, "k", 3, "components")
+	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
+	fs.IntVar(&cfg.MaxFeatures, "max-features", 32768, "feature budget")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, s := range strings.Split(*ds, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || d < 1 {
+			return fmt.Errorf("--d: %q is not a dimension", s)
+		}
+		cfg.Dims = append(cfg.Dims, d)
+	}
+	dir, err := os.MkdirTemp("", "streamkpca-bench-pipeline-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Dir = dir
+	rows, err := bench.RunPipeline(ctx, cfg)
+	for _, r := range rows {
+		fmt.Fprintf(os.Stderr, "d=%d: learner %.0f points/s, service %.0f points/s, overhead %+.1f%% (start %.1fs)\n",
+			r.D, r.LearnerPointsPerSec, r.ServicePointsPerSec, 100*r.Overhead, r.StartSeconds)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/pipeline"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// PipelineConfig configures RunPipeline. Zero values mean the default.
+type PipelineConfig struct {
+	// Dims to measure. Default: 1, 64, 784.
+	Dims []int
+	// Points per dimension, a multiple of Batch. Default: 10,240.
+	Points int
+	// K, Batch and MaxFeatures of the model. Defaults: 3 (the service's),
+	// 512, 32,768.
+	K, Batch, MaxFeatures int
+	// Dir holds the brokers' and snapshots' data. Required.
+	Dir string
+}
+
+// PipelineRow compares the service with the learner alone at one d.
+type PipelineRow struct {
+	D      int `json:"d"`
+	Points int `json:"points"`
+	// Steady-state rates after the first batch (which sizes the model and,
+	// for the service, follows the consumer group's join).
+	LearnerPointsPerSec float64 `json:"learner_points_per_second"`
+	ServicePointsPerSec float64 `json:"service_points_per_second"`
+	// Overhead is learner rate / service rate − 1: what the service adds.
+	Overhead float64 `json:"overhead"`
+	// StartSeconds is the service's time from Run to its first learned
+	// batch (group join, first fetch).
+	StartSeconds float64 `json:"start_seconds"`
+}
+
+func (c *PipelineConfig) setDefaults() {
+	if len(c.Dims) == 0 {
+		c.Dims = []int{1, 64, 784}
+	}
+	orDefault(&c.K, 3)
+	orDefault(&c.Batch, 512)
+	orDefault(&c.Points, 20*c.Batch)
+	c.Points -= c.Points % c.Batch
+	orDefault(&c.MaxFeatures, 32768)
+}
+
+// RunPipeline measures, for each d, the end-to-end rate of the streaming
+// service (`run`: Kafka consumer group, JSON decoding, validation,
+// batching, learning, snapshots every 50 batches, publishing on NATS)
+// against the embedded brokers, next to the learner alone on the same
+// points. The topic is filled before the service starts, so the service
+// is never waiting for data.
+func RunPipeline(ctx context.Context, cfg PipelineConfig) ([]PipelineRow, error) {
+	cfg.setDefaults()
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("bench: pipeline needs a data directory")
+	}
+	var rows []PipelineRow
+	for _, d := range cfg.Dims {
+		row, err := runPipelineDim(ctx, cfg, d)
+		if err != nil {
+			return rows, fmt.Errorf("bench: pipeline d=%d: %w", d, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow, error) {
+	row := PipelineRow{D: d, Points: cfg.Points}
+	rng := rand.New(rand.NewPCG(uint64(d), 11))
+	x := make([]float64, cfg.Points*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	bw := online.MedianDistance(x, cfg.Batch, d, 512)
+
+	// The learner alone.
+	l, err := online.New(online.Config{K: cfg.K, MaxFeatures: cfg.MaxFeatures, Kernel: gaussian(bw)})
+	if err != nil {
+		return row, err
+	}
+	var t0 time.Time
+	for i := 0; i < cfg.Points; i += cfg.Batch {
+		if i == cfg.Batch {
+			t0 = time.Now()
+		}
+		if err := l.Update(x[i*d:(i+cfg.Batch)*d], cfg.Batch); err != nil {
+			l.Close()
+			return row, err
+		}
+	}
+	row.LearnerPointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	l.Close()
+
+	// The service, with the topic filled first.
+	const topic = "bench"
+	dir := filepath.Join(cfg.Dir, "d"+strconv.Itoa(d))
+	stack, err := devstack.Start(devstack.Options{Dir: dir, Topics: map[string]int32{topic: 1}})
+	if err != nil {
+		return row, err
+	}
+	defer stack.Close()
+	err = devstack.Produce(ctx, func(i int) []byte {
+		b := append(make([]byte, 0, 24*d), '[')
+		for j, v := range x[i*d : (i+1)*d] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		return append(b, ']')
+	}, devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: cfg.Points})
+	if err != nil {
+		return row, err
+	}
+	var c configs.Config
+	c.Model = "bench"
+	c.Kafka.Brokers, c.Kafka.Topic = stack.Brokers(), topic
+	c.NATS.URL = stack.NATSURL()
+	c.Learner.K, c.Learner.Bandwidth, c.Learner.MaxFeatures, c.Learner.Batch = cfg.K, bw, cfg.MaxFeatures, cfg.Batch
+	c.Snapshot.Dir = filepath.Join(dir, "snapshots")
+	c.HTTP.Addr = "off"
+	c.SetDefaults()
+	log := zerolog.Nop()
+	p, err := pipeline.New(pipeline.Options{Config: c, Logger: &log})
+	if err != nil {
+		return row, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Run(runCtx) }()
+	wait := func(n uint64) error {
+		for p.Status().Samples < n {
+			select {
+			case err := <-done:
+				return fmt.Errorf("the service stopped: %v", err)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}
+	if err := wait(uint64(cfg.Batch)); err != nil {
+		return row, err
+	}
+	t0 = time.Now()
+	row.StartSeconds = t0.Sub(start).Seconds()
+	if err := wait(uint64(cfg.Points)); err != nil {
+		return row, err
+	}
+	row.ServicePointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	row.Overhead = row.LearnerPointsPerSec/row.ServicePointsPerSec - 1
+	stop()
+	if err := <-done; err != nil {
+		return row, err
+	}
+	return row, nil
+}
+
+func gaussian(bw float64) features.Kernel {
+	return features.Kernel{Family: features.Gaussian, Bandwidth: bw}
+}
