@@ -1,11 +1,14 @@
 package configs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -423,6 +426,9 @@ func (c *Config) Validate() error {
 	// Upper bounds: a value past them cannot be what the user meant and
 	// would exhaust memory at the first batch instead of failing here.
 	const maxBatch, maxDim, maxFeatures = 1 << 20, 1 << 20, 1 << 24
+	if c.Learner.Kernel == "linear" && c.Kafka.Dim > 0 && c.Learner.K > c.Kafka.Dim {
+		bad("learner.k", "%d: the linear kernel has kafka.dim = %d features; k must be ≤ %d", c.Learner.K, c.Kafka.Dim, c.Kafka.Dim)
+	}
 	if c.Learner.Batch > maxBatch {
 		bad("learner.batch", "%d: must be ≤ %d", c.Learner.Batch, maxBatch)
 	}
@@ -483,10 +489,36 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 			return c, fmt.Errorf("configs: %w", err)
 		}
 		defer f.Close()
-		dec := yaml.NewDecoder(f)
+		raw, err := io.ReadAll(f)
+		if err != nil {
+			return c, fmt.Errorf("configs: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
 			return c, fmt.Errorf("configs: %s: %w", path, err)
+		}
+		var tree map[string]any
+		if yaml.Unmarshal(raw, &tree) == nil {
+			for _, field := range noZero {
+				if v, ok := lookup(tree, field); ok && isZero(v) {
+					return c, fmt.Errorf("configs: %s: %s: 0 is not allowed (leave it out for the default)", path, field)
+				}
+			}
+		}
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, field := range noZero {
+			if k == envName(field) && isZero(strings.TrimSpace(v)) {
+				return c, fmt.Errorf("configs: environment: %s=0: not allowed (unset it for the default)", k)
+			}
+		}
+	}
+	for _, kv := range sets {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.Contains(noZero, k) && isZero(strings.TrimSpace(v)) {
+			return c, fmt.Errorf("configs: flags: --set %s=0: not allowed (leave it out for the default)", k)
 		}
 	}
 	if err := ApplyEnv(&c, env); err != nil {
@@ -499,7 +531,7 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 			if !ok || k == "" {
 				return c, fmt.Errorf("configs: --set %q: want path=value, e.g. learner.k=5", kv)
 			}
-			name := "STREAMKPCA_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_"))
+			name := envName(k)
 			vars[name], labels[name] = v, "--set "+k
 		}
 		if err := applyVars(&c, vars, labels); err != nil {
@@ -511,6 +543,49 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 		return c, fmt.Errorf("configs: invalid configuration:\n%w", err)
 	}
 	return c, nil
+}
+
+// noZero lists the settings where 0 would mean "the default" but is never
+// what a user who writes it means: an explicit 0 is an error, not the
+// default.
+var noZero = []string{
+	"learner.k", "learner.block", "learner.batch", "learner.max_features",
+	"snapshot.keep", "snapshot.every_batches", "nats.keep",
+	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs",
+	"http.max_vectors", "http.max_body_bytes",
+}
+
+// envName is the environment variable of a YAML path.
+func envName(path string) string {
+	return "STREAMKPCA_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+}
+
+// lookup finds a dotted path in a decoded YAML tree.
+func lookup(tree map[string]any, path string) (any, bool) {
+	head, rest, more := strings.Cut(path, ".")
+	v, ok := tree[head]
+	if !ok || !more {
+		return v, ok
+	}
+	sub, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return lookup(sub, rest)
+}
+
+// isZero reports whether a YAML scalar or a variable's text is zero.
+func isZero(v any) bool {
+	switch x := v.(type) {
+	case int:
+		return x == 0
+	case float64:
+		return x == 0
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return err == nil && f == 0
+	}
+	return false
 }
 
 // ApplyEnv sets fields from STREAMKPCA_<PATH> variables.

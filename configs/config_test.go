@@ -181,3 +181,23 @@ func TestBadSetNamedAsFlag(t *testing.T) {
 		t.Errorf("Load: %v, want an error naming the variable", err)
 	}
 }
+
+// Defect: an explicit 0 for k, block, batch or snapshot.keep silently
+// became the default. It is an error naming where it came from.
+func TestExplicitZeroRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("learner:\n  k: 0\n"), 0o600)
+	if _, err := Load(p, nil); err == nil || !strings.Contains(err.Error(), "learner.k") || !strings.Contains(err.Error(), p) {
+		t.Errorf("k: 0 in a file: %v", err)
+	}
+	if _, err := Load("", []string{"STREAMKPCA_SNAPSHOT_KEEP=0"}); err == nil || !strings.Contains(err.Error(), "STREAMKPCA_SNAPSHOT_KEEP") {
+		t.Errorf("snapshot.keep=0 in the environment: %v", err)
+	}
+	if _, err := Load("", nil, "learner.batch=0"); err == nil || !strings.Contains(err.Error(), "--set learner.batch") {
+		t.Errorf("--set learner.batch=0: %v", err)
+	}
+	// 0 stays meaningful where it is documented: dim, bandwidth, theta.
+	if _, err := Load("", nil, "kafka.dim=0", "learner.bandwidth=0", "learner.theta0=0"); err != nil {
+		t.Errorf("documented zeros refused: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -144,4 +145,31 @@ func TestPoisonFirstMessageDoesNotFixDimension(t *testing.T) {
 			t.Errorf("%s: the valid message %q after the poison one: %v, %v", tc.format, tc.good, x, err)
 		}
 	}
+}
+
+// FuzzReadAll: any file in any format reads into whole rows of one
+// dimension, or fails with an error; it never panics.
+func FuzzReadAll(f *testing.F) {
+	f.Add([]byte("a,b\n1,2\n3,4\n"), uint8(0), 0)
+	f.Add([]byte("[1,2]\n\n[3,4]\n"), uint8(1), 0)
+	f.Add([]byte("\x00\x00\x80\x3f\x00\x00\x00\x40"), uint8(2), 2)
+	f.Add([]byte("1,2\n3\n"), uint8(0), 0)
+	formats := []Format{FormatCSV, FormatJSON, FormatF32LE, FormatF64LE}
+	f.Fuzz(func(t *testing.T, data []byte, format uint8, dim int) {
+		if dim < 0 || dim > 1<<10 {
+			return
+		}
+		x, rows, d, err := ReadAll(bytes.NewReader(data), formats[int(format)%len(formats)], dim)
+		if err != nil {
+			return
+		}
+		if rows*d != len(x) {
+			t.Fatalf("%d rows of dimension %d but %d values", rows, d, len(x))
+		}
+		for _, v := range x {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("non-finite value %v read", v)
+			}
+		}
+	})
 }

@@ -54,60 +54,11 @@ func readVectors(path string, format ingest.Format, dim int) ([]float64, int, in
 			format = ingest.FormatJSON
 		}
 	}
-	dec := &ingest.Decoder{Format: format, Dim: dim, MaxBytes: 64 << 20}
-	if err := dec.Validate(); err != nil {
-		return nil, 0, 0, err
+	x, rows, d, err := ingest.ReadAll(r, format, dim)
+	if err != nil && (format == ingest.FormatF32LE || format == ingest.FormatF64LE) && dim < 1 {
+		return nil, 0, 0, fmt.Errorf("--dim is required for %s input", format)
 	}
-	var x []float64
-	rows := 0
-	if format == ingest.FormatF32LE || format == ingest.FormatF64LE {
-		if dim < 1 {
-			return nil, 0, 0, fmt.Errorf("--dim is required for %s input", format)
-		}
-		w := 4
-		if format == ingest.FormatF64LE {
-			w = 8
-		}
-		buf := make([]byte, w*dim)
-		br := bufio.NewReaderSize(r, 1<<20)
-		for {
-			if _, err := io.ReadFull(br, buf); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
-			}
-			var err error
-			if x, _, err = dec.Decode(x, nil, buf); err != nil {
-				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
-			}
-			rows++
-		}
-		return x, rows, dec.Dim, nil
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
-			continue
-		}
-		var err error
-		if x, _, err = dec.Decode(x, nil, b); err != nil {
-			if line == 1 && format == ingest.FormatCSV && ingest.Reason(err) == ingest.ReasonMalformed {
-				dec.Dim = 0 // a header row
-				continue
-			}
-			return nil, 0, 0, fmt.Errorf("line %d: %w", line, err)
-		}
-		rows++
-	}
-	if err := sc.Err(); err != nil {
-		return nil, 0, 0, fmt.Errorf("read input: %w", err)
-	}
-	return x, rows, dec.Dim, nil
+	return x, rows, d, err
 }
 
 // learnerFlags registers the learner's flags on fs.

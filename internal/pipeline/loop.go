@@ -23,6 +23,8 @@ type loop struct {
 	// held: the pending rows could not start the model; they stay
 	// pending until more data makes them learnable.
 	held bool
+	// fatal: the configuration cannot learn this stream; Run stops.
+	fatal error
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in
@@ -114,6 +116,12 @@ func (l *loop) learn() {
 	t0 := time.Now()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
 	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
+	if errors.Is(err, online.ErrConfig) {
+		// No data can fix it (a linear kernel with k > d, say): stop,
+		// with nothing committed, rather than consume and learn nothing.
+		l.fatal = err
+		return
+	}
 	if err != nil && !errors.Is(err, online.ErrDiverged) && p.learner.step() == 0 {
 		// The model cannot start from these rows yet (one lone point or
 		// all points equal: the median trick finds no bandwidth). Keep

@@ -357,3 +357,24 @@ func TestEmptyTokenFileStopsStartUp(t *testing.T) {
 		t.Fatalf("New with protect_all and no token: %v, want an error", err)
 	}
 }
+
+// Defect: a linear kernel with k > d started and then learned nothing.
+// Run stops with the reason, and commits nothing.
+func TestUnlearnableConfigStopsRun(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Kernel, c.Learner.K = "linear", 3
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(100, 1, 6)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	select {
+	case err := <-h.done:
+		if err == nil || !strings.Contains(err.Error(), "k = 3") {
+			t.Fatalf("Run: %v, want an error naming k", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run kept going with a model that cannot learn")
+	}
+	if src.Committed(0) != -1 {
+		t.Errorf("offset %d committed", src.Committed(0))
+	}
+}

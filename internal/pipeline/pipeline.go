@@ -301,7 +301,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// parts they use are closed, so no return path can hang or leak.
 	bg, stopAll := context.WithCancel(context.Background())
 	fetchCtx, stopFetch := context.WithCancel(bg)
+	defer stopFetch()
 	pubCtx, stopPub := context.WithCancel(bg)
+	defer stopPub()
 	// work bounds waits inside the loop (a full dead-letter queue): not
 	// by ctx, which ends the loop gracefully, only by Kill.
 	work, stopWork := context.WithCancel(bg)
@@ -339,6 +341,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	msgs := p.consumer.Messages()
 	p.log.Info().Str("topic", p.cfg.Kafka.Topic).Strs("brokers", p.cfg.Kafka.Brokers).Str("model", p.cfg.Model).Msg("learning")
 	for {
+		if l.fatal != nil {
+			return fmt.Errorf("pipeline: the model cannot learn this stream with this configuration (nothing was committed): %w", l.fatal)
+		}
 		inbox := msgs
 		if l.full() {
 			inbox = nil
