@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/semaphore"
 )
 
 // DeadLetterRecord is one refused message and why.
@@ -159,6 +160,8 @@ func (m *MemDeadLetter) Close() error { return nil }
 type DeadLetterQueue struct {
 	w       DeadLetterWriter
 	ch      chan dlItem
+	bytes   *semaphore.Weighted // values queued, bounded by the byte capacity
+	limit   int64
 	onError func(recs []DeadLetterRecord, err error)
 	done    chan struct{}
 	stop    context.CancelFunc
@@ -167,6 +170,7 @@ type DeadLetterQueue struct {
 
 type dlItem struct {
 	rec   DeadLetterRecord
+	n     int64         // bytes held in the semaphore
 	flush chan struct{} // non-nil: a flush marker
 }
 
@@ -177,23 +181,33 @@ const (
 	DeadLetterTimeout = 30 * time.Second
 )
 
-// NewDeadLetterQueue starts the queue's writer. onError is called (from
-// the writer goroutine) with the records a Write could not store.
-func NewDeadLetterQueue(w DeadLetterWriter, capacity int, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
+// NewDeadLetterQueue starts the queue's writer. It holds at most capacity
+// records and capBytes bytes of their keys and values (a record larger
+// than capBytes passes alone). onError is called (from the writer
+// goroutine) with the records a Write could not store.
+func NewDeadLetterQueue(w DeadLetterWriter, capacity int, capBytes int64, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &DeadLetterQueue{w: w, ch: make(chan dlItem, max(capacity, 1)), onError: onError, done: make(chan struct{}), stop: cancel}
+	capBytes = max(capBytes, 1)
+	q := &DeadLetterQueue{w: w, ch: make(chan dlItem, max(capacity, 1)), bytes: semaphore.NewWeighted(capBytes), limit: capBytes,
+		onError: onError, done: make(chan struct{}), stop: cancel}
 	go q.run(ctx)
 	return q
 }
 
 // Enqueue queues rec, waiting while the queue is full.
 func (q *DeadLetterQueue) Enqueue(ctx context.Context, rec DeadLetterRecord) error {
+	n := min(int64(len(rec.Msg.Value)+len(rec.Msg.Key)), q.limit)
+	if err := q.bytes.Acquire(ctx, n); err != nil {
+		return err
+	}
 	select {
-	case q.ch <- dlItem{rec: rec}:
+	case q.ch <- dlItem{rec: rec, n: n}:
 		return nil
 	case <-ctx.Done():
+		q.bytes.Release(n)
 		return ctx.Err()
 	case <-q.done:
+		q.bytes.Release(n)
 		return errors.New("ingest: dead-letter queue closed")
 	}
 }
@@ -240,11 +254,13 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 		case it = <-q.ch:
 		}
 		var marks []chan struct{}
+		var held int64
 		collect := func(it dlItem) {
 			if it.flush != nil {
 				marks = append(marks, it.flush)
 			} else {
 				batch = append(batch, it.rec)
+				held += it.n
 			}
 		}
 		collect(it)
@@ -265,6 +281,7 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 				q.onError(batch, err)
 			}
 		}
+		q.bytes.Release(held)
 		for _, m := range marks {
 			close(m)
 		}

@@ -59,7 +59,7 @@ func TestDeadLetterMessageTruncatesNearTheLimit(t *testing.T) {
 // records are written in order and in batches.
 func TestDeadLetterQueueFlushAndOrder(t *testing.T) {
 	w := &MemDeadLetter{Delay: time.Millisecond}
-	q := NewDeadLetterQueue(w, 64, nil)
+	q := NewDeadLetterQueue(w, 64, 1<<20, nil)
 	ctx := context.Background()
 	for i := range 1000 {
 		if err := q.Enqueue(ctx, DeadLetterRecord{Msg: Message{Offset: int64(i)}}); err != nil {
@@ -90,7 +90,7 @@ func TestDeadLetterQueueFlushAndOrder(t *testing.T) {
 func TestDeadLetterQueueReportsFailures(t *testing.T) {
 	w := &MemDeadLetter{Fail: errors.New("down")}
 	var failed int
-	q := NewDeadLetterQueue(w, 8, func(recs []DeadLetterRecord, err error) { failed += len(recs) })
+	q := NewDeadLetterQueue(w, 8, 1<<20, func(recs []DeadLetterRecord, err error) { failed += len(recs) })
 	ctx := context.Background()
 	for range 100 {
 		q.Enqueue(ctx, DeadLetterRecord{})
@@ -145,5 +145,30 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	case <-q.out:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a message larger than the byte bound was never delivered")
+	}
+}
+
+// The queue is bounded in bytes: with the writer stuck, records wait for
+// room instead of piling up (4,096 near-limit values would be 4 GiB).
+func TestDeadLetterQueueBoundsBytes(t *testing.T) {
+	w := &MemDeadLetter{Delay: time.Hour}
+	q := NewDeadLetterQueue(w, 4096, 10_000, nil)
+	defer q.stop()
+	rec := DeadLetterRecord{Msg: Message{Value: make([]byte, 3000)}}
+	ctx := context.Background()
+	// Bytes are released once written; the writer is stuck, so three
+	// records fit in 10,000 bytes and the fourth waits.
+	queued := 0
+	for range 10 {
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := q.Enqueue(cctx, rec)
+		cancel()
+		if err != nil {
+			break
+		}
+		queued++
+	}
+	if queued != 3 {
+		t.Errorf("%d records of 3,000 bytes queued under a 10,000-byte bound, want 3", queued)
 	}
 }

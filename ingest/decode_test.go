@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -170,6 +172,65 @@ func FuzzReadAll(f *testing.F) {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				t.Fatalf("non-finite value %v read", v)
 			}
+		}
+	})
+}
+
+// FuzzJSONArrayFastPath: wherever the fast path answers, it answers as
+// encoding/json does: the same values bit for bit, or the same refusal.
+func FuzzJSONArrayFastPath(f *testing.F) {
+	for _, s := range []string{"[1,2.5,-3e2]", "[ ]", "[1e400]", "[01]", "[1,]", "[null]", "[1 2]", " [ -0.0 , 5E-3 ] ", "[1]x", "[-]", "[1.]", "[.5]", "[1e]", "[[1]]", "[\"1\"]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		tr := bytes.TrimSpace(msg)
+		if len(tr) == 0 || tr[0] != '[' {
+			return
+		}
+		fast, ok := appendFloatArray(nil, tr)
+		if !ok {
+			if len(fast) != 0 {
+				t.Fatalf("%q: declined but returned %v", tr, fast)
+			}
+			return
+		}
+		slow, _, serr := decodeJSONArray(nil, nil, tr)
+		if serr != nil {
+			t.Fatalf("%q: fast path accepted %v, encoding/json refused: %v", tr, fast, serr)
+		}
+		if len(fast) != len(slow) {
+			t.Fatalf("%q: fast %v, encoding/json %v", tr, fast, slow)
+		}
+		for i := range fast {
+			if math.Float64bits(fast[i]) != math.Float64bits(slow[i]) {
+				t.Fatalf("%q: value %d: fast %v, encoding/json %v", tr, i, fast[i], slow[i])
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	var msg []byte
+	msg = append(msg, '[')
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range 784 {
+		if i > 0 {
+			msg = append(msg, ',')
+		}
+		msg = strconv.AppendFloat(msg, rng.NormFloat64(), 'g', -1, 64)
+	}
+	msg = append(msg, ']')
+	x := make([]float64, 0, 784)
+	b.Run("fast", func(b *testing.B) {
+		b.SetBytes(int64(len(msg)))
+		for b.Loop() {
+			x, _ = appendFloatArray(x[:0], msg)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(msg)))
+		for b.Loop() {
+			x, _, _ = decodeJSONArray(x[:0], nil, msg)
 		}
 	})
 }

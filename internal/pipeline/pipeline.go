@@ -220,7 +220,7 @@ func New(opt Options) (*Pipeline, error) {
 			return nil, err
 		}
 	}
-	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, func(recs []ingest.DeadLetterRecord, err error) {
+	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, func(recs []ingest.DeadLetterRecord, err error) {
 		p.met.DeadLetterErrs.Add(float64(len(recs)))
 		for _, r := range recs {
 			p.log.Error().Err(err).Str("reason", r.Reason).Int("partition", r.Msg.Partition).Int64("offset", r.Msg.Offset).
@@ -246,9 +246,13 @@ func New(opt Options) (*Pipeline, error) {
 	return p, nil
 }
 
-// deadLetterQueue bounds the dead letters waiting for their write: the
-// learner waits beyond it (at most this many message values in memory).
-const deadLetterQueue = 4096
+// deadLetterQueue and deadLetterBytes bound the dead letters waiting for
+// their write, in count and in bytes of keys and values: the learner waits
+// beyond them.
+const (
+	deadLetterQueue = 4096
+	deadLetterBytes = 16 << 20
+)
 
 // Current is the served model.
 func (p *Pipeline) Current() *publish.Current { return &p.cur }
