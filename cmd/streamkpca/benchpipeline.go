@@ -19,7 +19,8 @@ func benchPipeline(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench pipeline", flag.ContinueOnError)
 	ds := fs.String("d", "1,64,784", "input dimensions, comma-separated")
 	var cfg bench.PipelineConfig
-	fs.IntVar(&cfg.Points, "points", 10240, "points per dimension (a multiple of --batch)")
+	fs.IntVar(&cfg.Points, "points", 40960, "points per dimension (a multiple of --batch)")
+	fs.BoolVar(&cfg.Memory, "memory", false, "feed the service from memory instead of the embedded Kafka broker (its own overhead, no broker sharing the cores)")
 	fs.IntVar(&cfg.K, "k", 3, "components")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
 	fs.IntVar(&cfg.MaxFeatures, "max-features", 32768, "feature budget")

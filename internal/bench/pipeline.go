@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/online"
@@ -21,13 +22,17 @@ import (
 type PipelineConfig struct {
 	// Dims to measure. Default: 1, 64, 784.
 	Dims []int
-	// Points per dimension, a multiple of Batch. Default: 10,240.
+	// Points per dimension, a multiple of Batch. Default: 40,960.
 	Points int
 	// K, Batch and MaxFeatures of the model. Defaults: 3 (the service's),
 	// 512, 32,768.
 	K, Batch, MaxFeatures int
 	// Dir holds the brokers' and snapshots' data. Required.
 	Dir string
+	// Memory feeds the service from an in-memory source instead of the
+	// embedded Kafka broker (NATS stays embedded): the service's own
+	// overhead, without a broker sharing the cores.
+	Memory bool
 }
 
 // PipelineRow compares the service with the learner alone at one d.
@@ -51,7 +56,7 @@ func (c *PipelineConfig) setDefaults() {
 	}
 	orDefault(&c.K, 3)
 	orDefault(&c.Batch, 512)
-	orDefault(&c.Points, 20*c.Batch)
+	orDefault(&c.Points, 80*c.Batch)
 	c.Points -= c.Points % c.Batch
 	orDefault(&c.MaxFeatures, 32768)
 }
@@ -113,7 +118,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 		return row, err
 	}
 	defer stack.Close()
-	err = devstack.Produce(ctx, func(i int) []byte {
+	message := func(i int) []byte {
 		b := append(make([]byte, 0, 24*d), '[')
 		for j, v := range x[i*d : (i+1)*d] {
 			if j > 0 {
@@ -122,8 +127,15 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 			b = strconv.AppendFloat(b, v, 'g', -1, 64)
 		}
 		return append(b, ']')
-	}, devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: cfg.Points})
-	if err != nil {
+	}
+	opt := pipeline.Options{}
+	if cfg.Memory {
+		src := ingest.NewMemSource(topic, 4096)
+		for i := range cfg.Points {
+			src.Produce(0, message(i))
+		}
+		opt.Source, opt.DeadLetters = src, &ingest.MemDeadLetter{}
+	} else if err := devstack.Produce(ctx, message, devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: cfg.Points}); err != nil {
 		return row, err
 	}
 	var c configs.Config
@@ -135,7 +147,8 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 	c.HTTP.Addr = "off"
 	c.SetDefaults()
 	log := zerolog.Nop()
-	p, err := pipeline.New(pipeline.Options{Config: c, Logger: &log})
+	opt.Config, opt.Logger = c, &log
+	p, err := pipeline.New(opt)
 	if err != nil {
 		return row, err
 	}
