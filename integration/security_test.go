@@ -30,7 +30,6 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
-	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/publish"
 )
@@ -211,7 +210,7 @@ func TestWrongNATSCredentialsNamed(t *testing.T) {
 	s := startStackWith(t, map[string]int32{"cred": 1}, func(o *server.Options) { o.Username, o.Password = "svc", "npw" })
 	var buf syncBuffer
 	log := zerolog.New(&buf)
-	nc, err := pipeline.Connect(configs.NATS{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
+	nc, err := publish.Connect(configs.NATS{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,7 @@ func New(opt Options) (*Pipeline, error) {
 	if !cfg.NATS.Disabled {
 		p.nc = opt.NATS
 		if p.nc == nil {
-			if p.nc, err = Connect(cfg.NATS, log); err != nil {
+			if p.nc, err = publish.Connect(cfg.NATS, log); err != nil {
 				return nil, err
 			}
 			p.ownNC = true

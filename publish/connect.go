@@ -1,4 +1,4 @@
-package pipeline
+package publish
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 	if c.NKeyFile != "" {
 		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: nats.nkey_file: %w", err)
+			return nil, fmt.Errorf("publish: nats.nkey_file: %w", err)
 		}
 		opts = append(opts, o)
 	}
@@ -59,7 +59,7 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: connect to NATS at %s: %w", redact(c.URL), err)
+		return nil, fmt.Errorf("publish: connect to NATS at %s: %w", redact(c.URL), err)
 	}
 	return nc, nil
 }
