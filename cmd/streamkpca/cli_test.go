@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,5 +117,16 @@ func TestDemoRefusesBusyNamedPort(t *testing.T) {
 	err = cmdDemo(context.Background(), []string{"--http", ln.Addr().String(), "--duration", "1s"})
 	if err == nil || !strings.Contains(err.Error(), "--http "+ln.Addr().String()) {
 		t.Fatalf("demo on a busy named port: %v, want an error naming --http", err)
+	}
+}
+
+// `streamkpca version` names the Go version, the SIMD level and the BLAS.
+func TestVersion(t *testing.T) {
+	v := buildInfo()
+	if v.Go != runtime.Version() || v.BLAS == "" || v.Module != "github.com/streamkpca/streamkpca" {
+		t.Errorf("version %+v", v)
+	}
+	if v.SIMD != "avx512" && v.SIMD != "avx2" && v.SIMD != "go" {
+		t.Errorf("simd %q", v.SIMD)
 	}
 }

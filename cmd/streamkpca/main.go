@@ -23,9 +23,10 @@ Verbs:
   project   project points:      streamkpca project --model model.skpca --input FILE|-
   inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
   produce   write synthetic or file data into a Kafka topic
-  bench     benchmarks as JSON:  streamkpca bench hermite|kcca [--points N]
+  bench     benchmarks as JSON:  streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline
   plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|scatter|correlations
   synth     synthetic data as CSV: streamkpca synth hermite|hermite16|digits|twoview|mixture --n N --out FILE
+  version   module version, commit, Go, SIMD level and BLAS, as JSON
 
 Run 'streamkpca <verb> -h' for the verb's flags.
 `
@@ -58,6 +59,8 @@ func main() {
 		err = cmdDemo(ctx, args)
 	case "produce":
 		err = cmdProduce(ctx, args)
+	case "version", "--version":
+		err = cmdVersion()
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -70,3 +70,16 @@
 //     FMA kernels do twice the flops per cycle). Deterministic for a given
 //     binary and CPU; agrees with the default to rounding.
 package features
+
+// SIMD names the vector kernels this process uses: "avx512", "avx2" or
+// "go" (none; also under the purego build tag or
+// STREAMKPCA_NO_AVX512=1 without AVX2). Every level gives the same bits.
+func SIMD() string {
+	switch {
+	case useAVX512:
+		return "avx512"
+	case useAVX2:
+		return "avx2"
+	}
+	return "go"
+}
