@@ -8,13 +8,10 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
 
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/online"
@@ -257,21 +254,9 @@ func TestBadMessagesDeadLettered(t *testing.T) {
 	}
 
 	// Every bad message is on the dead-letter topic with its reason.
-	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: s.Brokers(), Topic: "mixed.dlq", Partition: 0, MaxWait: 100 * time.Millisecond})
-	defer rd.Close()
+	headers, _ := deadLetters(t, s, "mixed.dlq", len(wantReason))
 	got := map[int64]string{}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for len(got) < len(wantReason) {
-		m, err := rd.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("dead-letter topic: %d of %d read: %v", len(got), len(wantReason), err)
-		}
-		h := map[string]string{}
-		for _, x := range m.Headers {
-			h[x.Key] = string(x.Value)
-		}
-		off, _ := strconv.ParseInt(h["source-offset"], 10, 64)
+	for off, h := range headers {
 		got[off] = h["reason"]
 		if h["source-topic"] != "mixed" || h["source-partition"] != "0" {
 			t.Errorf("dead letter headers %v", h)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/configs"
@@ -155,4 +157,28 @@ func startStackWith(t *testing.T, topics map[string]int32, natsOpt func(*server.
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// deadLetters reads n messages from a dead-letter topic: each one's
+// headers by source offset, and its value's length.
+func deadLetters(t *testing.T, s *devstack.Stack, topic string, n int) (map[int64]map[string]string, map[int64]int) {
+	t.Helper()
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: s.Brokers(), Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	headers, sizes := map[int64]map[string]string{}, map[int64]int{}
+	for len(headers) < n {
+		m, err := rd.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("dead-letter topic %s: %d of %d read: %v", topic, len(headers), n, err)
+		}
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		off, _ := strconv.ParseInt(h["source-offset"], 10, 64)
+		headers[off], sizes[off] = h, len(m.Value)
+	}
+	return headers, sizes
 }
