@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/logbuf"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/publish"
 )
@@ -186,29 +185,11 @@ func TestHTTPSAndNkey(t *testing.T) {
 	r.graceful(t)
 }
 
-// syncBuffer is a log sink safe for the NATS client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Defect: wrong NATS credentials were logged only as "nats: connection
 // closed". The log names the authorisation failure and what to check.
 func TestWrongNATSCredentialsNamed(t *testing.T) {
 	s := startStackWith(t, map[string]int32{"cred": 1}, func(o *server.Options) { o.Username, o.Password = "svc", "npw" })
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	log := zerolog.New(&buf)
 	nc, err := publish.Connect(configs.NATS{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
 	if err != nil {
