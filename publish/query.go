@@ -2,6 +2,7 @@ package publish
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -304,8 +305,16 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 // Stop deregisters the service.
 func (s *Service) Stop() error { return s.svc.Stop() }
 
+// OpenAPI is the HTTP API's contract (publish/openapi.yaml), served at
+// /v1/openapi.yaml; a test validates the handler's real requests and
+// responses against it, so the two cannot drift.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
 // HTTPHandler serves, for one model:
 //
+//	GET  /v1/openapi.yaml             the OpenAPI 3 document
 //	GET  /v1/models                   {"models": [{"model", "version", "ready"}]}
 //	GET  /v1/models/<model>           info JSON
 //	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag = version)
@@ -368,6 +377,10 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(OpenAPI)
+	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		type entry struct {
 			Model   string `json:"model"`
@@ -380,7 +393,7 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string][]entry{"models": {e}})
 	})
-	allow := map[string]string{"/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST"}
+	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST"}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		if a, ok := allow[strings.TrimSuffix(r.URL.Path, "/")]; ok && r.URL.Path == strings.TrimSuffix(r.URL.Path, "/") {
 			w.Header().Set("Allow", a)
