@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/streamkpca/streamkpca/ingest"
@@ -203,9 +204,13 @@ func (l *loop) snapshot(final bool) {
 	l.lastCut = snap
 	p.met.Snapshots.Inc()
 	p.met.Version.Set(float64(snap.Header.Version()))
+	for i, e := range snap.Header.Diagnostics.Eigenvalues {
+		p.met.Eigenvalues.WithLabelValues(strconv.Itoa(i)).Set(e)
+	}
 	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
 	if err == nil {
 		p.cur.Set(m, data)
+		p.met.Served.Set(float64(snap.Header.Version()))
 	}
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,8 @@ type harness struct {
 	src    *ingest.MemSource
 	dl     *ingest.MemDeadLetter
 	cancel context.CancelFunc
-	done   chan error
+	done   chan error    // Run's result, once
+	exited chan struct{} // closed when Run has returned
 }
 
 func startLoop(t *testing.T, c configs.Config, src *ingest.MemSource, dl *ingest.MemDeadLetter) *harness {
@@ -55,9 +57,13 @@ func startLoop(t *testing.T, c configs.Config, src *ingest.MemSource, dl *ingest
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, p: p, reg: reg, src: src, dl: dl, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); p.Kill() })
+	h := &harness{t: t, p: p, reg: reg, src: src, dl: dl, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() { h.done <- p.Run(ctx); close(h.exited) }()
+	t.Cleanup(func() {
+		p.Kill()
+		cancel()
+		<-h.exited // before the test's directories are removed
+	})
 	return h
 }
 
@@ -376,5 +382,45 @@ func TestUnlearnableConfigStopsRun(t *testing.T) {
 	}
 	if src.Committed(0) != -1 {
 		t.Errorf("offset %d committed", src.Committed(0))
+	}
+}
+
+// The metrics a dashboard charts: eigenvalue estimates, served version,
+// requests by endpoint and status.
+func TestMetricsWorthCharting(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr = "127.0.0.1:0"
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(640, 1, 8)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(640)
+	deadline := time.Now().Add(30 * time.Second)
+	for h.p.Status().Version == 0 || h.p.HTTPAddr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	base := "http://" + h.p.HTTPAddr() + "/v1/models/loop"
+	for _, body := range []string{`{"vectors":[[0.5]]}`, `{"vectors":[[1,2]]}`} {
+		res, err := http.Post(base+"/project", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	m := h.p.met
+	if got := testutil.ToFloat64(m.Requests.WithLabelValues("project", "200")); got != 1 {
+		t.Errorf("project 200 requests %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Requests.WithLabelValues("project", "400")); got != 1 {
+		t.Errorf("project 400 requests %v, want 1", got)
+	}
+	if got, want := testutil.ToFloat64(m.Served), float64(h.p.Status().Version); got != want {
+		t.Errorf("served version %v, want %v", got, want)
+	}
+	eig := h.p.Status().Eigenvalues
+	if len(eig) == 0 || testutil.ToFloat64(m.Eigenvalues.WithLabelValues("0")) != eig[0] {
+		t.Errorf("eigenvalue gauge %v, status %v", testutil.ToFloat64(m.Eigenvalues.WithLabelValues("0")), eig)
 	}
 }

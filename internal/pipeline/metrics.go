@@ -1,6 +1,11 @@
 package pipeline
 
 import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +24,11 @@ type Metrics struct {
 	Publishes      prometheus.Counter
 	PublishErrors  prometheus.Counter
 	DeadLetterErrs prometheus.Counter
+	Published      prometheus.Gauge
+	Served         prometheus.Gauge
+	Eigenvalues    *prometheus.GaugeVec
+	Requests       *prometheus.CounterVec
+	RequestSeconds *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
@@ -36,11 +46,57 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Publishes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publishes_total", Help: "Versions published on NATS."}),
 		PublishErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
 		DeadLetterErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
+		Published:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
+		Served:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_served_version", Help: "Version answered by the HTTP and NATS queries (0 before the first)."}),
+		Eigenvalues:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
+		Requests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
+		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
-		m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs)
-	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "domain"} {
+		m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
+		m.Published, m.Served, m.Eigenvalues, m.Requests, m.RequestSeconds)
+	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}
 	return m
+}
+
+// instrumentAPI counts and times the /v1/ requests by endpoint (project,
+// snapshot, info, models, openapi, other) and status code.
+func (m *Metrics) instrumentAPI(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		ep := endpointOf(r.URL.Path)
+		m.Requests.WithLabelValues(ep, strconv.Itoa(sw.code)).Inc()
+		m.RequestSeconds.WithLabelValues(ep).Observe(time.Since(start).Seconds())
+	})
+}
+
+func endpointOf(path string) string {
+	switch {
+	case path == "/v1/models":
+		return "models"
+	case path == "/v1/openapi.yaml":
+		return "openapi"
+	case strings.HasPrefix(path, "/v1/models/") && strings.HasSuffix(path, "/project"):
+		return "project"
+	case strings.HasPrefix(path, "/v1/models/") && strings.HasSuffix(path, "/snapshot"):
+		return "snapshot"
+	case strings.HasPrefix(path, "/v1/models/") && strings.Count(path, "/") == 3:
+		return "info"
+	}
+	return "other"
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
 }

@@ -167,6 +167,7 @@ func New(opt Options) (*Pipeline, error) {
 			return nil, err
 		}
 		p.cur.Set(m, data)
+		p.met.Served.Set(float64(snap.Header.Version()))
 		p.status.Version = snap.Header.Version()
 		log.Info().Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")

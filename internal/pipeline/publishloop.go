@@ -45,6 +45,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			p.met.Publishes.Inc()
 			p.mu.Lock()
 			p.status.Published = n.Version
+			p.met.Published.Set(float64(n.Version))
 			p.mu.Unlock()
 			p.log.Info().Uint64("version", n.Version).Str("object", n.Object).Int("bytes", n.Size).Msg("published")
 			pending, backoff = nil, 500*time.Millisecond
