@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -128,5 +130,19 @@ func TestVersion(t *testing.T) {
 	}
 	if v.SIMD != "avx512" && v.SIMD != "avx2" && v.SIMD != "go" {
 		t.Errorf("simd %q", v.SIMD)
+	}
+}
+
+// Defects: `synth -h` said unknown data set "-h"; fit without --k and
+// project without --model failed with the library's words.
+func TestCLIHelpAndRequiredFlags(t *testing.T) {
+	if err := cmdSynth([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("synth -h: %v, want help", err)
+	}
+	if err := cmdFit(context.Background(), []string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--k is required") {
+		t.Errorf("fit without --k: %v", err)
+	}
+	if err := cmdProject([]string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--model is required") {
+		t.Errorf("project without --model: %v", err)
 	}
 }

@@ -106,6 +106,9 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 }
 
 func (lf *learnerFlags) config(model string) (online.Config, error) {
+	if lf.k < 1 {
+		return online.Config{}, fmt.Errorf("--k is required: the number of components to learn (got %d)", lf.k)
+	}
 	cfg := online.Config{
 		Model: model, Algorithm: online.Algorithm(lf.algo), K: lf.k,
 		Kernel: features.Kernel{Family: features.Family(lf.kernel), Nu: lf.nu, Degree: lf.degree, Offset: lf.offset,
@@ -254,6 +257,9 @@ func cmdProject(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *modelPath == "" {
+		return errors.New("--model is required: the snapshot file to project with (from fit, or a service's snapshot.dir)")
+	}
 	snap, _, err := snapshot.Load(*modelPath)
 	if err != nil {
 		return err
@@ -296,6 +302,9 @@ func cmdProject(args []string) error {
 
 func cmdInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON.")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -15,8 +15,20 @@ import (
 // cmdSynth writes a synthetic data set as CSV, for trying fit, project and
 // plot without data of your own.
 func cmdSynth(args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: streamkpca synth hermite|hermite16|digits|twoview|mixture [--n N] [--seed S] [--out FILE]")
+	const synthUsage = `usage: streamkpca synth hermite|hermite16|digits|twoview|mixture [--n N] [--seed S] [--out FILE]
+
+Columns of the CSV:
+  hermite     1 value (the paper's 1-D stream)
+  hermite16   16 values
+  digits      64 pixel values, then the digit label (cut it before fit: cut -d, -f1-64)
+  twoview     6 values of view x, then 6 of view y
+  mixture     2 values of view x, then 2 of view y`
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(os.Stderr, synthUsage)
+		if len(args) == 0 {
+			return errors.New("a data set is required")
+		}
+		return flag.ErrHelp
 	}
 	kind := args[0]
 	fs := flag.NewFlagSet("synth "+kind, flag.ContinueOnError)
