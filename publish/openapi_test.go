@@ -34,7 +34,14 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur Current
-	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096})
+	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
+	for _, v := range []uint64{3, 7} {
+		s, _ := golden(t, v)
+		if _, _, err := store.Save(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
 	cases := []struct {
 		method, path, body string
 		want               int
@@ -98,6 +105,15 @@ func TestOpenAPIContract(t *testing.T) {
 		{"POST", "/v1/models/golden/project", `{"vectors":[[1,2]]} {}`, 400},
 		{"POST", "/v1/models/golden/project", `{"vectors":[[` + strings.Repeat("1,", 3000) + `2]]}`, 413},
 		{"GET", "/v1/models/other", "", 404},
+		{"GET", "/v1/models/golden/versions", "", 200},
+		{"GET", "/v1/models/golden/versions/3/snapshot", "", 200},
+		{"GET", "/v1/models/golden/versions/4/snapshot", "", 404},
+		{"POST", "/v1/models/golden/versions/3/project", `{"vectors":[[1,2]]}`, 200},
+		{"POST", "/v1/models/golden/versions/5/project", `{"vectors":[[1,2]]}`, 404},
+		{"PUT", "/v1/models/golden/pin", `{"version":3}`, 200},
+		{"PUT", "/v1/models/golden/pin", `{"version":4}`, 404},
+		{"PUT", "/v1/models/golden/pin", `{"v":3}`, 400},
+		{"DELETE", "/v1/models/golden/pin", "", 200},
 	} {
 		run(c.method, c.path, c.body, c.want)
 	}
@@ -107,7 +123,7 @@ func TestOpenAPIContract(t *testing.T) {
 			t.Errorf("documented path %s outside /v1/", path)
 		}
 	}
-	if n := len(doc.Paths.Map()); n != 5 {
-		t.Errorf("%d documented paths, want the handler's 5", n)
+	if n := len(doc.Paths.Map()); n != 9 {
+		t.Errorf("%d documented paths, want the handler's 9", n)
 	}
 }

@@ -140,7 +140,7 @@ func TestPublishWatchLatest(t *testing.T) {
 
 func TestQueries(t *testing.T) {
 	var cur Current
-	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 200})
+	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 200}, VersionOptions{})
 	do := func(method, path, body string, hdr ...string) (int, string, http.Header) {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		if len(hdr) == 2 {
@@ -285,7 +285,7 @@ func TestNonFiniteProjectionIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur.Set(m, data)
-	h := HTTPHandler("golden", &cur, Limits{})
+	h := HTTPHandler("golden", &cur, Limits{}, VersionOptions{})
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/models/golden/project", strings.NewReader(`{"vectors":[[1e300,1e300]]}`)))
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "not finite") {

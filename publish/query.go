@@ -20,25 +20,48 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// Current holds the model version being served. It is safe for concurrent
-// use; readers never block the learner.
-type Current struct{ p atomic.Pointer[served] }
+// Current holds the model version being served: the newest the learner
+// persisted, unless an operator pinned another (Pin). It is safe for
+// concurrent use; readers never block the learner.
+type Current struct {
+	p   atomic.Pointer[served] // newest
+	pin atomic.Pointer[served] // pinned, or nil
+}
 
 type served struct {
 	m    *snapshot.Model
 	data []byte
 }
 
-// Set replaces the served model (and its encoded bytes).
+// Set replaces the newest model (and its encoded bytes). While a version
+// is pinned, the pinned one is still the one served.
 func (c *Current) Set(m *snapshot.Model, data []byte) { c.p.Store(&served{m: m, data: data}) }
 
-// Get returns the served model and bytes, nil before the first Set.
+// Get returns the served model and bytes: the pinned version if any, else
+// the newest; nil before the first Set.
 func (c *Current) Get() (*snapshot.Model, []byte) {
-	s := c.p.Load()
+	s := c.pin.Load()
+	if s == nil {
+		s = c.p.Load()
+	}
 	if s == nil {
 		return nil, nil
 	}
 	return s.m, s.data
+}
+
+// Pin serves m instead of the newest version until Unpin.
+func (c *Current) Pin(m *snapshot.Model, data []byte) { c.pin.Store(&served{m: m, data: data}) }
+
+// Unpin serves the newest version again.
+func (c *Current) Unpin() { c.pin.Store(nil) }
+
+// Pinned returns the pinned version, 0 when none is.
+func (c *Current) Pinned() uint64 {
+	if s := c.pin.Load(); s != nil {
+		return s.m.Header().Version()
+	}
+	return 0
 }
 
 // Limits bound query requests. Zero values mean the default.
@@ -170,11 +193,16 @@ var errBadRequest = errors.New("bad request")
 
 // Project answers one project request against the served model.
 func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
-	lim.setDefaults()
 	m, _ := c.Get()
 	if m == nil {
 		return nil, ErrNoModel
 	}
+	return projectWith(m, body, lim)
+}
+
+// projectWith answers one project request against model m.
+func projectWith(m *snapshot.Model, body []byte, lim Limits) (*ProjectResponse, error) {
+	lim.setDefaults()
 	req, err := decodeProject(body, lim.MaxVectors)
 	if err != nil {
 		return nil, err
@@ -320,9 +348,11 @@ var OpenAPI []byte
 //	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag = version)
 //	POST /v1/models/<model>/project   ProjectRequest → ProjectResponse
 //
+// and, with opt.Versions, the version routes (addVersionRoutes).
+//
 // Errors are JSON {"error": "..."} with a 4xx/5xx status; a known path
 // with another method is a 405 with Allow.
-func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
+func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) http.Handler {
 	lim.setDefaults()
 	mux := http.NewServeMux()
 	base := "/v1/models/" + model
@@ -340,43 +370,20 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 			httpErr(w, ErrNoModel)
 			return
 		}
-		etag := `"` + strconv.FormatUint(m.Header().Version(), 10) + `"`
-		w.Header().Set("ETag", etag)
-		if r.Header.Get("If-None-Match") == etag {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		w.Write(data)
+		serveSnapshot(w, r, m, data)
 	})
 	slots := make(chan struct{}, lim.MaxConcurrent)
 	mux.HandleFunc("POST "+base+"/project", func(w http.ResponseWriter, r *http.Request) {
-		// A slot before the body is read: at most MaxConcurrent bodies
-		// and their decoded vectors are in memory at once.
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-r.Context().Done():
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBytes))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body over %d bytes", lim.MaxBytes)})
-			} else {
-				writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": "request body not received in time: " + err.Error()})
+		serveProject(w, r, lim, slots, func() (*snapshot.Model, error) {
+			if m, _ := cur.Get(); m != nil {
+				return m, nil
 			}
-			return
-		}
-		resp, err := Project(cur, body, lim)
-		if err != nil {
-			httpErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, resp)
+			return nil, ErrNoModel
+		})
 	})
+	if opt.Versions != nil {
+		addVersionRoutes(mux, base, cur, opt, lim, slots)
+	}
 	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(OpenAPI)
@@ -393,7 +400,8 @@ func HTTPHandler(model string, cur *Current, lim Limits) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string][]entry{"models": {e}})
 	})
-	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST"}
+	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST",
+		base + "/versions": "GET", base + "/pin": "PUT, DELETE"}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		if a, ok := allow[strings.TrimSuffix(r.URL.Path, "/")]; ok && r.URL.Path == strings.TrimSuffix(r.URL.Path, "/") {
 			w.Header().Set("Allow", a)
@@ -410,6 +418,8 @@ func httpErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, errBadRequest):
 		code = http.StatusBadRequest
+	case errors.Is(err, ErrNoVersion):
+		code = http.StatusNotFound
 	case errors.Is(err, ErrNoModel):
 		code = http.StatusServiceUnavailable
 	}
@@ -427,4 +437,50 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	w.Write(append(b, '\n'))
+}
+
+// serveSnapshot writes a version's snapshot bytes with its ETag.
+func serveSnapshot(w http.ResponseWriter, r *http.Request, m *snapshot.Model, data []byte) {
+	etag := `"` + strconv.FormatUint(m.Header().Version(), 10) + `"`
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data)
+}
+
+// serveProject answers a project request against the model get returns,
+// reading the body only once a slot is free: at most cap(slots) bodies and
+// their decoded vectors are in memory at once.
+func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots chan struct{}, get func() (*snapshot.Model, error)) {
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	case <-r.Context().Done():
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body over %d bytes", lim.MaxBytes)})
+		} else {
+			writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": "request body not received in time: " + err.Error()})
+		}
+		return
+	}
+	m, err := get()
+	if err != nil {
+		httpErr(w, err)
+		return
+	}
+	resp, err := projectWith(m, body, lim)
+	if err != nil {
+		httpErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }

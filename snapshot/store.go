@@ -131,6 +131,10 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
+// Versions lists the store's snapshot versions, newest first (valid or
+// not: Load tells).
+func (s *Store) Versions() ([]uint64, error) { return s.versions() }
+
 // versions lists the store's snapshot versions, newest first.
 func (s *Store) versions() ([]uint64, error) {
 	ents, err := os.ReadDir(s.Dir)

@@ -210,7 +210,6 @@ func (l *loop) snapshot(final bool) {
 	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
 	if err == nil {
 		p.cur.Set(m, data)
-		p.met.Served.Set(float64(snap.Header.Version()))
 	}
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()

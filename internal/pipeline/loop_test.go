@@ -5,7 +5,11 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -22,6 +26,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -422,5 +427,105 @@ func TestMetricsWorthCharting(t *testing.T) {
 	eig := h.p.Status().Eigenvalues
 	if len(eig) == 0 || testutil.ToFloat64(m.Eigenvalues.WithLabelValues("0")) != eig[0] {
 		t.Errorf("eigenvalue gauge %v, status %v", testutil.ToFloat64(m.Eigenvalues.WithLabelValues("0")), eig)
+	}
+}
+
+// Versions: listed with their hashes, projected with by number, pinned by
+// an operator (token required) while learning goes on, and unpinned.
+func TestVersionsAndPin(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr, c.HTTP.Token = "127.0.0.1:0", "s3cret"
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(1280, 1, 10)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(1280)
+	deadline := time.Now().Add(30 * time.Second)
+	for h.p.Status().Version < 8 || h.p.HTTPAddr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("version %d after 1,280 points", h.p.Status().Version)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	base := "http://" + h.p.HTTPAddr() + "/v1/models/loop"
+	call := func(method, path, body string, auth bool) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if auth {
+			req.Header.Set("Authorization", "Bearer s3cret")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	code, body := call("GET", "/versions", "", true)
+	var list struct {
+		Versions []publish.VersionInfo `json:"versions"`
+		Pinned   uint64                `json:"pinned"`
+	}
+	if err := json.Unmarshal(body, &list); code != 200 || err != nil || len(list.Versions) < 2 {
+		t.Fatalf("versions: %d %s", code, body)
+	}
+	old := list.Versions[len(list.Versions)-1]
+	st := snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}
+	snap, data, err := snapshot.Load(st.Path(old.Version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(data); old.SHA256 != hex.EncodeToString(sum[:]) || old.SamplesSeen != snap.Header.SamplesSeen {
+		t.Errorf("version %d listed as %+v, file says samples %d", old.Version, old, snap.Header.SamplesSeen)
+	}
+	m, _ := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	want, _ := m.Project(nil, []float64{0.25})
+	code, body = call("POST", fmt.Sprintf("/versions/%d/project", old.Version), `{"vectors":[[0.25]]}`, true)
+	var pr publish.ProjectResponse
+	if json.Unmarshal(body, &pr); code != 200 || pr.Version != old.Version || !slices.Equal(pr.Projections[0], want) {
+		t.Errorf("project with version %d: %d %s, want %v", old.Version, code, body, want)
+	}
+	if code, _ := call("PUT", "/pin", fmt.Sprintf(`{"version":%d}`, old.Version), false); code != 401 {
+		t.Errorf("pin without the token: %d, want 401", code)
+	}
+	if code, body := call("PUT", "/pin", fmt.Sprintf(`{"version":%d}`, old.Version), true); code != 200 {
+		t.Fatalf("pin: %d %s", code, body)
+	}
+	src.Produce(0, points(640, 1, 11)...) // learning goes on: newer versions, still the pinned one served
+	h.waitConsumed(1920)
+	newest := h.p.Status().Version
+	for h.p.Status().Version == newest && time.Now().Before(deadline.Add(30*time.Second)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, body = call("GET", "", "", true)
+	if !strings.Contains(string(body), fmt.Sprintf(`"version":%d,`, old.Version)) || testutil.ToFloat64(h.p.met.Served) != float64(old.Version) {
+		t.Errorf("while pinned to %d: %d %.80s, served gauge %v", old.Version, code, body, testutil.ToFloat64(h.p.met.Served))
+	}
+	if code, _ := call("DELETE", "/pin", "", true); code != 200 {
+		t.Fatalf("unpin: %d", code)
+	}
+	if got := testutil.ToFloat64(h.p.met.Served); got != float64(h.p.Status().Version) {
+		t.Errorf("after unpinning the served version is %v, want the newest %d", got, h.p.Status().Version)
+	}
+}
+
+// Without a token the API cannot be pinned: pinning is an operator's
+// switch.
+func TestPinNeedsToken(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr = "127.0.0.1:0"
+	h := startLoop(t, c, ingest.NewMemSource("v", 1), &ingest.MemDeadLetter{})
+	deadline := time.Now().Add(30 * time.Second)
+	for h.p.HTTPAddr() == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("PUT", "http://"+h.p.HTTPAddr()+"/v1/models/loop/pin", strings.NewReader(`{"version":1}`))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Errorf("pin without a configured token: %d, want 403", res.StatusCode)
 	}
 }

@@ -25,7 +25,7 @@ type Metrics struct {
 	PublishErrors  prometheus.Counter
 	DeadLetterErrs prometheus.Counter
 	Published      prometheus.Gauge
-	Served         prometheus.Gauge
+	Served         prometheus.GaugeFunc // set by New: it reads the served (pinned or newest) version
 	Eigenvalues    *prometheus.GaugeVec
 	Requests       *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
@@ -47,14 +47,13 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		PublishErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
 		DeadLetterErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
 		Published:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
-		Served:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_served_version", Help: "Version answered by the HTTP and NATS queries (0 before the first)."}),
 		Eigenvalues:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
 		Requests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
 		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
 		m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.Served, m.Eigenvalues, m.Requests, m.RequestSeconds)
+		m.Published, m.Eigenvalues, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

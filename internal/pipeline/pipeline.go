@@ -117,6 +117,7 @@ func New(opt Options) (*Pipeline, error) {
 				}
 				return float64(p.consumer.Lag())
 			}),
+		p.served(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_snapshot_age_seconds", Help: "Seconds since the newest persisted snapshot (0 before the first)."},
 			func() float64 {
 				p.mu.Lock()
@@ -167,7 +168,6 @@ func New(opt Options) (*Pipeline, error) {
 			return nil, err
 		}
 		p.cur.Set(m, data)
-		p.met.Served.Set(float64(snap.Header.Version()))
 		p.status.Version = snap.Header.Version()
 		log.Info().Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")
@@ -254,6 +254,19 @@ const (
 	deadLetterQueue = 4096
 	deadLetterBytes = 16 << 20
 )
+
+// served is the streamkpca_served_version gauge: the version the queries
+// answer, pinned or newest.
+func (p *Pipeline) served() prometheus.GaugeFunc {
+	p.met.Served = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_served_version", Help: "Version answered by the HTTP and NATS queries: the pinned one, else the newest (0 before the first)."},
+		func() float64 {
+			if m, _ := p.cur.Get(); m != nil {
+				return float64(m.Header().Version())
+			}
+			return 0
+		})
+	return p.met.Served
+}
 
 // Current is the served model.
 func (p *Pipeline) Current() *publish.Current { return &p.cur }

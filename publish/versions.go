@@ -1,0 +1,151 @@
+package publish
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// VersionInfo describes one stored version.
+type VersionInfo struct {
+	Version     uint64    `json:"version"`
+	SamplesSeen uint64    `json:"samples_seen"`
+	Created     time.Time `json:"created"`
+	Features    int       `json:"features"`
+	Size        int       `json:"size"`
+	SHA256      string    `json:"sha256"`
+}
+
+// Versions are the stored versions of a model.
+type Versions interface {
+	// List returns the versions, newest first.
+	List() ([]VersionInfo, error)
+	// Load returns one version, or an error wrapping ErrNoVersion.
+	Load(version uint64) (*snapshot.Model, []byte, error)
+}
+
+// ErrNoVersion: the version asked for is not stored (pruned, or never).
+var ErrNoVersion = errors.New("publish: no such version")
+
+// VersionOptions enable the version routes of HTTPHandler.
+type VersionOptions struct {
+	// Versions lists and loads stored versions; nil leaves the routes out.
+	Versions Versions
+	// CanPin allows PUT/DELETE …/pin. The service sets it only when the
+	// API is behind a token: pinning is an operator's switch.
+	CanPin bool
+}
+
+// StoreVersions are the versions in a snapshot store (the service's
+// snapshot.dir, which keeps snapshot.keep of them).
+type StoreVersions struct{ Store *snapshot.Store }
+
+// List reads every stored version (skipping unreadable files).
+func (s StoreVersions) List() ([]VersionInfo, error) {
+	vs, err := s.Store.Versions()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VersionInfo, 0, len(vs))
+	for _, v := range vs {
+		snap, data, err := snapshot.Load(s.Store.Path(v))
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(data)
+		out = append(out, VersionInfo{Version: v, SamplesSeen: snap.Header.SamplesSeen, Created: snap.Header.Created,
+			Features: snap.Header.Features(), Size: len(data), SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out, nil
+}
+
+// Load reads one version.
+func (s StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
+	snap, data, err := snapshot.Load(s.Store.Path(version))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %d (%v)", ErrNoVersion, version, err)
+	}
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, data, nil
+}
+
+// addVersionRoutes adds, under base (/v1/models/<model>):
+//
+//	GET    …/versions                      {"versions": [VersionInfo…], "pinned": v (0: none)}
+//	GET    …/versions/{version}/snapshot   that version's bytes
+//	POST   …/versions/{version}/project    project with that version
+//	PUT    …/pin  {"version": v}           serve v instead of the newest
+//	DELETE …/pin                           serve the newest again
+func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt VersionOptions, lim Limits, slots chan struct{}) {
+	vs := opt.Versions
+	load := func(r *http.Request) (*snapshot.Model, []byte, error) {
+		v, err := strconv.ParseUint(r.PathValue("version"), 10, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: version %q is not a number", errBadRequest, r.PathValue("version"))
+		}
+		return vs.Load(v)
+	}
+	mux.HandleFunc("GET "+base+"/versions", func(w http.ResponseWriter, r *http.Request) {
+		list, err := vs.List()
+		if err != nil {
+			httpErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"versions": list, "pinned": cur.Pinned()})
+	})
+	mux.HandleFunc("GET "+base+"/versions/{version}/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		m, data, err := load(r)
+		if err != nil {
+			httpErr(w, err)
+			return
+		}
+		serveSnapshot(w, r, m, data)
+	})
+	mux.HandleFunc("POST "+base+"/versions/{version}/project", func(w http.ResponseWriter, r *http.Request) {
+		serveProject(w, r, lim, slots, func() (*snapshot.Model, error) {
+			m, _, err := load(r)
+			return m, err
+		})
+	})
+	mux.HandleFunc("PUT "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
+		if !opt.CanPin {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "pinning needs the API behind a token (http.token or http.token_file)"})
+			return
+		}
+		var req struct {
+			Version uint64 `json:"version"`
+		}
+		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.Version == 0 {
+			httpErr(w, fmt.Errorf("%w: body must be {\"version\": N}", errBadRequest))
+			return
+		}
+		m, data, err := vs.Load(req.Version)
+		if err != nil {
+			httpErr(w, err)
+			return
+		}
+		cur.Pin(m, data)
+		writeJSON(w, http.StatusOK, map[string]uint64{"pinned": req.Version})
+	})
+	mux.HandleFunc("DELETE "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
+		if !opt.CanPin {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "pinning needs the API behind a token (http.token or http.token_file)"})
+			return
+		}
+		cur.Unpin()
+		writeJSON(w, http.StatusOK, map[string]uint64{"pinned": 0})
+	})
+}
