@@ -188,6 +188,10 @@ type NATS struct {
 	Disabled bool `yaml:"disabled"`
 	// Prefix of subjects. Default: "streamkpca".
 	Prefix string `yaml:"prefix"`
+	// AllowPin enables the pin endpoint (<prefix>.<model>.pin), which
+	// changes the version every client is served. Grant it to operators
+	// only, with NATS permissions on that subject. Default: false.
+	AllowPin bool `yaml:"allow_pin"`
 	// ObjectBucket, KVBucket: JetStream buckets. Defaults:
 	// streamkpca-snapshots, streamkpca-latest.
 	ObjectBucket string `yaml:"object_bucket"`

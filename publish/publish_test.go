@@ -215,7 +215,14 @@ func TestQueries(t *testing.T) {
 func TestServiceOverNATS(t *testing.T) {
 	nc := natsServer(t)
 	var cur Current
-	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{})
+	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
+	for _, v := range []uint64{4, 9} {
+		s, _ := golden(t, v)
+		if _, _, err := store.Save(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +249,51 @@ func TestServiceOverNATS(t *testing.T) {
 	msg, _ = nc.Request("streamkpca.golden.info", nil, 5*time.Second)
 	if !strings.Contains(string(msg.Data), `"version":9`) {
 		t.Errorf("info over NATS: %s", msg.Data)
+	}
+	// Versions over NATS: listed, projected with, pinned and unpinned.
+	msg, _ = nc.Request("streamkpca.golden.versions", nil, 5*time.Second)
+	if !strings.Contains(string(msg.Data), `"version":4`) || !strings.Contains(string(msg.Data), `"pinned":0`) {
+		t.Errorf("versions over NATS: %s", msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.project", []byte(`{"vectors":[[1,2]],"version":4}`), 5*time.Second)
+	if json.Unmarshal(msg.Data, &resp); resp.Version != 4 {
+		t.Errorf("project with version 4 over NATS: %s", msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.project", []byte(`{"vectors":[[1,2]],"version":5}`), 5*time.Second)
+	if msg.Header.Get("Nats-Service-Error-Code") != "404" {
+		t.Errorf("project with a missing version over NATS: %v %s", msg.Header, msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.pin", []byte(`{"version":4}`), 5*time.Second)
+	if string(msg.Data) != `{"pinned":4}` || cur.Pinned() != 4 {
+		t.Errorf("pin over NATS: %s", msg.Data)
+	}
+	msg, _ = nc.Request("streamkpca.golden.info", nil, 5*time.Second)
+	if !strings.Contains(string(msg.Data), `"version":4`) {
+		t.Errorf("info while pinned to 4: %.60s", msg.Data)
+	}
+	nc.Request("streamkpca.golden.pin", []byte(`{"version":0}`), 5*time.Second)
+	if cur.Pinned() != 0 {
+		t.Error("unpin over NATS did not unpin")
+	}
+}
+
+// Pinning over NATS is refused unless enabled (nats.allow_pin).
+func TestNATSPinNeedsAllowPin(t *testing.T) {
+	nc := natsServer(t)
+	var cur Current
+	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
+	s, data := golden(t, 4)
+	store.Save(s)
+	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	msg, err := nc.Request("streamkpca.golden.pin", []byte(`{"version":4}`), 5*time.Second)
+	if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "403" || cur.Pinned() != 0 {
+		t.Errorf("pin without allow_pin: %v %v %s", err, msg.Header, msg.Data)
 	}
 }
 

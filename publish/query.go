@@ -111,9 +111,10 @@ type ProjectResponse struct {
 // projectBody is a decoded ProjectRequest: the vectors' values in one
 // slice and each vector's length.
 type projectBody struct {
-	values []float64
-	lens   []int
-	view   string
+	values  []float64
+	lens    []int
+	view    string
+	version uint64 // a stored version to project with (NATS; 0: the served one)
 }
 
 // decodeProject reads a ProjectRequest token by token, refusing it as soon
@@ -164,6 +165,10 @@ func decodeProject(body []byte, maxVectors int) (projectBody, error) {
 			if err := dec.Decode(&out.view); err != nil {
 				return bad("view: %v", err)
 			}
+		case "version":
+			if err := dec.Decode(&out.version); err != nil {
+				return bad("version: %v", err)
+			}
 		default:
 			return bad("unknown field %q", key)
 		}
@@ -193,17 +198,36 @@ var errBadRequest = errors.New("bad request")
 
 // Project answers one project request against the served model.
 func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
-	m, _ := c.Get()
-	if m == nil {
-		return nil, ErrNoModel
-	}
-	return projectWith(m, body, lim)
+	return projectVersion(c, nil, body, lim)
 }
 
-// projectWith answers one project request against model m.
-func projectWith(m *snapshot.Model, body []byte, lim Limits) (*ProjectResponse, error) {
+// projectVersion answers a project request: with the stored version the
+// body names ("version", from vs), else with the served one.
+func projectVersion(c *Current, vs Versions, body []byte, lim Limits) (*ProjectResponse, error) {
+	return projectModel(body, lim, func(version uint64) (*snapshot.Model, error) {
+		if version == 0 {
+			if m, _ := c.Get(); m != nil {
+				return m, nil
+			}
+			return nil, ErrNoModel
+		}
+		if vs == nil {
+			return nil, fmt.Errorf("%w: this service keeps no versions", ErrNoVersion)
+		}
+		m, _, err := vs.Load(version)
+		return m, err
+	})
+}
+
+// projectModel decodes a project request and answers it with the model
+// get returns for the version the request names (0: none named).
+func projectModel(body []byte, lim Limits, get func(version uint64) (*snapshot.Model, error)) (*ProjectResponse, error) {
 	lim.setDefaults()
 	req, err := decodeProject(body, lim.MaxVectors)
+	if err != nil {
+		return nil, err
+	}
+	m, err := get(req.version)
 	if err != nil {
 		return nil, err
 	}
@@ -257,11 +281,14 @@ type Service struct {
 }
 
 // NewService registers the service "streamkpca" with endpoints
-// <prefix>.<model>.{snapshot,project,info}. The snapshot endpoint answers
+// <prefix>.<model>.{snapshot,project,info,versions,pin}: project takes an
+// optional "version" to project with a stored version; versions lists
+// them; pin takes {"version": v} (0 unpins) and is refused (403) unless
+// opt.CanPin. The snapshot endpoint answers
 // with the notice of the served version (object name, bucket, size,
 // sha256) plus its header: the bytes live in the Object Store because
 // snapshots outgrow NATS's message size.
-func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, error) {
+func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt VersionOptions) (*Service, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
@@ -280,6 +307,10 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 			code = "400"
 		case errors.Is(err, ErrNoModel):
 			code = "503"
+		case errors.Is(err, ErrNoVersion):
+			code = "404"
+		case errors.Is(err, errForbidden):
+			code = "403"
 		}
 		b, _ := json.Marshal(map[string]string{"error": err.Error()})
 		r.Error(code, err.Error(), b)
@@ -296,12 +327,32 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits) (*Service, 
 	}
 	err = errors.Join(
 		add("project", func(r micro.Request) {
-			resp, err := Project(cur, r.Data(), lim)
+			resp, err := projectVersion(cur, opt.Versions, r.Data(), lim)
 			if err != nil {
 				respondErr(r, err)
 				return
 			}
 			respond(r, resp)
+		}),
+		add("versions", func(r micro.Request) {
+			if opt.Versions == nil {
+				respondErr(r, fmt.Errorf("%w: this service keeps no versions", ErrNoVersion))
+				return
+			}
+			list, err := opt.Versions.List()
+			if err != nil {
+				respondErr(r, err)
+				return
+			}
+			respond(r, map[string]any{"versions": list, "pinned": cur.Pinned()})
+		}),
+		add("pin", func(r micro.Request) {
+			v, err := pin(cur, opt, r.Data())
+			if err != nil {
+				respondErr(r, err)
+				return
+			}
+			respond(r, map[string]uint64{"pinned": v})
 		}),
 		add("info", func(r micro.Request) {
 			in, err := info(cur)
@@ -374,7 +425,10 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 	})
 	slots := make(chan struct{}, lim.MaxConcurrent)
 	mux.HandleFunc("POST "+base+"/project", func(w http.ResponseWriter, r *http.Request) {
-		serveProject(w, r, lim, slots, func() (*snapshot.Model, error) {
+		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
+			if version != 0 {
+				return nil, fmt.Errorf("%w: \"version\" belongs to …/versions/{version}/project", errBadRequest)
+			}
 			if m, _ := cur.Get(); m != nil {
 				return m, nil
 			}
@@ -420,6 +474,8 @@ func httpErr(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrNoVersion):
 		code = http.StatusNotFound
+	case errors.Is(err, errForbidden):
+		code = http.StatusForbidden
 	case errors.Is(err, ErrNoModel):
 		code = http.StatusServiceUnavailable
 	}
@@ -455,7 +511,7 @@ func serveSnapshot(w http.ResponseWriter, r *http.Request, m *snapshot.Model, da
 // serveProject answers a project request against the model get returns,
 // reading the body only once a slot is free: at most cap(slots) bodies and
 // their decoded vectors are in memory at once.
-func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots chan struct{}, get func() (*snapshot.Model, error)) {
+func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots chan struct{}, get func(version uint64) (*snapshot.Model, error)) {
 	select {
 	case slots <- struct{}{}:
 		defer func() { <-slots }()
@@ -472,12 +528,7 @@ func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots chan
 		}
 		return
 	}
-	m, err := get()
-	if err != nil {
-		httpErr(w, err)
-		return
-	}
-	resp, err := projectWith(m, body, lim)
+	resp, err := projectModel(body, lim, get)
 	if err != nil {
 		httpErr(w, err)
 		return

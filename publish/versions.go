@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -34,6 +35,35 @@ type Versions interface {
 
 // ErrNoVersion: the version asked for is not stored (pruned, or never).
 var ErrNoVersion = errors.New("publish: no such version")
+
+// errForbidden marks a refused operator action (HTTP 403, micro code 403).
+var errForbidden = errors.New("forbidden")
+
+// pin applies a pin request body {"version": v}: v > 0 pins that stored
+// version, 0 unpins. It returns the pinned version (0: none).
+func pin(cur *Current, opt VersionOptions, body []byte) (uint64, error) {
+	if !opt.CanPin || opt.Versions == nil {
+		return 0, fmt.Errorf("%w: pinning is not enabled here (HTTP: put the API behind http.token; NATS: nats.allow_pin)", errForbidden)
+	}
+	var req struct {
+		Version *uint64 `json:"version"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Version == nil {
+		return 0, fmt.Errorf("%w: body must be {\"version\": N} (0 unpins)", errBadRequest)
+	}
+	if *req.Version == 0 {
+		cur.Unpin()
+		return 0, nil
+	}
+	m, data, err := opt.Versions.Load(*req.Version)
+	if err != nil {
+		return 0, err
+	}
+	cur.Pin(m, data)
+	return *req.Version, nil
+}
 
 // VersionOptions enable the version routes of HTTPHandler.
 type VersionOptions struct {
@@ -113,39 +143,27 @@ func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt Version
 		serveSnapshot(w, r, m, data)
 	})
 	mux.HandleFunc("POST "+base+"/versions/{version}/project", func(w http.ResponseWriter, r *http.Request) {
-		serveProject(w, r, lim, slots, func() (*snapshot.Model, error) {
+		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
+			if version != 0 {
+				return nil, fmt.Errorf("%w: the version is in the path; leave \"version\" out of the body", errBadRequest)
+			}
 			m, _, err := load(r)
 			return m, err
 		})
 	})
 	mux.HandleFunc("PUT "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
-		if !opt.CanPin {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "pinning needs the API behind a token (http.token or http.token_file)"})
-			return
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+		if v, err := pin(cur, opt, body); err != nil {
+			httpErr(w, err)
+		} else {
+			writeJSON(w, http.StatusOK, map[string]uint64{"pinned": v})
 		}
-		var req struct {
-			Version uint64 `json:"version"`
-		}
-		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || req.Version == 0 {
-			httpErr(w, fmt.Errorf("%w: body must be {\"version\": N}", errBadRequest))
-			return
-		}
-		m, data, err := vs.Load(req.Version)
-		if err != nil {
+	})
+	mux.HandleFunc("DELETE "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := pin(cur, opt, []byte(`{"version":0}`)); err != nil {
 			httpErr(w, err)
 			return
 		}
-		cur.Pin(m, data)
-		writeJSON(w, http.StatusOK, map[string]uint64{"pinned": req.Version})
-	})
-	mux.HandleFunc("DELETE "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
-		if !opt.CanPin {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "pinning needs the API behind a token (http.token or http.token_file)"})
-			return
-		}
-		cur.Unpin()
 		writeJSON(w, http.StatusOK, map[string]uint64{"pinned": 0})
 	})
 }

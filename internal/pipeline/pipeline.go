@@ -240,7 +240,8 @@ func New(opt Options) (*Pipeline, error) {
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
 			return nil, err
 		}
-		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors}); err != nil {
+		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors},
+			publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: cfg.NATS.AllowPin}); err != nil {
 			log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
 		}
 	}
