@@ -7,13 +7,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/memwatch"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -73,32 +73,21 @@ func TestHostileStream(t *testing.T) {
 	total := len(msgs)
 	msgs, goodMsgs = nil, nil
 
-	learn := func(topic string, n int, peak *atomic.Uint64) *snapshot.Snapshot {
+	learn := func(topic string, n int, peak *uint64) *snapshot.Snapshot {
 		cfg := config(s, topic, t.TempDir())
 		cfg.NATS.Disabled = true
 		cfg.Learner.Linger = time.Hour // batches cut by size only: both streams cut alike
 		cfg.Kafka.QueueBytes = 16 << 20
 		r := start(t, cfg)
-		stop := make(chan struct{})
+		var stopWatch func() uint64
 		if peak != nil {
-			go func() {
-				var ms runtime.MemStats
-				for {
-					runtime.ReadMemStats(&ms)
-					if ms.HeapInuse > peak.Load() {
-						peak.Store(ms.HeapInuse)
-					}
-					select {
-					case <-stop:
-						return
-					case <-time.After(20 * time.Millisecond): // sampling, not synchronisation
-					}
-				}
-			}()
+			stopWatch = memwatch.Start(20 * time.Millisecond)
 		}
 		waitFor(t, 3*time.Minute, "every message consumed", func() bool { return r.p.Status().Consumed == uint64(n) })
 		r.graceful(t)
-		close(stop)
+		if stopWatch != nil {
+			*peak = stopWatch()
+		}
 		snap, _, err := (&snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model}).Latest()
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +95,7 @@ func TestHostileStream(t *testing.T) {
 		return snap
 	}
 	runtime.GC()
-	var peak atomic.Uint64
+	var peak uint64
 	hostile := learn("hostile", total, &peak)
 	clean := learn("clean", good, nil)
 
@@ -127,9 +116,9 @@ func TestHostileStream(t *testing.T) {
 	// (512 × 8,192 × 8 = 32 MiB), with room for the collector (GOGC=100
 	// lets the heap reach twice what is live) and the test's brokers.
 	const bound = 2*(16+16+18+32)<<20 + 128<<20
-	t.Logf("peak heap in use %d MiB (bound %d MiB)", peak.Load()>>20, bound>>20)
-	if peak.Load() > bound {
-		t.Errorf("peak heap in use %d MiB, over the bound %d MiB", peak.Load()>>20, bound>>20)
+	t.Logf("peak heap in use %d MiB (bound %d MiB)", peak>>20, bound>>20)
+	if peak > bound {
+		t.Errorf("peak heap in use %d MiB, over the bound %d MiB", peak>>20, bound>>20)
 	}
 
 	headers, sizes := deadLetters(t, s, "hostile.dlq", len(want))

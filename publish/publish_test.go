@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/streamkpca/streamkpca/internal/memwatch"
 	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -250,6 +253,21 @@ func TestServiceOverNATS(t *testing.T) {
 	if !strings.Contains(string(msg.Data), `"version":9`) {
 		t.Errorf("info over NATS: %s", msg.Data)
 	}
+	// Each endpoint describes its request and reply (nats micro info).
+	info, err := nc.Request("$SRV.INFO.streamkpca", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var si micro.Info
+	json.Unmarshal(info.Data, &si)
+	if len(si.Endpoints) != 5 {
+		t.Errorf("%d endpoints, want 5", len(si.Endpoints))
+	}
+	for _, e := range si.Endpoints {
+		if e.Metadata["request"] == "" || e.Metadata["response"] == "" || e.Metadata["errors"] == "" {
+			t.Errorf("endpoint %s has no schema in its metadata: %v", e.Name, e.Metadata)
+		}
+	}
 	// Versions over NATS: listed, projected with, pinned and unpinned.
 	msg, _ = nc.Request("streamkpca.golden.versions", nil, 5*time.Second)
 	if !strings.Contains(string(msg.Data), `"version":4`) || !strings.Contains(string(msg.Data), `"pinned":0`) {
@@ -342,5 +360,69 @@ func TestNonFiniteProjectionIsAnError(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/models/golden/project", strings.NewReader(`{"vectors":[[1e300,1e300]]}`)))
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "not finite") {
 		t.Errorf("project of huge values: %d %q, want 400 naming the non-finite projection", w.Code, w.Body.String())
+	}
+}
+
+// Concurrent hostile and valid project requests over loopback HTTP: every
+// valid one answered correctly, every hostile one refused, and the heap in
+// use stays under the stated bound, MaxConcurrent × (5 × MaxBytes +
+// 8·k·MaxVectors) above the idle heap. (Before: 25 requests of 2,000,000
+// vectors at once took resident memory to 4 GB.)
+func TestConcurrentProjectMemoryBound(t *testing.T) {
+	var cur Current
+	s, data := golden(t, 1)
+	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	lim := Limits{MaxVectors: 10_000, MaxBytes: 8 << 20, MaxConcurrent: 4}
+	srv := httptest.NewServer(HTTPHandler("golden", &cur, lim, VersionOptions{}))
+	defer srv.Close()
+	hostile := []byte(`{"vectors":[` + strings.Repeat("[1],", 2_000_000-1) + `[1]]}`) // ≈ 8 MB, 2M vectors
+	valid := []byte(`{"vectors":[[1,2],[0.5,-1]]}`)
+	want, _ := m.Project(nil, []float64{1, 2, 0.5, -1})
+	runtime.GC()
+	var idle runtime.MemStats
+	runtime.ReadMemStats(&idle)
+	stopWatch := memwatch.Start(5 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan string, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := valid
+			if i%2 == 0 {
+				body = hostile
+			}
+			res, err := http.Post(srv.URL+"/v1/models/golden/project", "application/json", bytes.NewReader(body))
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			if i%2 == 0 {
+				if res.StatusCode != 400 {
+					errs <- fmt.Sprintf("hostile request: %d", res.StatusCode)
+				}
+				return
+			}
+			var pr ProjectResponse
+			if json.Unmarshal(b, &pr); res.StatusCode != 200 || len(pr.Projections) != 2 ||
+				pr.Projections[0][0] != want[0] || pr.Projections[1][1] != want[3] {
+				errs <- fmt.Sprintf("valid request: %d %s", res.StatusCode, b)
+			}
+		}()
+	}
+	wg.Wait()
+	peak := stopWatch()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	bound := uint64(lim.MaxConcurrent) * (5*uint64(lim.MaxBytes) + 8*uint64(m.K())*uint64(lim.MaxVectors))
+	grew := peak - min(peak, idle.HeapInuse)
+	t.Logf("heap in use grew by %d MiB at most (bound %d MiB)", grew>>20, bound>>20)
+	if grew > bound {
+		t.Errorf("heap in use grew by %d MiB, over the stated bound of %d MiB", grew>>20, bound>>20)
 	}
 }

@@ -323,7 +323,9 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 		}
 	}
 	add := func(name string, h func(micro.Request)) error {
-		return g.AddEndpoint(name, micro.HandlerFunc(h))
+		s := natsSchemas[name]
+		return g.AddEndpoint(name, micro.HandlerFunc(h),
+			micro.WithEndpointMetadata(map[string]string{"request": s[0], "response": s[1], "errors": natsErrors}))
 	}
 	err = errors.Join(
 		add("project", func(r micro.Request) {
@@ -380,6 +382,19 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 	}
 	return &Service{svc: svc}, nil
 }
+
+// natsSchemas describe each endpoint's request and reply: the endpoints'
+// metadata, so that `nats micro info streamkpca` shows them.
+var natsSchemas = map[string][2]string{
+	"project":  {`{"vectors": [[number, ...], ...], "view"?: "x"|"y", "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...]}`},
+	"info":     {`(empty)`, `{"version": integer, "features": integer, "size": integer, "header": object}`},
+	"snapshot": {`(empty)`, `{"version": integer, "bucket": string, "object": string, "size": integer, "header": object}`},
+	"versions": {`(empty)`, `{"versions": [{"version", "samples_seen", "created", "features", "size", "sha256"}, ...], "pinned": integer}`},
+	"pin":      {`{"version": integer (0 unpins)}`, `{"pinned": integer}`},
+}
+
+// natsErrors is every endpoint's error reply.
+const natsErrors = `Nats-Service-Error-Code 400 (bad request), 403 (pin not enabled), 404 (no such version), 503 (no model yet), 500; body {"error": string}`
 
 // Stop deregisters the service.
 func (s *Service) Stop() error { return s.svc.Stop() }
