@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,5 +426,62 @@ func TestConcurrentProjectMemoryBound(t *testing.T) {
 	t.Logf("heap in use grew by %d MiB at most (bound %d MiB)", grew>>20, bound>>20)
 	if grew > bound {
 		t.Errorf("heap in use grew by %d MiB, over the stated bound of %d MiB", grew>>20, bound>>20)
+	}
+}
+
+// Watch follows the served version: a pin to an older version, then the
+// newest again after unpinning.
+func TestWatchFollowsPin(t *testing.T) {
+	nc := natsServer(t)
+	cfg := Config{Model: "golden"}
+	pub, err := NewPublisher(nc, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	models := map[uint64][]byte{}
+	for _, v := range []uint64{4, 9} {
+		s, data := golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatal(err)
+		}
+		models[v] = data
+	}
+	var mu sync.Mutex
+	var got []uint64
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go Watch(wctx, nc, cfg, func(m *snapshot.Model, n Notice) {
+		mu.Lock()
+		got = append(got, n.Version)
+		mu.Unlock()
+	})
+	seen := func(want ...uint64) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return slices.Equal(got, want) }
+	}
+	waitFor(t, "the newest version", seen(9))
+	s4, _ := golden(t, 4)
+	m4, _ := snapshot.NewModel(s4, snapshot.ModelOptions{})
+	if err := pub.Pin(ctx, m4, models[4]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pinned version", seen(9, 4))
+	s10, data10 := golden(t, 10)
+	if _, err := pub.Publish(ctx, s10, data10); err != nil { // learning goes on while pinned
+		t.Fatal(err)
+	}
+	if err := pub.Unpin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the newest version after unpinning", seen(9, 4, 10))
+	// A Watch started while pinned starts at the pinned version.
+	if err := pub.Pin(ctx, m4, models[4]); err != nil {
+		t.Fatal(err)
+	}
+	var first atomic.Uint64
+	go Watch(wctx, nc, cfg, func(m *snapshot.Model, n Notice) { first.CompareAndSwap(0, n.Version) })
+	waitFor(t, "a new watcher's first version", func() bool { return first.Load() != 0 })
+	if first.Load() != 4 {
+		t.Errorf("a watcher started while pinned to 4 began at %d", first.Load())
 	}
 }

@@ -138,26 +138,13 @@ func buckets(ctx context.Context, js jetstream.JetStream, cfg Config, create boo
 // The mutex guards only the bucket handles, never a network call, so that
 // a call the NATS client fails to return from cannot block the next one.
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
-	p.mu.Lock()
-	obs, kv := p.obs, p.kv
-	p.mu.Unlock()
-	if obs == nil {
-		var err error
-		if obs, kv, err = buckets(ctx, p.js, p.cfg, true); err != nil {
-			return Notice{}, err
-		}
-		p.mu.Lock()
-		p.obs, p.kv = obs, kv
-		p.mu.Unlock()
+	obs, kv, err := p.handles(ctx)
+	if err != nil {
+		return Notice{}, err
 	}
-	sum := sha256.Sum256(data)
-	n := Notice{
-		Model: p.cfg.Model, Version: snap.Header.Version(), SamplesSeen: snap.Header.SamplesSeen,
-		Features: snap.Header.Features(), Object: ObjectName(p.cfg.Model, snap.Header.Version()),
-		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: snap.Header.Created,
-	}
-	if _, err := obs.PutBytes(ctx, n.Object, data); err != nil {
-		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
+	n, err := p.store(ctx, obs, snap.Header, data)
+	if err != nil {
+		return n, err
 	}
 	js, _ := json.Marshal(n)
 	if _, err := kv.Put(ctx, p.cfg.Model, js); err != nil {
@@ -168,6 +155,92 @@ func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data [
 	}
 	p.prune(ctx, obs)
 	return n, nil
+}
+
+// handles returns the bucket handles, creating the buckets on first use.
+func (p *Publisher) handles(ctx context.Context) (jetstream.ObjectStore, jetstream.KeyValue, error) {
+	p.mu.Lock()
+	obs, kv := p.obs, p.kv
+	p.mu.Unlock()
+	if obs != nil {
+		return obs, kv, nil
+	}
+	obs, kv, err := buckets(ctx, p.js, p.cfg, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.mu.Lock()
+	p.obs, p.kv = obs, kv
+	p.mu.Unlock()
+	return obs, kv, nil
+}
+
+// store puts a version's bytes in the Object Store and returns its notice.
+func (p *Publisher) store(ctx context.Context, obs jetstream.ObjectStore, h snapshot.Header, data []byte) (Notice, error) {
+	sum := sha256.Sum256(data)
+	n := Notice{
+		Model: p.cfg.Model, Version: h.Version(), SamplesSeen: h.SamplesSeen,
+		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Version()),
+		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
+	}
+	if _, err := obs.PutBytes(ctx, n.Object, data); err != nil {
+		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
+	}
+	return n, nil
+}
+
+// PinKey is the KV key that names the pinned version of model, if any.
+func PinKey(model string) string { return model + ".pin" }
+
+// Pin makes every Watch of the model follow version m (data: its bytes)
+// instead of the newest, until Unpin: the version is (re)stored in the
+// Object Store and the pin key points at it.
+func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) error {
+	obs, kv, err := p.handles(ctx)
+	if err != nil {
+		return err
+	}
+	n, err := p.store(ctx, obs, *m.Header(), data)
+	if err != nil {
+		return err
+	}
+	js, _ := json.Marshal(n)
+	if _, err := kv.Put(ctx, PinKey(p.cfg.Model), js); err != nil {
+		return fmt.Errorf("publish: pin %s at %s: %w", p.cfg.Model, n.Object, err)
+	}
+	return nil
+}
+
+// PinnedVersion returns the version the pin key names, 0 when none does.
+func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
+	_, kv, err := p.handles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	e, err := kv.Get(ctx, PinKey(p.cfg.Model))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("publish: read the pin of %s: %w", p.cfg.Model, err)
+	}
+	var n Notice
+	if err := json.Unmarshal(e.Value(), &n); err != nil {
+		return 0, fmt.Errorf("publish: the pin of %s: %w", p.cfg.Model, err)
+	}
+	return n.Version, nil
+}
+
+// Unpin lets every Watch follow the newest version again.
+func (p *Publisher) Unpin(ctx context.Context) error {
+	_, kv, err := p.handles(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, PinKey(p.cfg.Model)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
+	}
+	return nil
 }
 
 // Reset drops the cached bucket handles; the next Publish looks them up
@@ -257,11 +330,13 @@ func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snap
 	return m, n, nil
 }
 
-// Watch calls fn with a ready Model for the current published version of
-// cfg.Model (if any) and then for every newer one, in increasing version
-// order, until ctx is done; it returns ctx.Err(). Versions that cannot be
-// fetched (pruned, corrupt) are skipped. Buckets that do not exist yet are
-// waited for.
+// Watch calls fn with a ready Model for the version served to clients:
+// the newest published version, or the one an operator pinned (Pin),
+// which may be older; then again each time that changes (a newer version,
+// a pin, an unpin), until ctx is done; it returns ctx.Err(). Without pins
+// the versions come in increasing order. Versions that cannot be fetched
+// (pruned, corrupt) are skipped. Buckets that do not exist yet are waited
+// for.
 func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
 	if err := cfg.SetDefaults(); err != nil {
 		return err
@@ -283,13 +358,14 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	w, err := kv.Watch(ctx, cfg.Model)
+	w, err := kv.WatchFiltered(ctx, []string{cfg.Model, PinKey(cfg.Model)})
 	if err != nil {
 		return fmt.Errorf("publish: watch %s: %w", cfg.Model, err)
 	}
 	defer w.Stop()
-	var last uint64
-	seen := false
+	var newest, pinned []byte // notices
+	var newestV, deliveredV uint64
+	delivered, initial := false, true
 	for {
 		select {
 		case <-ctx.Done():
@@ -298,18 +374,34 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 			if !ok {
 				return ctx.Err()
 			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
 			var n Notice
-			if json.Unmarshal(e.Value(), &n) != nil || (seen && n.Version <= last) {
+			switch {
+			case e == nil: // the initial values are in: deliver what they say
+				initial = false
+			case e.Key() == PinKey(cfg.Model) && e.Operation() == jetstream.KeyValuePut:
+				pinned = e.Value()
+			case e.Key() == PinKey(cfg.Model):
+				pinned = nil // deleted or purged: unpinned
+			case e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &n) == nil && n.Version > newestV:
+				newest, newestV = e.Value(), n.Version
+			default:
 				continue
 			}
-			m, n, err := fetch(ctx, obs, e.Value())
+			if initial {
+				continue
+			}
+			want := newest
+			if pinned != nil {
+				want = pinned
+			}
+			if want == nil || json.Unmarshal(want, &n) != nil || (delivered && n.Version == deliveredV) {
+				continue
+			}
+			m, n, err := fetch(ctx, obs, want)
 			if err != nil {
 				continue
 			}
-			last, seen = n.Version, true
+			deliveredV, delivered = n.Version, true
 			fn(m, n)
 		}
 	}

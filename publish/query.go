@@ -305,7 +305,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 		switch {
 		case errors.Is(err, errBadRequest):
 			code = "400"
-		case errors.Is(err, ErrNoModel):
+		case errors.Is(err, ErrNoModel), errors.Is(err, errUnavailable):
 			code = "503"
 		case errors.Is(err, ErrNoVersion):
 			code = "404"
@@ -491,7 +491,7 @@ func httpErr(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, errForbidden):
 		code = http.StatusForbidden
-	case errors.Is(err, ErrNoModel):
+	case errors.Is(err, ErrNoModel), errors.Is(err, errUnavailable):
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})

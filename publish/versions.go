@@ -36,8 +36,12 @@ type Versions interface {
 // ErrNoVersion: the version asked for is not stored (pruned, or never).
 var ErrNoVersion = errors.New("publish: no such version")
 
-// errForbidden marks a refused operator action (HTTP 403, micro code 403).
-var errForbidden = errors.New("forbidden")
+// errForbidden marks a refused operator action (HTTP 403, micro code 403);
+// errUnavailable one that could not be applied now (HTTP 503, code 503).
+var (
+	errForbidden   = errors.New("forbidden")
+	errUnavailable = errors.New("unavailable")
+)
 
 // pin applies a pin request body {"version": v}: v > 0 pins that stored
 // version, 0 unpins. It returns the pinned version (0: none).
@@ -54,12 +58,22 @@ func pin(cur *Current, opt VersionOptions, body []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: body must be {\"version\": N} (0 unpins)", errBadRequest)
 	}
 	if *req.Version == 0 {
+		if opt.OnPin != nil {
+			if err := opt.OnPin(nil, nil); err != nil {
+				return 0, fmt.Errorf("%w: unpin not applied: %w", errUnavailable, err)
+			}
+		}
 		cur.Unpin()
 		return 0, nil
 	}
 	m, data, err := opt.Versions.Load(*req.Version)
 	if err != nil {
 		return 0, err
+	}
+	if opt.OnPin != nil {
+		if err := opt.OnPin(m, data); err != nil {
+			return 0, fmt.Errorf("%w: pin not applied: %w", errUnavailable, err)
+		}
 	}
 	cur.Pin(m, data)
 	return *req.Version, nil
@@ -72,6 +86,10 @@ type VersionOptions struct {
 	// CanPin allows PUT/DELETE …/pin. The service sets it only when the
 	// API is behind a token: pinning is an operator's switch.
 	CanPin bool
+	// OnPin, if set, is called before a pin (m: the version) or an unpin
+	// (m nil) takes effect; an error cancels it. The service uses it to
+	// tell every Watch (Publisher.Pin, Publisher.Unpin).
+	OnPin func(m *snapshot.Model, data []byte) error
 }
 
 // StoreVersions are the versions in a snapshot store (the service's

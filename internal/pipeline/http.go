@@ -51,7 +51,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	mux.Handle("GET /metrics", open(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /{$}", open(p.statusPage(time.Now())))
 	mux.Handle("/v1/", p.met.instrumentAPI(guard(publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
-		publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: tok != ""}))))
+		publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: tok != "", OnPin: p.tellWatchers}))))
 	ln, err := net.Listen("tcp", p.cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: http.addr %s: %w", p.cfg.HTTP.Addr, err)

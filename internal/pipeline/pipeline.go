@@ -240,8 +240,9 @@ func New(opt Options) (*Pipeline, error) {
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
 			return nil, err
 		}
+		p.restorePin()
 		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors},
-			publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: cfg.NATS.AllowPin}); err != nil {
+			publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: cfg.NATS.AllowPin, OnPin: p.tellWatchers}); err != nil {
 			log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
 		}
 	}
@@ -267,6 +268,44 @@ func (p *Pipeline) served() prometheus.GaugeFunc {
 			return 0
 		})
 	return p.met.Served
+}
+
+// restorePin serves the version an operator pinned before a restart (the
+// NATS pin key), if the local store still holds it; otherwise it says why
+// the newest is served. NATS unreachable: the pin is restored by nobody
+// and the newest is served, as the log says.
+func (p *Pipeline) restorePin() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
+	defer cancel()
+	v, err := p.pub.PinnedVersion(ctx)
+	switch {
+	case err != nil:
+		p.log.Warn().Err(err).Msg("could not read the pin from NATS; serving the newest version")
+	case v == 0:
+	default:
+		m, data, err := publish.StoreVersions{Store: p.store}.Load(v)
+		if err != nil {
+			p.log.Error().Err(err).Uint64("pinned", v).Msg("the pinned version is not in snapshot.dir; serving the newest while Watch clients follow the pin: unpin or pin again")
+			return
+		}
+		p.cur.Pin(m, data)
+		p.log.Info().Uint64("pinned", v).Msg("restored the pin: serving the pinned version")
+	}
+}
+
+// tellWatchers moves the NATS pin key before a pin (m) or an unpin (nil)
+// takes effect, so that every Watch follows it; with NATS off it has
+// nothing to tell.
+func (p *Pipeline) tellWatchers(m *snapshot.Model, data []byte) error {
+	if p.pub == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if m == nil {
+		return p.pub.Unpin(ctx)
+	}
+	return p.pub.Pin(ctx, m, data)
 }
 
 // Current is the served model.
