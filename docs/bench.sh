@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reruns the speed benchmarks quoted in the README's Results section and
+# Reruns the speed benchmarks quoted in docs/results.md and
 # prints their JSON into bench-out/ (about 40 minutes on a 2-core machine;
 # run it on an otherwise idle machine, timings are medians but still noisy).
 #
