@@ -26,13 +26,18 @@ func TestPinFollowedAndRestored(t *testing.T) {
 	cfg.Snapshot.EveryBatches = 5
 	r := start(t, cfg)
 	waitFor(t, time.Minute, "every message learned", func() bool { return r.p.Status().Samples == 20_000 })
-	waitFor(t, time.Minute, "a published version", func() bool { return r.p.Status().Published != 0 })
+	// Idle: the last partial batch learned, snapshotted and published, so
+	// no new snapshot prunes the version pinned below.
+	waitFor(t, time.Minute, "the newest version published", func() bool {
+		st := r.p.Status()
+		return st.Published != 0 && st.Published == st.Version && st.Samples == 20_000
+	})
 	st := snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model}
 	vs, err := st.Versions()
 	if err != nil || len(vs) < 2 {
 		t.Fatalf("versions %v: %v", vs, err)
 	}
-	old := vs[len(vs)-1]
+	old := vs[1] // the second newest: older than what is served, and kept
 	var watched atomic.Uint64
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
