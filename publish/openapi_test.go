@@ -34,13 +34,7 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur Current
-	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
-	for _, v := range []uint64{3, 7} {
-		s, _ := golden(t, v)
-		if _, _, err := store.Save(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	store := goldenStore(t, 3, 7)
 	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
 	cases := []struct {
 		method, path, body string

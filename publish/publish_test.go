@@ -60,6 +60,19 @@ func golden(t *testing.T, v uint64) (*snapshot.Snapshot, []byte) {
 	return s, data
 }
 
+// goldenStore is a snapshot store holding the golden model at versions.
+func goldenStore(t *testing.T, versions ...uint64) *snapshot.Store {
+	t.Helper()
+	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
+	for _, v := range versions {
+		s, _ := golden(t, v)
+		if _, _, err := store.Save(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -220,13 +233,7 @@ func TestQueries(t *testing.T) {
 func TestServiceOverNATS(t *testing.T) {
 	nc := natsServer(t)
 	var cur Current
-	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
-	for _, v := range []uint64{4, 9} {
-		s, _ := golden(t, v)
-		if _, _, err := store.Save(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	store := goldenStore(t, 4, 9)
 	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
 	if err != nil {
 		t.Fatal(err)
@@ -301,9 +308,8 @@ func TestServiceOverNATS(t *testing.T) {
 func TestNATSPinNeedsAllowPin(t *testing.T) {
 	nc := natsServer(t)
 	var cur Current
-	store := &snapshot.Store{Dir: t.TempDir(), Model: "golden"}
+	store := goldenStore(t, 4)
 	s, data := golden(t, 4)
-	store.Save(s)
 	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
 	cur.Set(m, data)
 	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}})
