@@ -135,8 +135,16 @@ type Learner struct {
 	// subspace solver (features must join while the step is still large to
 	// be learned), 128 otherwise (the paper's).
 	Block int `yaml:"block"`
-	// MaxFeatures is the feature budget. Default: 32768.
+	// MaxFeatures is the feature budget. Default: 32768 random features,
+	// 4096 landmarks.
 	MaxFeatures int `yaml:"max_features"`
+	// Features: random (random features from a seed per block, the
+	// paper's) or landmarks (each block is Block points of the stream and
+	// the Nyström map they define: far more accurate per feature when the
+	// spectrum decays fast, about five times the cost per feature, and
+	// snapshots then hold those points — rows of your data). kpca and gha
+	// only. Part of the model. Default: random.
+	Features string `yaml:"features"`
 	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
 	// all feature blocks; needs no tuning) or oja (the paper's rule).
 	// Two-view algorithms ignore it. Part of the model: a restored snapshot
@@ -300,6 +308,12 @@ func (c *Config) SetDefaults() {
 		defI(&c.Learner.Block, 512)
 	}
 	defI(&c.Learner.Block, 128)
+	if c.Learner.Features == "" {
+		c.Learner.Features = "random"
+	}
+	if c.Learner.Features == "landmarks" {
+		defI(&c.Learner.MaxFeatures, 4096)
+	}
 	defI(&c.Learner.MaxFeatures, 32768)
 	if c.Learner.Seed == 0 {
 		c.Learner.Seed = 1
@@ -417,6 +431,11 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Learner.Compute; p != "exact" && p != "blas" {
 		bad("learner.compute", "%q: want exact or blas", p)
+	}
+	if p := c.Learner.Features; p != "random" && p != "landmarks" {
+		bad("learner.features", "%q: want random or landmarks", p)
+	} else if p == "landmarks" && c.Learner.Algorithm != "kpca" && c.Learner.Algorithm != "gha" {
+		bad("learner.features", "landmarks: for kpca and gha only, not %s", c.Learner.Algorithm)
 	}
 	if p := c.Learner.Solver; p != "" && p != "subspace" && p != "oja" {
 		bad("learner.solver", "%q: want subspace or oja", p)

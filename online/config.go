@@ -27,9 +27,14 @@ func (a Algorithm) TwoView() bool { return a == AlgKSVD || a == AlgKCCA || a == 
 const (
 	DefaultBlockSize   = 128
 	DefaultMaxFeatures = 32768
-	DefaultTheta0      = 0.5
-	DefaultTheta1      = 0.01
-	DefaultSeed        = 1
+	// DefaultLandmarkMaxFeatures is MaxFeatures' default with landmark
+	// features: eight blocks of 512 landmarks. A landmark block costs
+	// about five random-feature blocks to evaluate (the kernel against B
+	// points plus a B×B product) and holds its points.
+	DefaultLandmarkMaxFeatures = 4096
+	DefaultTheta0              = 0.5
+	DefaultTheta1              = 0.01
+	DefaultSeed                = 1
 )
 
 // ErrConfig is returned (wrapped) for an invalid learner configuration.
@@ -95,11 +100,26 @@ type Config struct {
 	// projections agree with the learner to rounding; see
 	// features.Map.BLAS). Default: exact.
 	Compute Compute
+	// Features is the source of feature blocks: random (random features
+	// from a seed per block, the paper's) or landmarks (B points of the
+	// stream per block and the Nyström map they define; see
+	// features.Landmarks). Landmark models store those points: a snapshot
+	// then holds rows of the data. kpca and gha only. Default: random.
+	Features FeatureSource
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
 	CacheBytes int64
 }
+
+// FeatureSource names where feature blocks come from.
+type FeatureSource string
+
+// Feature sources.
+const (
+	FeaturesRandom    FeatureSource = "random"
+	FeaturesLandmarks FeatureSource = "landmarks"
+)
 
 // Precision is the arithmetic of x·Ω.
 type Precision string
@@ -144,8 +164,14 @@ func (c *Config) setDefaults() {
 			c.BlockSize = DefaultSubspaceBlockSize
 		}
 	}
+	if c.Features == "" {
+		c.Features = FeaturesRandom
+	}
 	if c.MaxFeatures == 0 {
 		c.MaxFeatures = DefaultMaxFeatures
+		if c.Features == FeaturesLandmarks {
+			c.MaxFeatures = DefaultLandmarkMaxFeatures
+		}
 	}
 	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() {
 		if c.Theta0 == 0 {
@@ -215,6 +241,21 @@ func (c Config) Validate() error {
 	}
 	if c.Dim < 0 {
 		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)
+	}
+	switch c.Features {
+	case FeaturesRandom:
+	case FeaturesLandmarks:
+		if c.Algorithm.TwoView() {
+			return fmt.Errorf("%w: landmark features are for kpca and gha; %s uses random features", ErrConfig, c.Algorithm)
+		}
+		if c.Precision == Float32 || c.Compute == ComputeBLAS {
+			return fmt.Errorf("%w: landmark features compute in float64 with the exact kernels (precision float64, compute exact)", ErrConfig)
+		}
+		if c.Kernel.Family == features.Linear {
+			return fmt.Errorf("%w: the linear kernel has no landmark features (its identity map is exact)", ErrConfig)
+		}
+	default:
+		return fmt.Errorf("%w: features must be random or landmarks, got %q", ErrConfig, c.Features)
 	}
 	kern := c.Kernel
 	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {

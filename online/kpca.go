@@ -151,7 +151,8 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 			return fmt.Errorf("%w: the median trick found bandwidth %v on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth)
 		}
 	}
-	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32, BLAS: l.cfg.Compute == ComputeBLAS}
+	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32, BLAS: l.cfg.Compute == ComputeBLAS,
+		Landmarks: l.cfg.Features == FeaturesLandmarks}
 	if err := l.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -204,6 +205,10 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	if err := l.cfg.Kernel.CheckInput(x); err != nil {
 		return fmt.Errorf("%w: %w", ErrInput, err)
 	}
+	if l.cfg.Features == FeaturesLandmarks && len(l.seeds) == 0 && rows < l.cfg.BlockSize {
+		// Not an error in the data: the first landmark block needs B points.
+		return fmt.Errorf("%w: the first landmark block needs %d points, the batch has %d (send more, or lower the block size)", ErrInput, l.cfg.BlockSize, rows)
+	}
 	if l.ev == nil {
 		if err := l.init(x, rows, len(x)/rows); err != nil {
 			return err
@@ -226,7 +231,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	eta := l.StepSize()
 
 	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
-	j, seed, revisit := l.nextBlock()
+	j, seed, revisit := l.nextBlock(rows)
 	l.newBlockTerm(rows, j, seed, eta)
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
@@ -269,14 +274,54 @@ func (l *KPCA) reject(rows int) error {
 // nextBlock returns the block that receives the new-block term: a new one
 // (revisit false) while the feature budget lasts, then the existing ones
 // in turn (Sec. 6.1).
-func (l *KPCA) nextBlock() (j int, seed uint64, revisit bool) {
+//
+// A landmark block is built here from B points of the batch (see
+// addLandmarks); a batch of fewer than B points, or whose points cannot
+// make one, adds no block.
+func (l *KPCA) nextBlock(rows int) (j int, seed uint64, revisit bool) {
 	j = len(l.seeds)
-	if j*l.cfg.BlockSize >= l.cfg.MaxFeatures {
+	if j*l.cfg.BlockSize >= l.cfg.MaxFeatures || l.fm.Landmarks && addLandmarks(l.ev, l.xs, rows, l.cfg.Seed, j) != nil {
 		j = int(l.t % uint64(len(l.seeds)))
 		return j, l.seeds[j], true
 	}
 	return j, features.DeriveSeed(l.cfg.Seed, uint64(j)), false
 }
+
+// addLandmarks adds landmark block j to ev: B of the rows of xs (all of
+// them when rows = B, otherwise B drawn without replacement by a shuffle
+// seeded from the model seed and j), or an error when there are fewer
+// than B rows or they cannot make a block.
+func addLandmarks(ev *features.Evaluator, xs []float64, rows int, seed uint64, j int) error {
+	m := ev.Map()
+	nb, d := m.BlockSize, m.Dim
+	if rows < nb {
+		return fmt.Errorf("%w: %d rows for a block of %d landmarks", ErrInput, rows, nb)
+	}
+	z := xs[:nb*d]
+	if rows > nb {
+		idx := make([]int, rows)
+		for i := range idx {
+			idx[i] = i
+		}
+		key := features.Key(seed, uint64(j)^landmarkStream)
+		z = make([]float64, nb*d)
+		for i := 0; i < nb; i++ { // partial Fisher–Yates
+			r := i + int(features.Word(key, uint64(i))%uint64(rows-i))
+			idx[i], idx[r] = idx[r], idx[i]
+			copy(z[i*d:(i+1)*d], xs[idx[i]*d:(idx[i]+1)*d])
+		}
+	}
+	lb, err := m.NewLandmarks(z)
+	if err != nil {
+		return err
+	}
+	ev.AddLandmarks(lb)
+	return nil
+}
+
+// landmarkStream separates the landmark shuffles' random words from the
+// feature generator's.
+const landmarkStream = 0x4C414E444D41524B // "LANDMARK"
 
 // newBlockTerm sets newCoef = η·Φ_j(X)ᵀ·H̃/b for block j (paper Eq. 6 on
 // one block), leaving Φ_j(X) in phi.
@@ -325,7 +370,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 	}
 	l.ev.Grad(s.grad, l.h, k, eta/float64(rows), mean)
 	l.ev.Release()
-	j, seed, revisit := l.nextBlock()
+	j, seed, revisit := l.nextBlock(rows)
 	if !revisit { // the new block's gradient is the new-block term
 		l.newBlockTerm(rows, j, seed, eta)
 	}
@@ -466,6 +511,12 @@ func (l *KPCA) powerMax(m []float64) float64 { return symNorm(m, l.pv, l.pw, l.c
 func (l *KPCA) first(rows int) error {
 	k, nb := l.cfg.K, l.cfg.BlockSize
 	seed := features.DeriveSeed(l.cfg.Seed, 0)
+	if l.fm.Landmarks {
+		l.ev.TruncateLandmarks(0) // a first batch that failed may have left one
+		if err := addLandmarks(l.ev, l.xs, rows, l.cfg.Seed, 0); err != nil {
+			return fmt.Errorf("%w: %w", ErrInput, err)
+		}
+	}
 	l.ev.PhiTo(l.phi, l.xs, rows, 0, seed)
 	coef, vals, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
 	if err != nil {
@@ -548,6 +599,16 @@ func (l *KPCA) Eigenvalues() ([]float64, float64) {
 func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	eig, drift := l.Eigenvalues()
 	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre, Precision: precisionOf(l.fm), Compute: computeOf(l.fm)}
+	var landmarks [][]float64
+	if l.fm.Landmarks {
+		view.Features = snapshot.FeaturesLandmarks
+		z := make([]float64, 0, len(l.seeds)*l.cfg.BlockSize*l.fm.Dim)
+		for j := range l.seeds {
+			_, lb := l.ev.Landmarks(j)
+			z = append(z, lb.Z...)
+		}
+		landmarks = [][]float64{z}
+	}
 	if l.center != nil {
 		view.Center = append([]float64(nil), l.center...)
 	}
@@ -570,7 +631,8 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Running:     append([]float64(nil), l.mrun...),
 			Extra:       map[string]float64{"center": boolFloat(l.cfg.Center), "standardize": boolFloat(l.cfg.Standardize)},
 		},
-		Coef: [][]float64{append([]float64(nil), l.alpha...)},
+		Coef:      [][]float64{append([]float64(nil), l.alpha...)},
+		Landmarks: landmarks,
 	}
 }
 

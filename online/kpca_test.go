@@ -181,6 +181,8 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		{K: 2, BlockSize: 8, MaxFeatures: 512, Center: true, Standardize: true, Algorithm: AlgGHA},
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Precision: Float32},
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Compute: ComputeBLAS},
+		{K: 3, BlockSize: 16, MaxFeatures: 256, Features: FeaturesLandmarks},
+		{K: 2, BlockSize: 64, MaxFeatures: 512, Features: FeaturesLandmarks, Center: true, Standardize: true, Algorithm: AlgGHA},
 	} {
 		full, _ := New(cfg)
 		part, _ := New(cfg)
@@ -202,6 +204,10 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		}
 		if got := snap.Header.Views[0].Float32(); got != (cfg.Precision == Float32) {
 			t.Errorf("%+v: snapshot records float32 = %v", cfg, got)
+		}
+		if lm := cfg.Features == FeaturesLandmarks; snap.Header.Views[0].Landmarks() != lm ||
+			lm && len(snap.Landmarks[0]) != part.Features()*part.Dim() {
+			t.Errorf("%+v: snapshot landmarks %v, %d values for %d features", cfg, snap.Header.Views[0].Landmarks(), len(snap.Landmarks), part.Features())
 		}
 		m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
 		if err != nil {
@@ -274,5 +280,57 @@ func TestGuardNeverCorrupts(t *testing.T) {
 	}
 	if err := l.Update([]float64{1, 2}, 1); !errors.Is(err, ErrInput) {
 		t.Errorf("wrong dimension: %v, want ErrInput", err)
+	}
+}
+
+// TestLandmarksAgainstExactKPCA: landmark blocks (Nyström maps of points
+// of the stream) reach exact kernel PCA of the 1,500 fixture points far
+// closer than random features of the same count, on the training points
+// and held out.
+func TestLandmarksAgainstExactKPCA(t *testing.T) {
+	exactFixture(t)
+	truthTrain := exactRef.vecs
+	truthHeld := exactRef.at(exactHeld, exactHeldN)
+	errs := map[FeatureSource]float64{}
+	for _, src := range []FeatureSource{FeaturesRandom, FeaturesLandmarks} {
+		l, err := New(Config{K: exactK, Kernel: exactRef.kern, BlockSize: 250, MaxFeatures: 1000, Features: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamEpochs(t, l, exactTrain, exactN, exactD, 250, 20)
+		eTrain := synth.SubspaceError(evalDense(l, exactTrain, exactN), truthTrain)
+		eHeld := synth.SubspaceError(evalDense(l, exactHeld, exactHeldN), truthHeld)
+		t.Logf("%s: %d features, subspace error train %.3g, held-out %.3g", src, l.Features(), eTrain, eHeld)
+		errs[src] = eHeld
+		if src == FeaturesLandmarks && (eTrain > 1e-4 || eHeld > 1e-4) {
+			t.Errorf("landmarks: subspace error train %.3g held-out %.3g, want ≤ 1e-4", eTrain, eHeld)
+		}
+		l.Close()
+	}
+	if errs[FeaturesLandmarks] > errs[FeaturesRandom]/10 {
+		t.Errorf("landmarks %.3g, random features %.3g: want landmarks 10× closer at 1,000 features", errs[FeaturesLandmarks], errs[FeaturesRandom])
+	}
+}
+
+// TestLandmarksFirstBatchTooSmall: a first batch with fewer points than a
+// landmark block is refused as input (model unchanged, samples not
+// counted: the pipeline keeps such rows and retries with more), and the
+// same points with more after them start the model.
+func TestLandmarksFirstBatchTooSmall(t *testing.T) {
+	l, err := New(Config{K: 2, BlockSize: 32, MaxFeatures: 64, Features: FeaturesLandmarks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x := curvedData(rand.New(rand.NewPCG(7, 7)), 64)
+	if err := l.Update(x[:10*exactD], 10); !errors.Is(err, ErrInput) || l.SamplesSeen() != 0 || l.Features() != 0 {
+		t.Fatalf("10 points for a block of 32: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
+	}
+	if err := l.Update(x, 64); err != nil || l.SamplesSeen() != 64 || l.Features() != 32 {
+		t.Fatalf("64 points: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
+	}
+	// A later batch smaller than a block is learned; it adds no block.
+	if err := l.Update(x[:10*exactD], 10); err != nil || l.SamplesSeen() != 74 || l.Features() != 32 {
+		t.Fatalf("later 10 points: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
 	}
 }

@@ -91,6 +91,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if v.BLAS() {
 		cfg.Compute = ComputeBLAS
 	}
+	if v.Landmarks() {
+		cfg.Features = FeaturesLandmarks
+	}
 	l, err := New(cfg)
 	if err != nil {
 		return nil, err
@@ -107,6 +110,17 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		l.alpha = make([]float64, 0, len(snap.Coef[0]))
 	}
 	l.alpha = append(l.alpha, snap.Coef[0]...)
+	if l.fm.Landmarks {
+		z, n := snap.Landmarks[0], h.BlockSize*v.Dim
+		for j := range h.Seeds {
+			lb, err := l.fm.NewLandmarks(z[j*n : (j+1)*n])
+			if err != nil {
+				l.Close()
+				return nil, fmt.Errorf("%w: landmark block %d: %w", snapshot.ErrHeader, j, err)
+			}
+			l.ev.AddLandmarks(lb)
+		}
+	}
 	l.seeds = append(l.seeds, h.Seeds...)
 	l.t, l.samples = h.Step, h.SamplesSeen
 	l.lambda0, l.backoff = h.Schedule.Scale, h.Schedule.Backoff

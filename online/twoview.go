@@ -517,6 +517,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		return nil, fmt.Errorf("%w: %q with %d views is not a two-view model", snapshot.ErrUnsupported, h.Algorithm, len(h.Views))
 	}
 	vx, vy := h.Views[0], h.Views[1]
+	if vx.Landmarks() || vy.Landmarks() {
+		return nil, fmt.Errorf("%w: a two-view model with landmark features (this build learns two views with random features only)", snapshot.ErrUnsupported)
+	}
 	cfg := Config{
 		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,

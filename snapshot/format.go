@@ -134,7 +134,19 @@ type View struct {
 	// Compute is "blas" when the products went through the linked BLAS
 	// (features.Map.BLAS), empty for the package's own kernels.
 	Compute string `json:"compute,omitempty"`
+	// Features is "landmarks" when the view's blocks are landmark blocks
+	// (features.Landmarks): the snapshot then carries, after all
+	// coefficients, the view's landmark points (blocks·BlockSize rows of
+	// Dim values, standardised, in block order) — rows of the data. Empty
+	// for random features from the seeds.
+	Features string `json:"features,omitempty"`
 }
+
+// FeaturesLandmarks is View.Features of a landmark view.
+const FeaturesLandmarks = "landmarks"
+
+// Landmarks reports whether the view's blocks are landmark blocks.
+func (v View) Landmarks() bool { return v.Features == FeaturesLandmarks }
 
 // BLAS reports whether the view's products use the linked BLAS.
 func (v View) BLAS() bool { return v.Compute == ComputeBLAS }
@@ -200,6 +212,36 @@ func (h *Header) ViewSeeds(v int) (Seeds, int) {
 	return h.Views[v].Seeds, h.Views[v].BlockSize
 }
 
+// payload is the number of coefficients and of landmark values each view
+// carries.
+func (h *Header) payload() (coef, lm []int, err error) {
+	coef, err = h.coefCounts()
+	if err != nil {
+		return nil, nil, err
+	}
+	lm = make([]int, len(h.Views))
+	var total uint64
+	for _, c := range coef {
+		total += uint64(c)
+	}
+	for v, view := range h.Views {
+		if !view.Landmarks() {
+			continue
+		}
+		seeds, bs := h.ViewSeeds(v)
+		if view.Dim < 1 || view.Dim > 1<<24 {
+			return nil, nil, fmt.Errorf("%w: view %d dimension %d", ErrHeader, v, view.Dim)
+		}
+		n := uint64(len(seeds)) * uint64(bs) * uint64(view.Dim)
+		total += n
+		if total > MaxCoef {
+			return nil, nil, fmt.Errorf("%w: %d coefficients and landmark values exceed the limit %d", ErrSize, total, MaxCoef)
+		}
+		lm[v] = int(n)
+	}
+	return coef, lm, nil
+}
+
 // coefCounts is the number of coefficients each view carries.
 func (h *Header) coefCounts() ([]int, error) {
 	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 {
@@ -231,7 +273,7 @@ func (h *Header) Validate() error {
 		return fmt.Errorf("%w: %d views", ErrHeader, len(h.Views))
 	}
 	if len(h.Views) >= 1 && len(h.Views) <= 2 {
-		if _, err := h.coefCounts(); err != nil {
+		if _, _, err := h.payload(); err != nil {
 			return err
 		}
 	}
@@ -241,6 +283,9 @@ func (h *Header) Validate() error {
 		}
 		if v.Compute != "" && v.Compute != ComputeBLAS {
 			return fmt.Errorf("%w: view %d: unknown compute mode %q", ErrHeader, i, v.Compute)
+		}
+		if v.Features != "" && v.Features != FeaturesLandmarks {
+			return fmt.Errorf("%w: view %d: unknown feature source %q", ErrUnsupported, i, v.Features)
 		}
 		if v.Dim < 1 || v.Dim > 1<<24 {
 			return fmt.Errorf("%w: view %d dimension %d", ErrHeader, i, v.Dim)
@@ -276,9 +321,13 @@ func nonFinite(xs []float64) int {
 
 // Snapshot is a decoded snapshot: header plus coefficients. Coef[v] holds
 // view v's coefficients, blocks·BlockSize rows by K columns, row-major.
+// Landmarks[v] holds a landmark view's points (blocks·BlockSize rows by
+// Dim, row-major; see View.Features), nil for a random-feature view;
+// Landmarks itself may be nil when no view has landmarks.
 type Snapshot struct {
-	Header Header
-	Coef   [][]float64
+	Header    Header
+	Coef      [][]float64
+	Landmarks [][]float64
 }
 
 // Validate checks that the coefficients match the header.
@@ -297,6 +346,22 @@ func (s *Snapshot) Validate() error {
 		if j := nonFinite(c); j >= 0 {
 			return fmt.Errorf("%w: view %d coefficient %d = %v", ErrNonFinite, i, j, c[j])
 		}
+	}
+	_, lm, _ := s.Header.payload()
+	for i, n := range lm {
+		var z []float64
+		if i < len(s.Landmarks) {
+			z = s.Landmarks[i]
+		}
+		if len(z) != n {
+			return fmt.Errorf("%w: view %d has %d landmark values, header implies %d", ErrSize, i, len(z), n)
+		}
+		if j := nonFinite(z); j >= 0 {
+			return fmt.Errorf("%w: view %d landmark value %d = %v", ErrNonFinite, i, j, z[j])
+		}
+	}
+	if len(s.Landmarks) > len(lm) {
+		return fmt.Errorf("%w: %d landmark sets for %d views", ErrSize, len(s.Landmarks), len(lm))
 	}
 	return nil
 }
@@ -331,14 +396,15 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw.Write(pre[:])
 	cw.Write(hdr)
 	var total int
-	for _, c := range s.Coef {
+	payload := append(append([][]float64(nil), s.Coef...), s.Landmarks...)
+	for _, c := range payload {
 		total += len(c)
 	}
 	var n8 [8]byte
 	binary.LittleEndian.PutUint64(n8[:], uint64(total))
 	cw.Write(n8[:])
 	chunk := make([]byte, 0, 64<<10)
-	for _, c := range s.Coef {
+	for _, c := range payload {
 		for _, v := range c {
 			chunk = binary.LittleEndian.AppendUint64(chunk, math.Float64bits(v))
 			if len(chunk) == cap(chunk) {
@@ -406,11 +472,11 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	for i := range coef {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
 		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
-			return fmt.Errorf("%w: coefficient %d = %v", ErrNonFinite, i, coef[i])
+			return fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, i, coef[i])
 		}
 	}
 	s.Header = h
-	s.Coef = splitViews(coef, &h)
+	s.Coef, s.Landmarks = splitViews(coef, &h)
 	return nil
 }
 
@@ -435,9 +501,9 @@ func decodeHeader(b []byte, h *Header, n uint64) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	counts, _ := h.coefCounts()
+	counts, lm, _ := h.payload()
 	var total uint64
-	for _, c := range counts {
+	for _, c := range append(counts, lm...) {
 		total += uint64(c)
 	}
 	if total != n {
@@ -446,15 +512,27 @@ func decodeHeader(b []byte, h *Header, n uint64) error {
 	return nil
 }
 
-func splitViews(coef []float64, h *Header) [][]float64 {
-	counts, _ := h.coefCounts()
-	out := make([][]float64, len(counts))
+// splitViews splits the payload into the views' coefficients, then their
+// landmark points (nil when no view has landmarks).
+func splitViews(coef []float64, h *Header) (out, landmarks [][]float64) {
+	counts, lm, _ := h.payload()
+	out = make([][]float64, len(counts))
 	off := 0
 	for v, c := range counts {
 		out[v] = coef[off : off+c : off+c]
 		off += c
 	}
-	return out
+	for v, c := range lm {
+		if c == 0 {
+			continue
+		}
+		if landmarks == nil {
+			landmarks = make([][]float64, len(lm))
+		}
+		landmarks[v] = coef[off : off+c : off+c]
+		off += c
+	}
+	return out, landmarks
 }
 
 // ReadFrom decodes a v1 snapshot from r. It allocates for the payload only
@@ -510,11 +588,11 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	for i := range coef {
 		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
 		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
-			return read, fmt.Errorf("%w: coefficient %d = %v", ErrNonFinite, i, coef[i])
+			return read, fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, i, coef[i])
 		}
 	}
 	s.Header = h
-	s.Coef = splitViews(coef, &h)
+	s.Coef, s.Landmarks = splitViews(coef, &h)
 	return read, nil
 }
 

@@ -43,13 +43,25 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 	m := &Model{snap: s}
 	for vi, v := range s.Header.Views {
 		seeds, bs := s.Header.ViewSeeds(vi)
-		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS()}
+		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS(), Landmarks: v.Landmarks()}
 		if err := fm.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrHeader, err)
 		}
 		m.maps = append(m.maps, fm)
 		bc := &blockCache{}
-		if opt.CacheBytes > 0 {
+		if fm.Landmarks {
+			// Landmark blocks are data, kept whatever the cache budget:
+			// L is recomputed from the points exactly as the learner did.
+			z := s.Landmarks[vi]
+			n := bs * v.Dim
+			for j := range seeds {
+				lb, err := fm.NewLandmarks(z[j*n : (j+1)*n])
+				if err != nil {
+					return nil, fmt.Errorf("%w: view %d block %d: %w", ErrHeader, vi, j, err)
+				}
+				bc.blocks = append(bc.blocks, &features.Block{LM: lb})
+			}
+		} else if opt.CacheBytes > 0 {
 			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(seeds))
 			bc.blocks = make([]*features.Block, n)
 			for j := range bc.blocks {
@@ -130,16 +142,16 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	coef := m.snap.Coef[view]
 	seeds, _ := m.snap.Header.ViewSeeds(view)
 	// Same grouping and order as features.Evaluator.Eval: blocks summed in
-	// chunks of features.ChunkBlocks, chunks added in order.
+	// chunks of fm.Chunk() blocks, chunks added in order.
 	phi := make([]float64, rows*nb)
 	z := make([]float64, fm.ScratchLen())
 	part := make([]float64, rows*k)
 	var scratch features.Block
 	clear(dst)
 	cache := m.cache[view].blocks
-	for c0 := 0; c0 < len(seeds); c0 += features.ChunkBlocks {
+	for c0 := 0; c0 < len(seeds); c0 += fm.Chunk() {
 		clear(part)
-		for j := c0; j < min(c0+features.ChunkBlocks, len(seeds)); j++ {
+		for j := c0; j < min(c0+fm.Chunk(), len(seeds)); j++ {
 			var blk *features.Block
 			if j < len(cache) {
 				blk = cache[j]

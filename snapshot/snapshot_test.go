@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/streamkpca/streamkpca/online/features"
 )
 
@@ -252,6 +254,8 @@ func TestStoreUnwritable(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	data, _ := sample().MarshalBinary()
 	f.Add(data)
+	lm, _ := landmarkSample().MarshalBinary()
+	f.Add(lm)
 	f.Add(data[:30])
 	f.Add([]byte("SKPCASNP\x01\x00\x00\x00\xff\xff\xff\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -272,6 +276,9 @@ func FuzzDecode(f *testing.F) {
 		if !slices.Equal(s2.Coef[0], s.Coef[0]) && !hasNaN(s.Coef[0]) {
 			t.Fatal("coefficients changed")
 		}
+		if len(s2.Landmarks) != len(s.Landmarks) || len(s.Landmarks) > 0 && !slices.Equal(s2.Landmarks[0], s.Landmarks[0]) {
+			t.Fatal("landmarks changed")
+		}
 	})
 }
 
@@ -282,4 +289,125 @@ func hasNaN(v []float64) bool {
 		}
 	}
 	return false
+}
+
+// landmarkSample is a hand-built landmark model: 2 blocks of 3 landmarks
+// in 2-D, k = 2, no standardisation or centring.
+func landmarkSample() *Snapshot {
+	rng := rand.New(rand.NewPCG(2, 3))
+	draw := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+		}
+		return v
+	}
+	s := sample()
+	h := &s.Header
+	h.Model, h.BlockSize, h.Seeds, h.MaxFeatures, h.Offsets = "lm", 3, Seeds{1, 2}, 6, nil
+	h.Views = []View{{Dim: 2, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.2}, Features: FeaturesLandmarks}}
+	s.Coef, s.Landmarks = [][]float64{draw(2 * 3 * 2)}, [][]float64{draw(2 * 3 * 2)}
+	return s
+}
+
+// TestLandmarkProjectMatchesDefinition: a landmark model projects
+// Σ_blocks ψ_j(x)·A_j with ψ_j(x) = L_j⁻¹·k(Z_j, x), L_j the Cholesky
+// factor of K_{Z_j Z_j} + εI — here computed by gonum from the kernel's
+// closed form — after a round trip through the file format.
+func TestLandmarkProjectMatchesDefinition(t *testing.T) {
+	src := landmarkSample()
+	data, err := src.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Landmarks[0], src.Landmarks[0]) || !slices.Equal(s.Coef[0], src.Coef[0]) {
+		t.Fatal("landmarks or coefficients changed in the round trip")
+	}
+	m, err := NewModel(s, ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kern := s.Header.Views[0].Kernel
+	z := s.Landmarks[0]
+	for _, x := range [][]float64{{0.3, -0.7}, {z[0], z[1]}, {2, 2}} {
+		got, err := m.Project(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, 2)
+		for j := 0; j < 2; j++ {
+			zj := z[j*6 : j*6+6]
+			kzz := mat.NewSymDense(3, nil)
+			kx := mat.NewVecDense(3, nil)
+			for a := 0; a < 3; a++ {
+				kx.SetVec(a, kern.Eval(x, zj[2*a:2*a+2]))
+				for b := a; b < 3; b++ {
+					v := kern.Eval(zj[2*a:2*a+2], zj[2*b:2*b+2])
+					if a == b {
+						v += 1e-8 // ε = 1e-8 × the mean diagonal (1 for the Gaussian)
+					}
+					kzz.SetSym(a, b, v)
+				}
+			}
+			var ch mat.Cholesky
+			if !ch.Factorize(kzz) {
+				t.Fatal("not positive definite")
+			}
+			var l mat.TriDense
+			ch.LTo(&l)
+			var psi mat.VecDense
+			if err := psi.SolveVec(&l, kx); err != nil {
+				t.Fatal(err)
+			}
+			for f := 0; f < 3; f++ {
+				for q := 0; q < 2; q++ {
+					want[q] += psi.AtVec(f) * s.Coef[0][(j*3+f)*2+q]
+				}
+			}
+		}
+		for q := range want {
+			if math.Abs(got[q]-want[q]) > 1e-9*(1+math.Abs(want[q])) {
+				t.Errorf("x %v component %d: %v, definition gives %v", x, q, got[q], want[q])
+			}
+		}
+	}
+}
+
+// TestLandmarkPayloadChecked: landmark values are part of the checked
+// payload: missing, non-finite or unknown-source snapshots are refused.
+func TestLandmarkPayloadChecked(t *testing.T) {
+	s := landmarkSample()
+	s.Landmarks[0] = s.Landmarks[0][:6]
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrSize) {
+		t.Errorf("half the landmarks: %v, want ErrSize", err)
+	}
+	s = landmarkSample()
+	s.Landmarks = nil
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrSize) {
+		t.Errorf("no landmarks: %v, want ErrSize", err)
+	}
+	s = landmarkSample()
+	s.Landmarks[0][4] = math.Inf(1)
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrNonFinite) {
+		t.Errorf("infinite landmark: %v, want ErrNonFinite", err)
+	}
+	// A header that drops the landmark flag leaves the file longer than the
+	// header implies.
+	data, _ := landmarkSample().MarshalBinary()
+	s = landmarkSample()
+	s.Header.Views[0].Features = ""
+	s.Landmarks = nil
+	plain, _ := s.MarshalBinary()
+	if len(plain) >= len(data) {
+		t.Fatalf("landmark file %d bytes, the same without landmarks %d", len(data), len(plain))
+	}
+	s = landmarkSample()
+	s.Header.Views[0].Features = "sketch"
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("unknown feature source: %v, want ErrUnsupported", err)
+	}
 }

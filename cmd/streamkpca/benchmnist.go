@@ -32,6 +32,8 @@ func benchMNIST(ctx context.Context, args []string) error {
 	solver := fs.String("solver", "", "learner solver (default: the learner's)")
 	theta0 := fs.Float64("theta0", 0, "learner θ₀ (0: its default)")
 	theta1 := fs.Float64("theta1", 0, "learner θ₁ (0: its default)")
+	feats := fs.String("features", "", "learner feature source: random or landmarks (default: the learner's, random)")
+	maxFeat := fs.Int("max-features", 0, "learner feature budget (0: its default for the feature source)")
 	table := fs.Bool("table", true, "print a table to stderr after the JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,7 +45,8 @@ func benchMNIST(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Learner = online.Config{Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1}
+	cfg.Learner = online.Config{Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1,
+		Features: online.FeatureSource(*feats), MaxFeatures: *maxFeat}
 	cfg.Progress = func(method string, c bench.Checkpoint) {
 		fmt.Fprintf(os.Stderr, "%s: epoch %d, %.1fs, %d features, subspace error %.3g\n", method, c.Epoch, c.Seconds, c.Features, c.Error)
 	}

@@ -74,6 +74,7 @@ type learnerFlags struct {
 	uncentered                     bool
 	precision, compute             string
 	solver                         string
+	features                       string
 }
 
 func (lf *learnerFlags) register(fs *flag.FlagSet) {
@@ -94,7 +95,8 @@ func (lf *learnerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&lf.bandwidth, "bandwidth", "auto", "kernel bandwidth, or auto for the median trick on the first batch")
 	fs.IntVar(&lf.batch, "batch", 512, "data mini-batch size b")
 	fs.IntVar(&lf.block, "block", 0, "random features per block B (0 = 512 for kpca/gha with the subspace solver, 128 otherwise)")
-	fs.IntVar(&lf.maxF, "max-features", online.DefaultMaxFeatures, "feature budget; past it blocks are revisited")
+	fs.IntVar(&lf.maxF, "max-features", 0, fmt.Sprintf("feature budget; past it blocks are revisited (0 = %d random features, %d landmarks)", online.DefaultMaxFeatures, online.DefaultLandmarkMaxFeatures))
+	fs.StringVar(&lf.features, "features", "random", "feature blocks: random (from seeds) or landmarks (points of the data and their Nyström map; the model then holds those points)")
 	fs.StringVar(&lf.solver, "solver", "subspace", "kpca/gha update rule: subspace (needs no tuning) or oja (the paper's rule)")
 	fs.Float64Var(&lf.theta0, "theta0", 0, "unitless initial step (0 = the default: 1 for the subspace solver, 0.5 for oja, 1 for two-view)")
 	fs.Float64Var(&lf.theta1, "theta1", 0, "step decay η_t ∝ 1/(1+θ₁·t) (0 = 0.05 for the subspace solver, 0.01 for oja, 0.001 for two-view)")
@@ -115,7 +117,8 @@ func (lf *learnerFlags) config(model string) (online.Config, error) {
 			P: lf.p, Beta: lf.beta, Lambda: lf.lambda},
 		BlockSize: lf.block, MaxFeatures: lf.maxF, Theta0: lf.theta0, Theta1: lf.theta1,
 		Seed: lf.seed, Center: lf.center, Solver: online.Solver(lf.solver), Standardize: lf.standardize, Precision: online.Precision(lf.precision), Compute: online.Compute(lf.compute),
-		KernelY: features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
+		Features: online.FeatureSource(lf.features),
+		KernelY:  features.Kernel{Family: features.Family(lf.kernelY)}, Slices: lf.slices, Uncentered: lf.uncentered,
 	}
 	if lf.bandwidthY != "auto" && lf.bandwidthY != "" {
 		bw, err := strconv.ParseFloat(lf.bandwidthY, 64)
@@ -303,7 +306,7 @@ func cmdProject(args []string) error {
 func cmdInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON.")
+		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON. A model\nwith landmark features holds rows of the data it learned from: the output\nsays how many (data_rows) and warns.")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -319,8 +322,20 @@ func cmdInspect(args []string) error {
 		File     string           `json:"file"`
 		Bytes    int              `json:"bytes"`
 		Features int              `json:"features"`
+		DataRows int              `json:"data_rows"`
+		Warning  string           `json:"warning,omitempty"`
 		Header   *snapshot.Header `json:"header"`
-	}{fs.Arg(0), len(data), snap.Header.Features(), &snap.Header}
+	}{File: fs.Arg(0), Bytes: len(data), Features: snap.Header.Features(), Header: &snap.Header}
+	for v, view := range snap.Header.Views {
+		if view.Landmarks() {
+			seeds, bs := snap.Header.ViewSeeds(v)
+			out.DataRows += len(seeds) * bs
+		}
+	}
+	if out.DataRows > 0 {
+		out.Warning = fmt.Sprintf("this model holds %d rows of the data it learned from (its landmark points, standardised if standardize was on): treat the file as you treat the data", out.DataRows)
+		fmt.Fprintln(os.Stderr, "warning: "+out.Warning)
+	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -139,6 +139,10 @@ func RunMNIST(ctx context.Context, set mnist.Set, cfg MNISTConfig) (MNISTResult,
 	}
 	defer l.Close()
 	row := MethodResult{Method: "streamkpca (" + string(l.Config().Solver) + " solver, defaults)", Size: l.Config().MaxFeatures, SizeOf: "features (max)"}
+	if l.Config().Features == online.FeaturesLandmarks {
+		row.Method = "streamkpca (" + string(l.Config().Solver) + " solver, landmark blocks)"
+		row.SizeOf = "landmarks (max)"
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 	batch := make([]float64, cfg.Batch*d)
 	var clock time.Duration

@@ -139,6 +139,7 @@ func New(opt Options) (*Pipeline, error) {
 		BlockSize: cfg.Learner.Block, MaxFeatures: cfg.Learner.MaxFeatures, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1,
 		Seed: cfg.Learner.Seed, Standardize: cfg.Learner.Standardize, Center: cfg.Learner.Center,
 		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes, Precision: online.Precision(cfg.Learner.Precision), Compute: online.Compute(cfg.Learner.Compute), Solver: online.Solver(cfg.Learner.Solver),
+		Features: online.FeatureSource(cfg.Learner.Features),
 	}
 	if err := p.store.Clean(); err != nil {
 		log.Warn().Err(err).Msg("leftover temporary snapshot files could not be removed")

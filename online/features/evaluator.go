@@ -10,7 +10,18 @@ import (
 // ChunkBlocks is the number of consecutive blocks whose contributions are
 // summed into one partial result; partials are then added in chunk order.
 // The grouping is fixed, so results do not depend on the number of workers.
+// Landmark maps use chunks of one block (see Map.Chunk).
 const ChunkBlocks = 8
+
+// Chunk is the number of blocks per chunk of an evaluation with m:
+// ChunkBlocks, or 1 for a landmark map, whose few, costly blocks are then
+// spread over the workers one by one.
+func (m Map) Chunk() int {
+	if m.Landmarks {
+		return 1
+	}
+	return ChunkBlocks
+}
 
 // EvaluatorConfig configures an [Evaluator].
 type EvaluatorConfig struct {
@@ -45,6 +56,7 @@ type Evaluator struct {
 	cacheBlocks int
 	cache       []*Block
 	workers     int
+	landmarks   []*Block // a landmark map's blocks, all kept (they are data)
 
 	// per-call state read by the workers
 	x       []float64
@@ -98,7 +110,7 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 		cfg.KeepBytes = 512 << 20
 	}
 	e := &Evaluator{m: m, workers: cfg.Workers, keepMax: cfg.KeepBytes, keepBlocks: cfg.KeepBlocks}
-	if cfg.CacheBytes > 0 {
+	if cfg.CacheBytes > 0 && !m.Landmarks {
 		e.cacheBlocks = int(cfg.CacheBytes / int64(m.BlockBytes()))
 	}
 	e.scratch = make([]evalScratch, cfg.Workers)
@@ -145,8 +157,39 @@ func (e *Evaluator) work(s *evalScratch) {
 	}
 }
 
+// AddLandmarks appends a landmark block (Map.Landmarks); it becomes block
+// number Landmarks()−1. The learner's seed for it is ignored.
+func (e *Evaluator) AddLandmarks(lb *Landmarks) {
+	if !e.m.Landmarks {
+		panic("features: AddLandmarks on a random-feature map")
+	}
+	e.landmarks = append(e.landmarks, &Block{LM: lb})
+}
+
+// TruncateLandmarks keeps the first n landmark blocks.
+func (e *Evaluator) TruncateLandmarks(n int) {
+	if n < len(e.landmarks) {
+		e.landmarks = e.landmarks[:n]
+	}
+}
+
+// Landmarks returns the number of landmark blocks and block j's (nil past
+// the end or for a random-feature map).
+func (e *Evaluator) Landmarks(j int) (int, *Landmarks) {
+	if j < 0 || j >= len(e.landmarks) {
+		return len(e.landmarks), nil
+	}
+	return len(e.landmarks), e.landmarks[j].LM
+}
+
 // block returns block j, from the cache or regenerated into s.
 func (e *Evaluator) block(j int, seed uint64, s *evalScratch) *Block {
+	if e.m.Landmarks {
+		if j >= len(e.landmarks) {
+			panic("features: landmark block not added")
+		}
+		return e.landmarks[j]
+	}
 	if j < e.cacheBlocks {
 		if j >= len(e.cache) {
 			panic("features: cache not grown") // grown in Eval before dispatch
@@ -188,8 +231,9 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 	part := e.partial[c*rows*k : (c+1)*rows*k]
 	clear(part)
 	phi := s.phiBuf(rows * nb)
-	end := min((c+1)*ChunkBlocks, len(e.seeds))
-	for j := c * ChunkBlocks; j < end; j++ {
+	cb := e.m.Chunk()
+	end := min((c+1)*cb, len(e.seeds))
+	for j := c * cb; j < end; j++ {
 		if e.keep != nil {
 			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
 		}
@@ -226,7 +270,7 @@ func (e *Evaluator) eval(h, x []float64, rows int, seeds []uint64, coef []float6
 		return
 	}
 	e.growCache(len(seeds))
-	nchunks := (len(seeds) + ChunkBlocks - 1) / ChunkBlocks
+	nchunks := (len(seeds) + e.m.Chunk() - 1) / e.m.Chunk()
 	if need := nchunks * rows * k; cap(e.partial) < need {
 		e.partial = make([]float64, need)
 	}
@@ -319,7 +363,7 @@ func (e *Evaluator) Grad(g, r []float64, k int, s float64, mean []float64) {
 	if e.keep == nil {
 		e.round(e.x, e.rows)
 	}
-	e.run((len(e.seeds)+ChunkBlocks-1)/ChunkBlocks, true)
+	e.run((len(e.seeds)+e.m.Chunk()-1)/e.m.Chunk(), true)
 	e.resid, e.gradDst, e.gradMean = nil, nil, nil
 }
 
@@ -338,8 +382,9 @@ func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 		s.pt = make([]float64, e.gradKPad*nb)
 	}
 	pt := s.pt[:e.gradKPad*nb]
-	end := min((c+1)*ChunkBlocks, len(e.seeds))
-	for j := c * ChunkBlocks; j < end; j++ {
+	cb := e.m.Chunk()
+	end := min((c+1)*cb, len(e.seeds))
+	for j := c * cb; j < end; j++ {
 		if e.keep != nil {
 			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
 		} else {

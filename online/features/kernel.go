@@ -272,7 +272,16 @@ type Map struct {
 	// to rounding, not bit for bit. Default false: the package's own
 	// kernels, bit-identical everywhere.
 	BLAS bool
+	// Landmarks makes every block a landmark block (see [Landmarks]): B
+	// points of the stream and the Nyström map they define, instead of B
+	// random features from a seed. Its blocks are built by NewLandmarks
+	// from data, not generated (Generate panics), and compute with the
+	// package's own kernels (not with Float32 or BLAS).
+	Landmarks bool
 }
+
+// MaxLandmarkBlock bounds the block size of a landmark map.
+const MaxLandmarkBlock = 4096
 
 // BLASRows is the row chunk of a BLAS-mode evaluation.
 const BLASRows = 512
@@ -290,6 +299,17 @@ func (m Map) Validate() error {
 	}
 	if m.Float32 && !m.Kernel.Family.ShiftInvariant() {
 		return fmt.Errorf("%w: float32 precision is for the shift-invariant kernels (gaussian, laplacian, cauchy, matern), not %s", ErrKernel, m.Kernel.Family)
+	}
+	if m.Landmarks {
+		if m.Float32 || m.BLAS {
+			return fmt.Errorf("%w: landmark blocks compute in float64 with the package's kernels (no float32 precision, no BLAS compute)", ErrKernel)
+		}
+		if err := landmarkFamily(m.Kernel); err != nil {
+			return err
+		}
+		if m.BlockSize > MaxLandmarkBlock {
+			return fmt.Errorf("%w: a landmark block holds at most %d points (factoring B points costs B³/3), got %d", ErrKernel, MaxLandmarkBlock, m.BlockSize)
+		}
 	}
 	if m.Kernel.Family == Linear && m.BlockSize != m.Dim {
 		return fmt.Errorf("%w: the linear map has exactly Dim = %d features per block, got block size %d", ErrKernel, m.Dim, m.BlockSize)
@@ -319,6 +339,9 @@ func (m Map) cols() int {
 
 // ScratchLen is the scratch PhiTo needs.
 func (m Map) ScratchLen() int {
+	if m.Landmarks {
+		return 4 * m.BlockSize
+	}
 	rows := 4
 	if m.BLAS {
 		rows = BLASRows
@@ -333,6 +356,9 @@ func (m Map) ScratchLen() int {
 
 // BlockBytes is the memory one generated block occupies in a cache.
 func (m Map) BlockBytes() int {
+	if m.Landmarks { // Z, Zᵀ, (L⁻¹)ᵀ, ‖z‖²
+		return 8 * (2*m.Dim*m.BlockSize + m.BlockSize*m.BlockSize + m.BlockSize)
+	}
 	if m.Float32 {
 		return 4 * (m.inDim() + 1) * max(m.cols(), 1)
 	}
@@ -359,6 +385,8 @@ type Block struct {
 	Degree  []int
 	Omega32 []float32
 	Phase32 []float32
+	// LM is the landmark block of a landmark map (nil otherwise).
+	LM *Landmarks
 }
 
 func grow(s []float64, n int) []float64 {
@@ -372,6 +400,9 @@ func grow(s []float64, n int) []float64 {
 
 // Generate fills dst with the block of the given seed, reusing its storage.
 func (m Map) Generate(dst *Block, seed uint64) {
+	if m.Landmarks {
+		panic("features: landmark blocks are built from data (NewLandmarks), not generated")
+	}
 	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
 	dst.Omega = grow(dst.Omega, din*max(cols, 1))
 	dst.Phase = grow(dst.Phase, max(cols, 1))
@@ -508,6 +539,8 @@ func (m Map) phiToWith(dst, z, x []float64, xs32 []float32, rows int, b *Block) 
 		panic("features: PhiTo buffer too small")
 	}
 	switch {
+	case m.Landmarks:
+		m.phiLandmarks(dst, z, x, rows, b.LM)
 	case m.BLAS:
 		m.phiToBLAS(dst, z, x, xs32, rows, b)
 	case m.Float32:
