@@ -136,7 +136,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	budget := fs.Duration("budget", 30*time.Second, "report each method's error within this much compute")
 	maxTime := fs.Duration("max-time", 0, "stop a method once its clock passes this (0: run the whole stream)")
 	k := fs.Int("k", 0, "components (default: the case's)")
-	methods := fs.String("methods", "dsgd,rff,nystrom,exact", "methods to run, comma-separated; name=size overrides the size flag (e.g. nystrom=2048)")
+	methods := fs.String("methods", "dsgd,rff,nystrom,exact", "methods to run, comma-separated: dsgd, dsgd-landmarks (streamkpca with landmark blocks), rff, nystrom, exact; name=size overrides the size flag (e.g. nystrom=2048)")
 	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's)")
 	solver := fs.String("solver", "", "streamkpca solver: subspace or oja (default: the learner's)")
 	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the learner's default)")
@@ -206,18 +206,26 @@ func benchCompare(ctx context.Context, args []string) error {
 			closer func()
 		)
 		switch name {
-		case "dsgd":
-			l, err := online.New(online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(*dsgdFeatures), Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Seed: *seed, Precision: online.Precision(*precision), Compute: online.Compute(*compute)})
+		case "dsgd", "dsgd-landmarks":
+			lcfg := online.Config{Model: "compare", K: c.k, Kernel: kern,
+				MaxFeatures: pick(*dsgdFeatures), Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Seed: *seed, Precision: online.Precision(*precision), Compute: online.Compute(*compute)}
+			if name == "dsgd-landmarks" {
+				lcfg.Features, lcfg.MaxFeatures = online.FeaturesLandmarks, pick(0)
+			}
+			l, err := online.New(lcfg)
 			if err != nil {
 				return err
 			}
 			if *compute == "blas" {
 				blasimpl.SetThreads(1) // the learner's workers each call the BLAS
 			}
-			m, size, sizeOf, closer = dsgdMethod{l}, pick(*dsgdFeatures), "features (max)", l.Close
 			lc := l.Config()
+			m, size, sizeOf, closer = dsgdMethod{l}, lc.MaxFeatures, "features (max)", l.Close
 			name = fmt.Sprintf("streamkpca (%s, θ₀ = %g, θ₁ = %g)", lc.Solver, lc.Theta0, lc.Theta1)
+			if lc.Features == online.FeaturesLandmarks {
+				sizeOf = "landmarks (max)"
+				name = fmt.Sprintf("streamkpca, landmark blocks (%s, θ₀ = %g, θ₁ = %g)", lc.Solver, lc.Theta0, lc.Theta1)
+			}
 			if *precision == "float32" || *compute == "blas" {
 				name = fmt.Sprintf("streamkpca %s/%s (%s, θ₀ = %g, θ₁ = %g)", *precision, *compute, lc.Solver, lc.Theta0, lc.Theta1)
 			}

@@ -529,3 +529,29 @@ func TestPinNeedsToken(t *testing.T) {
 		t.Errorf("pin without a configured token: %d, want 403", res.StatusCode)
 	}
 }
+
+// A landmark model through the loop: rows too few for the first landmark
+// block are kept (not dropped) until a block can form, every sample is
+// learned once, the snapshot carries the landmarks, and a restart resumes
+// from it.
+func TestLandmarkModelThroughTheLoop(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Features, c.Learner.MaxFeatures = "landmarks", 256
+	src := ingest.NewMemSource("v", 64)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	msgs := points(2000, 3, 9)
+	src.Produce(0, msgs[:20]...) // 20 rows: a block needs 64
+	h.waitConsumed(20)
+	time.Sleep(20 * c.Learner.Linger)
+	src.Produce(0, msgs[20:1000]...)
+	h.waitConsumed(1000)
+	snap := h.stop()
+	covers(t, snap, 1000, 1000)
+	if v := snap.Header.Views[0]; !v.Landmarks() || len(snap.Landmarks[0]) != snap.Header.Features()*3 || snap.Header.Features() != 256 {
+		t.Fatalf("snapshot: landmarks %v, %d features, %d landmark values", v.Landmarks(), snap.Header.Features(), len(snap.Landmarks))
+	}
+	src.Produce(0, msgs[1000:]...)
+	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h2.waitConsumed(1000)
+	covers(t, h2.stop(), 2000, 2000)
+}
