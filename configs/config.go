@@ -142,8 +142,8 @@ type Learner struct {
 	// paper's) or landmarks (each block is Block points of the stream and
 	// the Nyström map they define: far more accurate per feature when the
 	// spectrum decays fast, about five times the cost per feature, and
-	// snapshots then hold those points — rows of your data). kpca and gha
-	// only. Part of the model. Default: random.
+	// snapshots then hold those points — rows of your data). kpca, gha,
+	// ksvd and kcca (not ksir). Part of the model. Default: random.
 	Features string `yaml:"features"`
 	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
 	// all feature blocks; needs no tuning) or oja (the paper's rule).
@@ -434,8 +434,8 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Learner.Features; p != "random" && p != "landmarks" {
 		bad("learner.features", "%q: want random or landmarks", p)
-	} else if p == "landmarks" && c.Learner.Algorithm != "kpca" && c.Learner.Algorithm != "gha" {
-		bad("learner.features", "landmarks: for kpca and gha only, not %s", c.Learner.Algorithm)
+	} else if p == "landmarks" && c.Learner.Algorithm == "ksir" {
+		bad("learner.features", "landmarks: for kpca, gha, ksvd and kcca, not ksir")
 	}
 	if p := c.Learner.Solver; p != "" && p != "subspace" && p != "oja" {
 		bad("learner.solver", "%q: want subspace or oja", p)

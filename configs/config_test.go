@@ -121,6 +121,8 @@ func TestValidateRejectsUnrunnableCombinations(t *testing.T) {
 		{[]string{"http.max_vectors=-1"}, "http.max_vectors"},
 		{[]string{"http.addr=:8080"}, "http.addr"}, // every interface, no token
 		{[]string{"http.addr=0.0.0.0:9000"}, "http.addr"},
+		{[]string{"learner.algorithm=ksir", "learner.features=landmarks"}, "learner.features"},
+		{[]string{"learner.features=nystrom"}, "learner.features"},
 	} {
 		_, err := Load("", nil, tc.set...)
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -199,5 +201,20 @@ func TestExplicitZeroRefused(t *testing.T) {
 	// 0 stays meaningful where it is documented: dim, bandwidth, theta.
 	if _, err := Load("", nil, "kafka.dim=0", "learner.bandwidth=0", "learner.theta0=0"); err != nil {
 		t.Errorf("documented zeros refused: %v", err)
+	}
+}
+
+// TestLandmarksForEveryAlgorithmButKSIR: landmark features load for kpca,
+// gha, ksvd and kcca with the landmark feature budget as default.
+func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
+	for _, alg := range []string{"kpca", "gha", "ksvd", "kcca"} {
+		c, err := Load("", nil, "learner.algorithm="+alg, "learner.features=landmarks", "kafka.format=json")
+		if err != nil {
+			t.Errorf("%s with landmarks: %v", alg, err)
+			continue
+		}
+		if c.Learner.MaxFeatures != 4096 {
+			t.Errorf("%s with landmarks: max_features %d, want 4096", alg, c.Learner.MaxFeatures)
+		}
 	}
 }

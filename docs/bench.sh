@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reruns the speed benchmarks quoted in docs/results.md and
-# prints their JSON into bench-out/ (about 40 minutes on a 2-core machine;
+# prints their JSON into bench-out/ (about 55 minutes on a 2-core machine;
 # run it on an otherwise idle machine, timings are medians but still noisy).
 #
 #   docs/bench.sh            # both builds (the openblas one needs libopenblas-dev)
@@ -47,12 +47,19 @@ fi
 for rep in 1 2 3; do
   "${bins[0]}" bench mnist --mnist "$out/mnist/package" > "$out/mnist-kpca-$rep.json"
 done
+"${bins[0]}" bench mnist --mnist "$out/mnist/package" --features landmarks --rff-features 0 > "$out/mnist-kpca-landmarks.json"
+
+echo "== real data: MNIST kernel CCA of image halves (bench mnist --task kcca)" >&2
+"${bins[0]}" bench mnist --task kcca --mnist "$out/mnist/package" > "$out/mnist-kcca.json"
+"${bins[0]}" bench mnist --task kcca --mnist "$out/mnist/package" --features landmarks --landmarks 0 --rff-features 0 \
+  > "$out/mnist-kcca-landmarks.json"
 
 if [ -z "${SKIP_COMPARE:-}" ]; then
   echo "== next to the alternatives (bench compare), with the last binary built" >&2
   bin="${bins[${#bins[@]}-1]}"
   "$bin" bench compare --case hermite1 > "$out/compare-hermite1.json"
   "$bin" bench compare --case hermite16 > "$out/compare-hermite16.json"
+  "$bin" bench compare --case hermite16 --methods dsgd-landmarks,nystrom > "$out/compare-hermite16-landmarks.json"
   "$bin" bench compare --case slow --methods dsgd,rff,nystrom,nystrom=2048,exact > "$out/compare-slow.json"
 fi
 echo "results in $out/" >&2

@@ -104,7 +104,8 @@ type Config struct {
 	// from a seed per block, the paper's) or landmarks (B points of the
 	// stream per block and the Nyström map they define; see
 	// features.Landmarks). Landmark models store those points: a snapshot
-	// then holds rows of the data. kpca and gha only. Default: random.
+	// then holds rows of the data. kpca, gha, ksvd and kcca (not ksir).
+	// Default: random.
 	Features FeatureSource
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int
@@ -245,13 +246,13 @@ func (c Config) Validate() error {
 	switch c.Features {
 	case FeaturesRandom:
 	case FeaturesLandmarks:
-		if c.Algorithm.TwoView() {
-			return fmt.Errorf("%w: landmark features are for kpca and gha; %s uses random features", ErrConfig, c.Algorithm)
+		if c.Algorithm == AlgKSIR {
+			return fmt.Errorf("%w: landmark features are for kpca, gha, ksvd and kcca; ksir uses random features", ErrConfig)
 		}
 		if c.Precision == Float32 || c.Compute == ComputeBLAS {
 			return fmt.Errorf("%w: landmark features compute in float64 with the exact kernels (precision float64, compute exact)", ErrConfig)
 		}
-		if c.Kernel.Family == features.Linear {
+		if c.Kernel.Family == features.Linear || c.Algorithm.TwoView() && c.KernelY.Family == features.Linear {
 			return fmt.Errorf("%w: the linear kernel has no landmark features (its identity map is exact)", ErrConfig)
 		}
 	default:

@@ -169,7 +169,8 @@ func (l *TwoView) initView(i int, kern features.Kernel, x []float64, rows, d, nb
 		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, i, nb, l.cfg.K)
 	}
 	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb,
-		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), BLAS: l.cfg.Compute == ComputeBLAS}
+		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), BLAS: l.cfg.Compute == ComputeBLAS,
+		Landmarks: l.cfg.Features == FeaturesLandmarks}
 	if err := v.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, i, err)
 	}
@@ -229,6 +230,10 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%w: non-finite y value", ErrInput)
 		}
+	}
+	if l.cfg.Features == FeaturesLandmarks && len(l.v[0].seeds) == 0 && rows < l.cfg.BlockSize {
+		// Not an error in the data: the first landmark blocks need B pairs.
+		return fmt.Errorf("%w: the first landmark blocks need %d pairs, the batch has %d (send more, or lower the block size)", ErrInput, l.cfg.BlockSize, rows)
 	}
 	if l.v[0].ev == nil {
 		if err := l.init(x, y, rows, dx, dy); err != nil {
@@ -351,7 +356,9 @@ func (l *TwoView) appendBlock(i, rows int, eta float64) {
 	v := &l.v[i]
 	k, nb := l.cfg.K, v.fm.BlockSize
 	j := len(v.seeds)
-	revisit := j >= v.maxBlock
+	// A landmark block is B points of this batch (addLandmarks); a batch
+	// that cannot make one revisits instead.
+	revisit := j >= v.maxBlock || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.seedBase, j) != nil
 	var seed uint64
 	if revisit {
 		j = int(l.t % uint64(len(v.seeds)))
@@ -428,6 +435,12 @@ func (l *TwoView) first(rows int) error {
 	for i := range l.v {
 		v := &l.v[i]
 		seeds[i] = features.DeriveSeed(v.seedBase, 0)
+		if v.fm.Landmarks {
+			v.ev.TruncateLandmarks(0) // a first batch that failed may have left one
+			if err := addLandmarks(v.ev, v.xs, rows, v.seedBase, 0); err != nil {
+				return fmt.Errorf("%w: view %d: %w", ErrInput, i, err)
+			}
+		}
 		v.ev.PhiTo(v.phi, v.xs, rows, 0, seeds[i])
 	}
 	ax, ay, top, err := initPair(l.v[0].phi, l.v[1].phi, rows, l.v[0].fm.BlockSize, l.v[1].fm.BlockSize, k,
@@ -481,11 +494,16 @@ func (l *TwoView) EvalTo(i int, dst, x []float64, rows int) {
 // Snapshot returns a snapshot of the current model (coefficients copied).
 func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	views := make([]snapshot.View, 2)
+	var landmarks [][]float64
 	for i := range l.v {
 		v := &l.v[i]
 		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm), Compute: computeOf(v.fm)}
 		if v.center != nil {
 			views[i].Center = slices.Clone(v.center)
+		}
+		if v.fm.Landmarks {
+			views[i].Features = snapshot.FeaturesLandmarks
+			landmarks = append(landmarks, v.landmarkPoints())
 		}
 	}
 	views[1].Seeds = slices.Clone(snapshot.Seeds(l.v[1].seeds))
@@ -501,8 +519,19 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected},
 			Extra:       map[string]float64{"uncentered": boolFloat(l.cfg.Uncentered), "trace0": l.trace0, "wnorm": l.wnorm, "tr_run": l.trRun, "slices": float64(l.cfg.Slices), "standardize": boolFloat(l.cfg.Standardize)},
 		},
-		Coef: [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
+		Coef:      [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
+		Landmarks: landmarks,
 	}
+}
+
+// landmarkPoints returns the view's landmark points, block after block.
+func (v *tvView) landmarkPoints() []float64 {
+	z := make([]float64, 0, len(v.seeds)*v.fm.BlockSize*v.fm.Dim)
+	for j := range v.seeds {
+		_, lb := v.ev.Landmarks(j)
+		z = append(z, lb.Z...)
+	}
+	return z
 }
 
 // RestoreTwoView returns a two-view learner that continues from snap.
@@ -517,8 +546,8 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		return nil, fmt.Errorf("%w: %q with %d views is not a two-view model", snapshot.ErrUnsupported, h.Algorithm, len(h.Views))
 	}
 	vx, vy := h.Views[0], h.Views[1]
-	if vx.Landmarks() || vy.Landmarks() {
-		return nil, fmt.Errorf("%w: a two-view model with landmark features (this build learns two views with random features only)", snapshot.ErrUnsupported)
+	if vx.Landmarks() != vy.Landmarks() {
+		return nil, fmt.Errorf("%w: a two-view model with landmark features in one view only", snapshot.ErrUnsupported)
 	}
 	cfg := Config{
 		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
@@ -534,6 +563,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	}
 	if alg != AlgKSIR {
 		cfg.DimY = vy.Dim
+	}
+	if vx.Landmarks() {
+		cfg.Features = FeaturesLandmarks
 	}
 	l, err := NewTwoView(cfg)
 	if err != nil {
@@ -559,6 +591,21 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		seeds, _ := h.ViewSeeds(i)
 		l.v[i].seeds = append(l.v[i].seeds, seeds...)
 		l.v[i].coef = append(l.v[i].coef, snap.Coef[i]...)
+		if v.Landmarks() {
+			n := h.BlockSize * v.Dim
+			if i == 1 {
+				n = yBlock * v.Dim
+			}
+			z := snap.Landmarks[i]
+			for j := range seeds {
+				lb, err := l.v[i].fm.NewLandmarks(z[j*n : (j+1)*n])
+				if err != nil {
+					l.Close()
+					return nil, fmt.Errorf("%w: view %d landmark block %d: %w", snapshot.ErrHeader, i, j, err)
+				}
+				l.v[i].ev.AddLandmarks(lb)
+			}
+		}
 		if l.v[i].center != nil && len(v.Center) == k {
 			copy(l.v[i].center, v.Center)
 		}

@@ -1,6 +1,7 @@
 package online
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -219,13 +220,18 @@ func TestTwoViewAgainstExact(t *testing.T) {
 	const n, m, k = 800, 600, 2
 	x, y := synth.TwoView(rng, n)
 	hx, hy := synth.TwoView(rng, m)
-	for _, alg := range []Algorithm{AlgKCCA, AlgKSVD} {
-		t.Run(string(alg), func(t *testing.T) {
+	for _, c := range []struct {
+		alg  Algorithm
+		f    FeatureSource
+		maxF int
+	}{{AlgKCCA, FeaturesRandom, 16384}, {AlgKSVD, FeaturesRandom, 16384}, {AlgKCCA, FeaturesLandmarks, 768}} {
+		alg := c.alg
+		t.Run(string(alg)+"/"+string(c.f), func(t *testing.T) {
 			kk := k
 			if alg == AlgKSVD {
 				kk = 1 // σ₂ = 0.0081, σ₃ = 0.0069: only the top pair is well separated
 			}
-			l, err := NewTwoView(Config{Algorithm: alg, K: kk, MaxFeatures: 16384})
+			l, err := NewTwoView(Config{Algorithm: alg, K: kk, MaxFeatures: c.maxF, Features: c.f})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,9 +360,11 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 	for _, c := range []struct {
 		alg Algorithm
 		p   Precision
-	}{{AlgKCCA, Float64}, {AlgKSVD, Float64}, {AlgKSIR, Float64}, {AlgKCCA, Float32}, {AlgKSIR, Float32}} {
+		f   FeatureSource
+	}{{AlgKCCA, Float64, ""}, {AlgKSVD, Float64, ""}, {AlgKSIR, Float64, ""}, {AlgKCCA, Float32, ""}, {AlgKSIR, Float32, ""},
+		{AlgKCCA, Float64, FeaturesLandmarks}, {AlgKSVD, Float64, FeaturesLandmarks}} {
 		alg := c.alg
-		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256, Precision: c.p})
+		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256, Precision: c.p, Features: c.f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,6 +383,15 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			h := l.Snapshot().Header
 			if !h.Views[0].Float32() || h.Views[1].Float32() == (alg == AlgKSIR) {
 				t.Errorf("%s float32: views record float32 = %v, %v", alg, h.Views[0].Float32(), h.Views[1].Float32())
+			}
+		}
+		if lm := c.f == FeaturesLandmarks; lm {
+			h := l.Snapshot().Header
+			snap := l.Snapshot()
+			for v := range 2 {
+				if !h.Views[v].Landmarks() || len(snap.Landmarks) != 2 || len(snap.Landmarks[v]) != len(l.v[v].seeds)*16*6 {
+					t.Errorf("%s landmarks: view %d records landmarks %v with %d values", alg, v, h.Views[v].Landmarks(), len(snap.Landmarks))
+				}
 			}
 		}
 		// A learner restored from the bytes continues exactly like this one.
@@ -478,5 +495,29 @@ func TestKCCAImageHalves(t *testing.T) {
 	t.Logf("held-out S_%d: KCCA %.3f (features %d, rejected %d), linear CCA %.3f", k, sk, l.Features(), l.Rejected(), sl)
 	if l.Rejected() > 0 || !(sk >= 1.3*sl) {
 		t.Errorf("KCCA S_k %.3f vs linear %.3f (need ≥ 1.3×), %d rejected batches", sk, sl, l.Rejected())
+	}
+}
+
+// TestTwoViewLandmarksFirstBatchTooSmall: as for KPCA, a first batch of
+// fewer pairs than a landmark block is refused as input with nothing
+// counted, and a later small batch is learned without adding a block.
+func TestTwoViewLandmarksFirstBatchTooSmall(t *testing.T) {
+	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: 2, BlockSize: 32, MaxFeatures: 64, Features: FeaturesLandmarks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x, y := synth.TwoView(rand.New(rand.NewPCG(3, 3)), 64)
+	if err := l.Update(x[:10*6], y[:10*6], 10); !errors.Is(err, ErrInput) || l.SamplesSeen() != 0 || l.Features() != 0 {
+		t.Fatalf("10 pairs for a block of 32: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
+	}
+	if err := l.Update(x, y, 64); err != nil || l.SamplesSeen() != 64 || l.Features() != 32 {
+		t.Fatalf("64 pairs: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
+	}
+	if err := l.Update(x[:10*6], y[:10*6], 10); err != nil || l.SamplesSeen() != 74 || l.Features() != 32 {
+		t.Fatalf("later 10 pairs: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
+	}
+	if err := l.Update(x, y, 64); err != nil || l.Features() != 64 {
+		t.Fatalf("then 64 pairs: err %v, features %d (want a second block)", err, l.Features())
 	}
 }

@@ -129,7 +129,7 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 	fs.Float64Var(&c.Theta0, "theta0", 0, "learner θ₀ (0: its default)")
 	fs.Float64Var(&c.Theta1, "theta1", 0, "learner θ₁ (0: its default)")
 	fs.IntVar(&c.BlockSize, "block", 0, "learner block size (0: its default)")
-	fs.Func("features", "learner feature source: random or landmarks (default: random; landmarks for kpca only)", func(v string) error {
+	fs.Func("features", "learner feature source: random or landmarks (default: random)", func(v string) error {
 		c.Features = online.FeatureSource(v)
 		return nil
 	})
