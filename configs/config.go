@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
 )
 
@@ -293,39 +294,20 @@ func (c *Config) SetDefaults() {
 		c.Kafka.RebalanceTimeout = 10 * time.Second
 	}
 	def(&c.Learner.Algorithm, "kpca")
-	defI(&c.Learner.K, 3)
-	def(&c.Learner.Kernel, "gaussian")
-	def(&c.Learner.KernelY, "gaussian")
-	defI(&c.Learner.Slices, 10)
+	defI(&c.Learner.K, 3) // the service's; the library requires k
 	defI(&c.Learner.Batch, 512)
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
-	if c.Learner.Solver == "" {
-		c.Learner.Solver = "subspace"
-	}
-	if c.Learner.Solver == "subspace" && (c.Learner.Algorithm == "kpca" || c.Learner.Algorithm == "gha") {
-		defI(&c.Learner.Block, 512)
-	}
-	defI(&c.Learner.Block, 128)
-	if c.Learner.Features == "" {
-		c.Learner.Features = "random"
-	}
-	if c.Learner.Features == "landmarks" {
-		defI(&c.Learner.MaxFeatures, 4096)
-	}
-	defI(&c.Learner.MaxFeatures, 32768)
-	if c.Learner.Seed == 0 {
-		c.Learner.Seed = 1
-	}
-	if c.Learner.Precision == "" {
-		c.Learner.Precision = "float64"
-	}
-	if c.Learner.Compute == "" {
-		c.Learner.Compute = "exact"
-	}
+	// Everything the learner defaults itself comes from online: one
+	// statement of each default (online.Config.WithDefaults).
+	o := c.Learner.Online(c.Model, 0).WithDefaults()
+	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
+	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
+	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
+	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
-		c.Learner.CacheBytes = 1 << 30
+		c.Learner.CacheBytes = features.DefaultCacheBytes
 	}
 	def(&c.Snapshot.Dir, "./snapshots")
 	defI(&c.Snapshot.Keep, 5)
@@ -765,6 +747,22 @@ func Secret(field, inline, file string) (string, error) {
 		return "", fmt.Errorf("configs: %s_file: %s is empty; put the secret in it, or unset %s_file", field, file, field)
 	}
 	return s, nil
+}
+
+// Online is the learner's configuration for these settings: the one
+// mapping from the service's (and fit's) configuration to package online.
+// dim is the input dimension (0: from the first batch). Zero fields stay
+// zero: online fills its defaults.
+func (l Learner) Online(model string, dim int) online.Config {
+	return online.Config{
+		Model: model, Algorithm: online.Algorithm(l.Algorithm), K: l.K, Dim: dim,
+		Kernel: l.KernelSpec(), KernelY: l.KernelYSpec(), Slices: l.Slices, Uncentered: l.Uncentered,
+		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
+		Solver: online.Solver(l.Solver), Theta0: l.Theta0, Theta1: l.Theta1, Seed: l.Seed,
+		Standardize: l.Standardize, Center: l.Center,
+		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
+		Workers: l.Workers, CacheBytes: l.CacheBytes,
+	}
 }
 
 // KernelSpec returns the learner's kernel as online/features describes it.

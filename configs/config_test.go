@@ -1,9 +1,11 @@
 package configs
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +218,49 @@ func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 		if c.Learner.MaxFeatures != 4096 {
 			t.Errorf("%s with landmarks: max_features %d, want 4096", alg, c.Learner.MaxFeatures)
 		}
+	}
+}
+
+// TestLearnerFlags: every learner setting but linger has a flag named
+// after its YAML key, with the example file's description and the
+// default; the flags given become Load overrides that validate like
+// --set, and "auto" bandwidths leave the median trick.
+func TestLearnerFlags(t *testing.T) {
+	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
+	sets := LearnerFlags(fs)
+	for _, name := range []string{"algorithm", "algo", "k", "kernel", "bandwidth", "coefficients", "kernel-y", "bandwidth-y",
+		"batch", "block", "max-features", "features", "solver", "theta0", "theta1", "seed", "center", "standardize",
+		"precision", "compute", "workers", "cache-bytes", "uncentered", "slices"} {
+		f := fs.Lookup(name)
+		if f == nil || f.Usage == "" {
+			t.Errorf("--%s: missing or undocumented (%v)", name, f)
+		}
+	}
+	if fs.Lookup("linger") != nil {
+		t.Error("--linger registered: it is the service's batching, not the learner's")
+	}
+	if f := fs.Lookup("max-features"); f == nil || f.DefValue != "32768" {
+		t.Errorf("--max-features default %q, want 32768", f.DefValue)
+	}
+	if u := fs.Lookup("algorithm").Usage; !strings.Contains(u, "kcca (Alg. 4)") {
+		t.Errorf("--algorithm usage %q lost its continued comment", u)
+	}
+	if err := fs.Parse([]string{"--algo", "gha", "--k", "4", "--bandwidth", "auto", "--center", "--max-features", "1024"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"learner.algorithm=gha", "learner.k=4", "learner.center=true", "learner.max_features=1024"}
+	if got := sets(); !slices.Equal(got, want) {
+		t.Fatalf("overrides %q, want %q", got, want)
+	}
+	c, err := Load("", nil, sets()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Learner.Online("m", 0)
+	if o.Algorithm != "gha" || o.K != 4 || !o.Center || o.MaxFeatures != 1024 || o.Kernel.Bandwidth != 0 || o.BlockSize != 512 {
+		t.Errorf("learner config %+v", o)
+	}
+	if _, err := Load("", nil, "learner.k=0"); err == nil || !strings.Contains(err.Error(), "learner.k") {
+		t.Errorf("k=0: %v, want an error naming learner.k", err)
 	}
 }

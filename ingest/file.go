@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -69,4 +71,41 @@ func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
 		return nil, 0, 0, fmt.Errorf("read input: %w", err)
 	}
 	return x, rows, dec.Dim, nil
+}
+
+// ReadFile reads every record of the file at path ("-": standard input)
+// with ReadAll. An empty format is inferred from the extension: .jsonl,
+// .json and .ndjson are JSON lines, .f32/.f32le and .f64/.f64le raw
+// little-endian, anything else (and standard input) csv; "jsonl" is
+// accepted for json. The raw formats need dim.
+func ReadFile(path string, format Format, dim int) ([]float64, int, int, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("open input: %w", err)
+		}
+		defer f.Close()
+		r = f
+		if format == "" {
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".jsonl", ".json", ".ndjson":
+				format = FormatJSON
+			case ".f32", ".f32le":
+				format = FormatF32LE
+			case ".f64", ".f64le":
+				format = FormatF64LE
+			}
+		}
+	}
+	switch format {
+	case "":
+		format = FormatCSV
+	case "jsonl":
+		format = FormatJSON
+	}
+	if (format == FormatF32LE || format == FormatF64LE) && dim < 1 {
+		return nil, 0, 0, fmt.Errorf("%s input needs its dimension (--dim): raw records carry none", format)
+	}
+	return ReadAll(r, format, dim)
 }

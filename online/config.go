@@ -140,6 +140,16 @@ const (
 	ComputeBLAS  Compute = "blas"
 )
 
+// WithDefaults returns c with every zero field set to its default, as New
+// sets it: the one statement of the learner's defaults, which the service
+// configuration (package configs) takes its own from. (Two-view learners
+// start from θ₀ = DefaultTwoViewTheta0, θ₁ = DefaultTwoViewTheta1 instead;
+// NewTwoView sets those before these.)
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}
+
 func (c *Config) setDefaults() {
 	if c.Model == "" {
 		c.Model = "model"

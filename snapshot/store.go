@@ -219,3 +219,14 @@ func Decode(data []byte) (*Snapshot, error) {
 	}
 	return &snap, nil
 }
+
+// WriteFile encodes snap and writes it to path atomically (a temporary
+// file in the same directory, fsynced, then renamed): a reader never sees
+// a half-written model, and a crash leaves the old file or none.
+func WriteFile(path string, snap *Snapshot) ([]byte, error) {
+	data, err := snap.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return data, writeAtomic(path, data)
+}

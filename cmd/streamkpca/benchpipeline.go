@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -24,8 +25,20 @@ func benchPipeline(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.K, "k", 3, "components")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
 	fs.IntVar(&cfg.MaxFeatures, "max-features", 32768, "feature budget")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for _, s := range strings.Split(*ds, ",") {
 		d, err := strconv.Atoi(strings.TrimSpace(s))

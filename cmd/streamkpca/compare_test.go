@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/bench"
 )
 
 // TestBenchCompare runs `bench compare` in-process on a short 1-D hermite
@@ -17,7 +19,7 @@ func TestBenchCompare(t *testing.T) {
 		return benchCompare(context.Background(), []string{"--case", "hermite1", "--points", "30000",
 			"--rff-features", "256", "--landmarks", "64", "--exact-n", "400", "--isolate=false", "--table=false"})
 	})
-	var res CompareResult
+	var res bench.CompareResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output is not the JSON result: %v\n%s", err, out)
 	}

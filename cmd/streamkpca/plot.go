@@ -1,22 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"image/color"
-	"math"
-	"math/rand/v2"
 	"os"
 
-	"gonum.org/v1/gonum/mat"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	gplot "gonum.org/v1/plot"
 
-	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/snapshot"
+	"github.com/streamkpca/streamkpca/internal/plot"
 )
 
 const plotUsage = `usage: streamkpca plot <kind> [flags]
@@ -46,261 +38,26 @@ func cmdPlot(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	var p *plot.Plot
+	var p *gplot.Plot
 	var err error
 	switch kind {
 	case "eigenfunctions":
-		p, err = plotEigenfunctions(*model, *s)
+		p, err = plot.Eigenfunctions(*model, *s)
 	case "convergence":
-		p, err = plotConvergence(*benchFile)
+		p, err = plot.Convergence(*benchFile)
 	case "scatter":
-		p, err = plotScatter(*model, *input, *labelCol)
+		p, err = plot.Scatter(*model, *input, *labelCol)
 	case "correlations":
-		p, err = plotCorrelations(*model, *input, *yCols)
+		p, err = plot.Correlations(*model, *input, *yCols)
 	default:
 		return fmt.Errorf("unknown plot %q\n%s", kind, plotUsage)
 	}
 	if err != nil {
 		return err
 	}
-	if err := p.Save(vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter, *out); err != nil {
-		return fmt.Errorf("write %s: %w", *out, err)
+	if err := plot.Save(p, *width, *height, *out); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s\n", *out)
 	return nil
-}
-
-func loadModel(path string) (*snapshot.Model, error) {
-	if path == "" {
-		return nil, errors.New("--model is required")
-	}
-	snap, _, err := snapshot.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return snapshot.NewModel(snap, snapshot.ModelOptions{})
-}
-
-var palette = []color.Color{
-	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
-	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
-	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255}, color.RGBA{188, 189, 34, 255},
-	color.RGBA{23, 190, 207, 255},
-}
-
-// plotEigenfunctions draws the learned functions of a 1-D model, rotated
-// onto the closed-form eigenfunctions of the hermite operator (x ~ N(0, s²),
-// the model's bandwidth) by least squares on a sample of the stream — the
-// learned subspace is only defined up to a rotation — against the truth.
-func plotEigenfunctions(path string, s float64) (*plot.Plot, error) {
-	m, err := loadModel(path)
-	if err != nil {
-		return nil, err
-	}
-	h := m.Header()
-	if m.Dim(0) != 1 || h.Views[0].Kernel.Family != "gaussian" {
-		return nil, errors.New("eigenfunctions needs a 1-D gaussian model (e.g. from `streamkpca demo --dir` or fit on hermite data)")
-	}
-	k := m.K()
-	herm := synth.Hermite{S: []float64{s}, L: h.Views[0].Kernel.Bandwidth}
-	const n = 4000
-	xs := make([]float64, n)
-	herm.Sample(xs, rand.New(rand.NewPCG(1, 1)))
-	f, err := m.Project(nil, xs)
-	if err != nil {
-		return nil, err
-	}
-	truth := herm.Eigenfunctions(xs, n, k)
-	var rot mat.Dense // F·R ≈ T in least squares
-	if err := rot.Solve(mat.NewDense(n, k, f), truth); err != nil {
-		return nil, fmt.Errorf("align to the closed form: %w", err)
-	}
-	grid := make([]float64, 241)
-	for i := range grid {
-		grid[i] = -3*s + 6*s*float64(i)/240
-	}
-	fg, _ := m.Project(nil, grid)
-	var aligned mat.Dense
-	aligned.Mul(mat.NewDense(len(grid), k, fg), &rot)
-	tg := herm.Eigenfunctions(grid, len(grid), k)
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Learned eigenfunctions (lines) vs closed form (dashed); %d samples, %d features", h.SamplesSeen, h.Features())
-	p.X.Label.Text = "x"
-	p.Y.Label.Text = "φ(x), unit L²(p) norm"
-	for q := 0; q < k; q++ {
-		learned, exact := make(plotter.XYs, len(grid)), make(plotter.XYs, len(grid))
-		for i, x := range grid {
-			learned[i] = plotter.XY{X: x, Y: aligned.At(i, q)}
-			exact[i] = plotter.XY{X: x, Y: tg.At(i, q)}
-		}
-		c := palette[q%len(palette)]
-		l, _ := plotter.NewLine(learned)
-		l.Color, l.Width = c, vg.Points(2)
-		e, _ := plotter.NewLine(exact)
-		e.Color, e.Dashes = c, []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(l, e)
-		p.Legend.Add(fmt.Sprintf("φ%d learned", q), l)
-		p.Legend.Add(fmt.Sprintf("φ%d exact", q), e)
-	}
-	return p, nil // legend bottom right, where the curves are flat
-}
-
-// plotConvergence draws a bench JSON's error curve on log–log axes with a
-// 1/t reference line through its first point.
-func plotConvergence(path string) (*plot.Plot, error) {
-	if path == "" {
-		return nil, errors.New("--bench is required (the JSON of `streamkpca bench hermite`)")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r HermiteResult
-	if err := json.Unmarshal(b, &r); err != nil || len(r.Curve) < 2 {
-		return nil, fmt.Errorf("%s: not a bench hermite result with a curve (%v)", path, err)
-	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Convergence: hermite, k = %d, %d-D, %d features", r.K, r.Dims, r.MaxFeatures)
-	p.X.Label.Text = "points"
-	p.Y.Label.Text = "subspace error 1 − cos²θ_max"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	var pts, ref plotter.XYs
-	for _, c := range r.Curve {
-		if c.Error > 0 {
-			pts = append(pts, plotter.XY{X: float64(c.Points), Y: c.Error})
-		}
-	}
-	x0, y0 := pts[0].X, pts[0].Y
-	for _, q := range pts {
-		ref = append(ref, plotter.XY{X: q.X, Y: y0 * x0 / q.X})
-	}
-	l, sc, err := plotter.NewLinePoints(pts)
-	if err != nil {
-		return nil, err
-	}
-	l.Color, l.Width = palette[0], vg.Points(2)
-	sc.GlyphStyle.Color = palette[0]
-	rl, _ := plotter.NewLine(ref)
-	rl.Color, rl.Dashes = palette[7], []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(l, sc, rl)
-	p.Legend.Add("streamkpca (DSGD)", l, sc)
-	p.Legend.Add("1/t", rl)
-	p.Legend.Top = true
-	return p, nil
-}
-
-// plotScatter draws the first two projections of every input row,
-// coloured by an optional integer label column.
-func plotScatter(path, input string, labelCol int) (*plot.Plot, error) {
-	m, err := loadModel(path)
-	if err != nil {
-		return nil, err
-	}
-	if m.K() < 2 {
-		return nil, errors.New("scatter needs a model with k ≥ 2")
-	}
-	if input == "" {
-		return nil, errors.New("--input is required")
-	}
-	d := m.Dim(0)
-	width := d
-	if labelCol >= 0 {
-		width++
-	}
-	raw, rows, _, err := readVectors(input, "", width)
-	if err != nil {
-		return nil, err
-	}
-	x := make([]float64, 0, rows*d)
-	labels := make([]int, rows)
-	for r := 0; r < rows; r++ {
-		row := raw[r*width : (r+1)*width]
-		for c, v := range row {
-			if c == labelCol {
-				labels[r] = int(v)
-				continue
-			}
-			x = append(x, v)
-		}
-	}
-	proj, err := m.Project(nil, x)
-	if err != nil {
-		return nil, err
-	}
-	k := m.K()
-	groups := map[int]plotter.XYs{}
-	for r := 0; r < rows; r++ {
-		groups[labels[r]] = append(groups[labels[r]], plotter.XY{X: proj[r*k], Y: proj[r*k+1]})
-	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Projections on components 1 and 2 (%s, %d rows)", m.Header().Algorithm, rows)
-	p.X.Label.Text, p.Y.Label.Text = "component 1", "component 2"
-	for lab := 0; lab < 1000 && len(groups) > 0; lab++ {
-		g, ok := groups[lab]
-		if !ok {
-			continue
-		}
-		delete(groups, lab)
-		sc, _ := plotter.NewScatter(g)
-		sc.GlyphStyle.Color, sc.GlyphStyle.Radius = palette[lab%len(palette)], vg.Points(1.5)
-		p.Add(sc)
-		if labelCol >= 0 {
-			p.Legend.Add(fmt.Sprint(lab), sc)
-		}
-	}
-	return p, nil
-}
-
-// plotCorrelations draws the held-out canonical correlations per component
-// of a two-view model on paired data.
-func plotCorrelations(path, input string, yCols int) (*plot.Plot, error) {
-	m, err := loadModel(path)
-	if err != nil {
-		return nil, err
-	}
-	if m.Views() != 2 {
-		return nil, errors.New("correlations needs a two-view model (ksvd, kcca, ksir)")
-	}
-	dx, dy := m.Dim(0), m.Dim(1)
-	if yCols != dy {
-		return nil, fmt.Errorf("--y-cols %d, the model's y has %d", yCols, dy)
-	}
-	raw, rows, _, err := readVectors(input, "", dx+dy)
-	if err != nil {
-		return nil, err
-	}
-	x, y := make([]float64, 0, rows*dx), make([]float64, 0, rows*dy)
-	for r := 0; r < rows; r++ {
-		x = append(x, raw[r*(dx+dy):r*(dx+dy)+dx]...)
-		y = append(y, raw[r*(dx+dy)+dx:(r+1)*(dx+dy)]...)
-	}
-	u, err := m.ProjectView(0, nil, x)
-	if err != nil {
-		return nil, err
-	}
-	v, err := m.ProjectView(1, nil, y)
-	if err != nil {
-		return nil, err
-	}
-	k := m.K()
-	cc := synth.CanonicalCorrelations(mat.NewDense(rows, k, u), mat.NewDense(rows, k, v))
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Held-out canonical correlations (%s), sum %.3f", m.Header().Algorithm, synth.Sum(cc))
-	p.Y.Label.Text = "correlation"
-	p.X.Label.Text = "component"
-	bars, err := plotter.NewBarChart(plotter.Values(cc), vg.Points(40))
-	if err != nil {
-		return nil, err
-	}
-	bars.Color = palette[0]
-	p.Add(bars)
-	p.Y.Min, p.Y.Max = 0, math.Max(1, cc[0])
-	p.X.Min, p.X.Max = -0.7, float64(k)-0.3
-	names := make([]string, k)
-	for i := range names {
-		names[i] = fmt.Sprint(i + 1)
-	}
-	p.NominalX(names...)
-	return p, nil
 }

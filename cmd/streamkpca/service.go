@@ -16,6 +16,7 @@ import (
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/pipeline"
+	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/internal/synth"
 )
 
@@ -95,15 +96,15 @@ func cmdProduce(ctx context.Context, args []string) error {
 		}
 		src, count = func(i int) []byte { return lines[i] }, len(lines)
 	}
-	pr := newProgress()
+	pr := progress.New()
 	start := time.Now()
 	err := devstack.Produce(ctx, src, devstack.ProduceOptions{
 		Brokers: strings.Split(*brokers, ","), Topic: *topic, N: count, Rate: *rate,
 		Progress: func(i int) {
-			pr.update("%d/%d messages  %.0f/s%s", i, count, float64(i)/time.Since(start).Seconds(), eta(float64(i), float64(count), time.Since(start)))
+			pr.Update("%d/%d messages  %.0f/s%s", i, count, float64(i)/time.Since(start).Seconds(), progress.ETA(float64(i), float64(count), time.Since(start)))
 		},
 	})
-	pr.done()
+	pr.Done()
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/online/features"
 )
 
@@ -23,7 +24,7 @@ type versionInfo struct {
 
 func buildInfo() versionInfo {
 	v := versionInfo{Module: "github.com/streamkpca/streamkpca", Version: "(devel)", Go: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, SIMD: features.SIMD(), BLAS: blasLabel()}
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, SIMD: features.SIMD(), BLAS: bench.BLASLabel()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v.Module, v.Version = bi.Main.Path, bi.Main.Version
 		for _, s := range bi.Settings {

@@ -132,15 +132,7 @@ func New(opt Options) (*Pipeline, error) {
 		OnSkip: func(path string, err error) {
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
 		}}
-	lc := online.Config{
-		Model: cfg.Model, Algorithm: online.Algorithm(cfg.Learner.Algorithm), K: cfg.Learner.K, Dim: cfg.Kafka.Dim,
-		Kernel: cfg.Learner.KernelSpec(), KernelY: cfg.Learner.KernelYSpec(),
-		Slices: cfg.Learner.Slices, Uncentered: cfg.Learner.Uncentered,
-		BlockSize: cfg.Learner.Block, MaxFeatures: cfg.Learner.MaxFeatures, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1,
-		Seed: cfg.Learner.Seed, Standardize: cfg.Learner.Standardize, Center: cfg.Learner.Center,
-		Workers: cfg.Learner.Workers, CacheBytes: cfg.Learner.CacheBytes, Precision: online.Precision(cfg.Learner.Precision), Compute: online.Compute(cfg.Learner.Compute), Solver: online.Solver(cfg.Learner.Solver),
-		Features: online.FeatureSource(cfg.Learner.Features),
-	}
+	lc := cfg.Learner.Online(cfg.Model, cfg.Kafka.Dim)
 	if err := p.store.Clean(); err != nil {
 		log.Warn().Err(err).Msg("leftover temporary snapshot files could not be removed")
 	}

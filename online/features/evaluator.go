@@ -23,6 +23,9 @@ func (m Map) Chunk() int {
 	return ChunkBlocks
 }
 
+// DefaultCacheBytes is EvaluatorConfig.CacheBytes' default: 1 GiB.
+const DefaultCacheBytes = 1 << 30
+
 // EvaluatorConfig configures an [Evaluator].
 type EvaluatorConfig struct {
 	// Workers is the number of goroutines evaluating chunks of blocks in
@@ -104,7 +107,7 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	if cfg.CacheBytes == 0 {
-		cfg.CacheBytes = 1 << 30
+		cfg.CacheBytes = DefaultCacheBytes
 	}
 	if cfg.KeepBytes == 0 {
 		cfg.KeepBytes = 512 << 20

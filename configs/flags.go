@@ -1,0 +1,99 @@
+package configs
+
+import (
+	_ "embed"
+	"flag"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// example is configs/streamkpca.yaml: every setting with its default and
+// a one-line description, the text the learner flags' help is taken from.
+//
+//go:embed streamkpca.yaml
+var example string
+
+// LearnerFlags registers on fs one flag per learner setting, named after
+// its YAML key (max_features → --max-features), with the default and the
+// description of configs/streamkpca.yaml; --algo is kept as another name
+// for --algorithm and "auto" for a bandwidth means the median trick. The
+// returned function lists the settings given on the command line as
+// "learner.key=value" overrides for Load: `streamkpca fit` and `run` then
+// share one set of defaults, one validation and one mapping to the
+// learner (Learner.Online).
+func LearnerFlags(fs *flag.FlagSet) func() []string {
+	var sets []string
+	docs := learnerDocs()
+	def := reflect.ValueOf(Default().Learner)
+	t := def.Type()
+	for i := 0; i < t.NumField(); i++ {
+		key := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if key == "" || key == "-" || key == "linger" { // linger: the service's batching only
+			continue
+		}
+		f := &settingFlag{key: key, sets: &sets, def: fmt.Sprint(def.Field(i).Interface())}
+		switch def.Field(i).Kind() {
+		case reflect.Bool:
+			f.boolean = true
+		case reflect.Slice:
+			f.def = strings.Trim(strings.ReplaceAll(f.def, " ", ","), "[]")
+		}
+		fs.Var(f, strings.ReplaceAll(key, "_", "-"), docs[key])
+		if key == "algorithm" {
+			fs.Var(f, "algo", "the same as --algorithm")
+		}
+	}
+	return func() []string { return sets }
+}
+
+// settingFlag is a flag.Value recording "learner.key=value".
+type settingFlag struct {
+	key, def, val string
+	boolean, set  bool
+	sets          *[]string
+}
+
+// String is the default, for the help ("" for zero values: not shown).
+func (f *settingFlag) String() string {
+	if f == nil || f.set || f.def == "0" || f.def == "false" {
+		return ""
+	}
+	return f.def
+}
+
+func (f *settingFlag) IsBoolFlag() bool { return f.boolean }
+
+func (f *settingFlag) Set(v string) error {
+	if v == "auto" && (f.key == "bandwidth" || f.key == "bandwidth_y") {
+		return nil // the default: the median trick
+	}
+	f.set = true
+	*f.sets = append(*f.sets, "learner."+f.key+"="+v)
+	return nil
+}
+
+var exampleLine = regexp.MustCompile(`^  #? ?([a-z_0-9]+):[^#]*(?:#\s*(.*))?$`)
+
+// learnerDocs returns each learner key's comment in the example file.
+func learnerDocs() map[string]string {
+	docs := map[string]string{}
+	in, last := false, ""
+	for _, line := range strings.Split(example, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case !strings.HasPrefix(line, " ") && trimmed != "":
+			in, last = strings.HasPrefix(line, "learner:"), ""
+		case !in:
+		case strings.HasPrefix(line, "    ") && strings.HasPrefix(trimmed, "#") && last != "":
+			docs[last] += " " + strings.TrimSpace(strings.TrimPrefix(trimmed, "#")) // a continued comment
+		default:
+			if m := exampleLine.FindStringSubmatch(line); m != nil {
+				last = m[1]
+				docs[last] = m[2]
+			}
+		}
+	}
+	return docs
+}

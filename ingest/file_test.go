@@ -1,0 +1,54 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadFileInfersTheFormat: the same two rows written as csv (with a
+// header), JSON lines and f32le/f64le files read back equal from the
+// extension alone; a raw file without a dimension is refused by name.
+func TestReadFileInfersTheFormat(t *testing.T) {
+	dir := t.TempDir()
+	want := []float64{0.5, -2, 3.25, 1, 0, -0.125}
+	raw := func(bits int) []byte {
+		var b []byte
+		for _, v := range want {
+			if bits == 32 {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(v)))
+			} else {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			}
+		}
+		return b
+	}
+	files := map[string][]byte{
+		"a.csv":   []byte("x0,x1,x2\n0.5,-2,3.25\n1,0,-0.125\n"),
+		"a.jsonl": []byte("[0.5,-2,3.25]\n\n[1,0,-0.125]\n"),
+		"a.f32":   raw(32),
+		"a.f64le": raw(64),
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		x, rows, d, err := ReadFile(p, "", 3)
+		if err != nil || rows != 2 || d != 3 || !slices.Equal(x, want) {
+			t.Errorf("%s: %v rows %d d %d, err %v; want %v", name, x, rows, d, err, want)
+		}
+		if strings.HasPrefix(filepath.Ext(name), ".f") {
+			if _, _, _, err := ReadFile(p, "", 0); err == nil || !strings.Contains(err.Error(), "--dim") {
+				t.Errorf("%s without a dimension: %v, want an error naming --dim", name, err)
+			}
+		}
+	}
+	if _, _, _, err := ReadFile(filepath.Join(dir, "missing.csv"), "", 0); err == nil {
+		t.Error("a missing file read without error")
+	}
+}
