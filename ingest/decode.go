@@ -96,7 +96,25 @@ func (d *Decoder) Validate() error {
 
 // Decode returns the vector x (and y for two-view JSON) of one message,
 // appending to the given slices, or a *BadMessageError. It never panics.
+// It is Parse then Check.
 func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, error) {
+	n0, m0 := len(x), len(y)
+	x, y, err := d.Parse(x, y, msg)
+	if err != nil {
+		return x, y, err
+	}
+	if err := d.Check(x[n0:], y[m0:]); err != nil {
+		return x[:n0], y[:m0], err
+	}
+	return x, y, nil
+}
+
+// Parse appends the values of one message to x (and y), checking only its
+// syntax and size (reasons empty, oversized, malformed): what does not
+// depend on the model, so that it can run ahead of the learner on another
+// goroutine. It reads Format and MaxBytes only. Check completes the
+// validation.
+func (d *Decoder) Parse(x, y []float64, msg []byte) ([]float64, []float64, error) {
 	max := d.MaxBytes
 	if max == 0 {
 		max = 1 << 20
@@ -134,42 +152,49 @@ func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, erro
 	if err != nil {
 		return x[:n0], y[:m0], err
 	}
-	if err := checkDim(d.Dim, len(x)-n0, "x"); err != nil {
-		return x[:n0], y[:m0], err
+	return x, y, nil
+}
+
+// Check validates one parsed message's values x (and y): the dimensions
+// (reason dimension), then each value (non_finite, out_of_range). Only a
+// message that passes fixes an unset dimension.
+func (d *Decoder) Check(x, y []float64) error {
+	if err := checkDim(d.Dim, len(x), "x"); err != nil {
+		return err
 	}
-	if len(y) > m0 {
-		if err := checkDim(d.DimY, len(y)-m0, "y"); err != nil {
-			return x[:n0], y[:m0], err
+	if len(y) > 0 {
+		if err := checkDim(d.DimY, len(y), "y"); err != nil {
+			return err
 		}
 	}
 	bound := d.MaxAbs
 	if bound == 0 {
 		bound = DefaultMaxAbs
 	}
-	for _, v := range x[n0:] {
+	for _, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v", v)
+			return bad(ReasonNonFinite, "value %v", v)
 		}
 		if math.Abs(v) > bound {
-			return x[:n0], y[:m0], bad(ReasonOutOfRange, "value %v beyond ±%v (kafka.max_abs)", v, bound)
+			return bad(ReasonOutOfRange, "value %v beyond ±%v (kafka.max_abs)", v, bound)
 		}
 	}
-	for _, v := range y[m0:] {
+	for _, v := range y {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return x[:n0], y[:m0], bad(ReasonNonFinite, "value %v in y", v)
+			return bad(ReasonNonFinite, "value %v in y", v)
 		}
 		if math.Abs(v) > bound {
-			return x[:n0], y[:m0], bad(ReasonOutOfRange, "value %v in y beyond ±%v (kafka.max_abs)", v, bound)
+			return bad(ReasonOutOfRange, "value %v in y beyond ±%v (kafka.max_abs)", v, bound)
 		}
 	}
 	// Only a message that passed every check fixes an unset dimension.
 	if d.Dim == 0 {
-		d.Dim = len(x) - n0
+		d.Dim = len(x)
 	}
-	if d.DimY == 0 && len(y) > m0 {
-		d.DimY = len(y) - m0
+	if d.DimY == 0 && len(y) > 0 {
+		d.DimY = len(y)
 	}
-	return x, y, nil
+	return nil
 }
 
 // checkDim checks n values against the dimension dim (0: not fixed yet).

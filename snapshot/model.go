@@ -3,6 +3,8 @@ package snapshot
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 
 	"github.com/streamkpca/streamkpca/online/features"
 )
@@ -29,6 +31,14 @@ type ModelOptions struct {
 	// CacheBytes bounds the feature blocks a Model keeps generated between
 	// calls, per view. Default 256 MiB; negative disables the cache.
 	CacheBytes int64
+	// Reuse, if set, is an earlier Model (of the same model, say the
+	// previous version) whose generated blocks are shared where the view's
+	// map and the block's seed (or landmark points) are the same, instead
+	// of generated again: a service building a Model per snapshot then
+	// generates only the blocks added since the last one. Blocks are
+	// immutable once built, so sharing is safe for concurrent use; the
+	// projections are the same bits either way.
+	Reuse *Model
 }
 
 // NewModel validates s and returns a Model for it. The Model keeps s; do not
@@ -49,12 +59,17 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 		}
 		m.maps = append(m.maps, fm)
 		bc := &blockCache{}
+		prev := opt.Reuse.reusable(vi, fm)
 		if fm.Landmarks {
 			// Landmark blocks are data, kept whatever the cache budget:
 			// L is recomputed from the points exactly as the learner did.
 			z := s.Landmarks[vi]
 			n := bs * v.Dim
 			for j := range seeds {
+				if j < len(prev) && slices.Equal(prev[j].LM.Z, z[j*n:(j+1)*n]) {
+					bc.blocks = append(bc.blocks, prev[j])
+					continue
+				}
 				lb, err := fm.NewLandmarks(z[j*n : (j+1)*n])
 				if err != nil {
 					return nil, fmt.Errorf("%w: view %d block %d: %w", ErrHeader, vi, j, err)
@@ -64,7 +79,12 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 		} else if opt.CacheBytes > 0 {
 			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(seeds))
 			bc.blocks = make([]*features.Block, n)
+			prevSeeds := opt.Reuse.seeds(vi)
 			for j := range bc.blocks {
+				if j < len(prev) && j < len(prevSeeds) && prevSeeds[j] == seeds[j] {
+					bc.blocks[j] = prev[j]
+					continue
+				}
 				b := new(features.Block)
 				fm.Generate(b, seeds[j])
 				bc.blocks[j] = b
@@ -73,6 +93,24 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 		m.cache = append(m.cache, bc)
 	}
 	return m, nil
+}
+
+// reusable returns view vi's built blocks when its map equals fm (nil for
+// a nil Model or another map).
+func (m *Model) reusable(vi int, fm features.Map) []*features.Block {
+	if m == nil || vi >= len(m.maps) || !reflect.DeepEqual(m.maps[vi], fm) {
+		return nil
+	}
+	return m.cache[vi].blocks
+}
+
+// seeds returns view vi's block seeds (nil for a nil Model).
+func (m *Model) seeds(vi int) []uint64 {
+	if m == nil || vi >= len(m.maps) {
+		return nil
+	}
+	s, _ := m.snap.Header.ViewSeeds(vi)
+	return s
 }
 
 // Header returns the snapshot header.

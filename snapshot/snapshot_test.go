@@ -411,3 +411,73 @@ func TestLandmarkPayloadChecked(t *testing.T) {
 		t.Errorf("unknown feature source: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestModelReuseSharesBlocks: a Model built with Reuse of the previous
+// version shares the blocks both versions have (same map, same seeds or
+// landmark points), generates only the new ones, projects exactly as a
+// Model built from scratch, and shares nothing with a model of another
+// bandwidth.
+func TestModelReuseSharesBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func() *Snapshot
+	}{{"random", sample}, {"landmarks", landmarkSample}} {
+		t.Run(tc.name, func(t *testing.T) {
+			older := tc.make()
+			newer := tc.make()
+			// The newer version: one more block (same seeds before it), new coefficients.
+			h := &newer.Header
+			nb, d, k := h.BlockSize, h.Views[0].Dim, h.K
+			if h.Views[0].Landmarks() {
+				newer.Landmarks[0] = append(slices.Clone(newer.Landmarks[0]), newer.Landmarks[0][:nb*d]...)
+				for i := range newer.Landmarks[0][len(newer.Landmarks[0])-nb*d:] {
+					newer.Landmarks[0][len(newer.Landmarks[0])-nb*d+i] += 0.25
+				}
+			}
+			h.Seeds = append(slices.Clone(h.Seeds), 12345)
+			newer.Coef[0] = append(slices.Clone(newer.Coef[0]), newer.Coef[0][:nb*k]...)
+			for i := range newer.Coef[0] {
+				newer.Coef[0][i] *= 1.5
+			}
+			m0, err := NewModel(older, ModelOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reused, err := NewModel(newer, ModelOptions{Reuse: m0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := NewModel(newer, ModelOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old, nw := m0.cache[0].blocks, reused.cache[0].blocks
+			if len(nw) != len(old)+1 {
+				t.Fatalf("%d blocks, want %d", len(nw), len(old)+1)
+			}
+			for j := range old {
+				if nw[j] != old[j] {
+					t.Errorf("block %d generated again, not shared", j)
+				}
+			}
+			if nw[len(old)] == old[len(old)-1] {
+				t.Error("the new block is an old one")
+			}
+			x := []float64{0.3, -1.2, 2.5, 0.7, -0.4, 1.1}
+			a, err1 := reused.Project(nil, x)
+			b, err2 := fresh.Project(nil, x)
+			if err1 != nil || err2 != nil || !slices.Equal(a, b) {
+				t.Errorf("reused model projects %v, fresh %v (%v, %v)", a, b, err1, err2)
+			}
+			other := tc.make()
+			other.Header.Views[0].Kernel.Bandwidth *= 2
+			mo, err := NewModel(other, ModelOptions{Reuse: m0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mo.cache[0].blocks[0] == old[0] {
+				t.Error("a model with another bandwidth shares blocks")
+			}
+		})
+	}
+}

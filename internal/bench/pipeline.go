@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -29,6 +31,9 @@ type PipelineConfig struct {
 	K, Batch, MaxFeatures int
 	// Dir holds the brokers' and snapshots' data. Required.
 	Dir string
+	// Format of the messages: json (default) or f64le (raw little-endian
+	// float64s: no text to parse).
+	Format string
 	// Memory feeds the service from an in-memory source instead of the
 	// embedded Kafka broker (NATS stays embedded): the service's own
 	// overhead, without a broker sharing the cores.
@@ -51,6 +56,7 @@ type PipelineRow struct {
 }
 
 func (c *PipelineConfig) setDefaults() {
+	orDefault(&c.Format, "json")
 	if len(c.Dims) == 0 {
 		c.Dims = []int{1, 64, 784}
 	}
@@ -119,6 +125,13 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 	}
 	defer stack.Close()
 	message := func(i int) []byte {
+		if cfg.Format == "f64le" {
+			b := make([]byte, 0, 8*d)
+			for _, v := range x[i*d : (i+1)*d] {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			}
+			return b
+		}
 		b := append(make([]byte, 0, 24*d), '[')
 		for j, v := range x[i*d : (i+1)*d] {
 			if j > 0 {
@@ -144,6 +157,9 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 	c.NATS.URL = stack.NATSURL()
 	c.Learner.K, c.Learner.Bandwidth, c.Learner.MaxFeatures, c.Learner.Batch = cfg.K, bw, cfg.MaxFeatures, cfg.Batch
 	c.Snapshot.Dir = filepath.Join(dir, "snapshots")
+	if cfg.Format == "f64le" {
+		c.Kafka.Format, c.Kafka.Dim = "f64le", d
+	}
 	c.HTTP.Addr = "off"
 	c.SetDefaults()
 	log := zerolog.Nop()

@@ -21,6 +21,8 @@ type loop struct {
 	sinceSnap int
 	lastSnap  time.Time
 	lastCut   *snapshot.Snapshot
+	// model is the newest served Model, whose blocks the next one reuses.
+	model *snapshot.Model
 	// held: the pending rows could not start the model; they stay
 	// pending until more data makes them learnable.
 	held bool
@@ -38,8 +40,9 @@ func (l *loop) full() bool { return l.held && l.rows >= maxHeldBatches*l.p.cfg.L
 
 // handle decodes one message into the batch or dead-letters it. It reports
 // whether the message started a new partial batch.
-func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
+func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	p := l.p
+	m := pm.m
 	p.mu.Lock()
 	next, seen := p.consumed[m.Partition]
 	if seen && m.Offset < next {
@@ -50,11 +53,16 @@ func (l *loop) handle(ctx context.Context, m ingest.Message) bool {
 	p.consumed[m.Partition] = m.Offset + 1
 	p.status.Consumed++
 	p.mu.Unlock()
-	var err error
 	n0, m0 := len(l.batch), len(l.batchY)
 	dim0, dimY0 := p.dec.Dim, p.dec.DimY
-	l.batch, l.batchY, err = p.dec.Decode(l.batch, l.batchY, m.Value)
+	err := pm.err
 	if err == nil {
+		// Checked against the model in order, here: the first good
+		// message fixes an unset dimension.
+		err = p.dec.Check(pm.x, pm.y)
+	}
+	if err == nil {
+		l.batch, l.batchY = append(l.batch, pm.x...), append(l.batchY, pm.y...)
 		err = l.validate(n0, m0)
 	}
 	if err != nil {
@@ -207,9 +215,12 @@ func (l *loop) snapshot(final bool) {
 	for i, e := range snap.Header.Diagnostics.Eigenvalues {
 		p.met.Eigenvalues.WithLabelValues(strconv.Itoa(i)).Set(e)
 	}
-	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	// The served model shares the previous version's generated blocks:
+	// only the blocks added since are generated here, on the loop.
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{Reuse: l.model})
 	if err == nil {
 		p.cur.Set(m, data)
+		l.model = m
 	}
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()

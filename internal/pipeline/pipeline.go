@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
@@ -64,11 +65,13 @@ type Pipeline struct {
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
 	dec      *ingest.Decoder
-	nc       *nats.Conn
-	ownNC    bool
-	pub      *publish.Publisher
-	svc      *publish.Service
-	cur      publish.Current
+	// parsed carries messages parsed ahead of the loop (parseAhead).
+	parsed chan parsed
+	nc     *nats.Conn
+	ownNC  bool
+	pub    *publish.Publisher
+	svc    *publish.Service
+	cur    publish.Current
 
 	mu       sync.Mutex
 	consumed map[int]int64 // partition → next offset consumed
@@ -108,6 +111,7 @@ func New(opt Options) (*Pipeline, error) {
 		cfg: cfg, log: log, reg: reg, met: newMetrics(reg),
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
+		parsed: make(chan parsed, min(cfg.Learner.Batch, 4096)),
 	}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},
@@ -115,7 +119,7 @@ func New(opt Options) (*Pipeline, error) {
 				if p.consumer == nil {
 					return 0
 				}
-				return float64(p.consumer.Lag())
+				return float64(p.lag())
 			}),
 		p.served(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_snapshot_age_seconds", Help: "Seconds since the newest persisted snapshot (0 before the first)."},
@@ -309,7 +313,7 @@ func (p *Pipeline) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.status
-	s.Lag = p.consumer.Lag()
+	s.Lag = p.lag()
 	return s
 }
 
@@ -332,6 +336,13 @@ func (p *Pipeline) nextOffset(topic string, partition int) (int64, bool) {
 	defer p.mu.Unlock()
 	off, ok := p.consumed[partition]
 	return off, ok
+}
+
+// lag is the consumer's lag plus the messages parsed ahead and not yet
+// taken by the loop.
+func (p *Pipeline) lag() int64 {
+	n := p.consumer.Lag()
+	return n + int64(len(p.parsed))
 }
 
 // errKilled is returned by Run after Kill.
@@ -385,11 +396,20 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	})
 
 	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now()}
+	l.model, _ = p.cur.Get() // a restored version: its blocks are reused by the next
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	msgs := p.consumer.Messages()
+	// Parsing runs ahead of the loop by up to a batch (and a byte budget
+	// of kafka.queue_bytes), on its own goroutine.
+	msgs := p.parsed
+	budget := p.cfg.Kafka.QueueBytes
+	sem := semaphore.NewWeighted(budget)
+	g.Go(func() error {
+		parseAhead(fetchCtx, *p.dec, p.consumer.Messages(), msgs, sem, budget)
+		return nil
+	})
 	p.log.Info().Str("topic", p.cfg.Kafka.Topic).Strs("brokers", p.cfg.Kafka.Brokers).Str("model", p.cfg.Model).Msg("learning")
 	for {
 		if l.fatal != nil {
@@ -418,6 +438,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			stopPub()
 			return nil
 		case m := <-inbox:
+			sem.Release(m.n)
 			if l.handle(work, m) || l.held {
 				linger.Reset(p.cfg.Learner.Linger)
 			}
