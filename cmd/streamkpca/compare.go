@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/streamkpca/streamkpca/internal/bench"
@@ -68,52 +65,21 @@ func benchCompare(ctx context.Context, args []string) error {
 	return nil
 }
 
-// compareIsolated re-runs `bench compare` with the same flags once per
-// method, each in a child process (so one method's garbage and caches do
-// not touch the next), and reports each child's peak RSS as its memory.
+// compareIsolated runs each method in a child process of this binary
+// (bench.CompareIsolated).
 func compareIsolated(ctx context.Context, args []string, methods string, table bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench compare: cannot find this executable to isolate methods (use --isolate=false): %w", err)
 	}
-	run := func(extra ...string) (bench.CompareResult, float64, error) {
-		cargs := append(append([]string{"bench", "compare"}, args...), extra...)
-		cargs = append(cargs, "--isolate=false", "--table=false")
-		cmd := exec.CommandContext(ctx, self, cargs...)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return bench.CompareResult{}, 0, err
-		}
-		var one bench.CompareResult
-		if err := json.Unmarshal(out, &one); err != nil || len(one.Methods) != 1 {
-			return bench.CompareResult{}, 0, fmt.Errorf("printed no result (%v)", err)
-		}
-		var rss float64
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = float64(ru.Maxrss) / 1024 // Linux: KiB
-		}
-		return one, rss, nil
-	}
-	// The floor: the same binary, held-out set and truth, and a trivial
-	// method (exact KPCA of one point, one component).
-	_, idle, err := run("--methods", "exact=1", "--k", "1", "--points", "1")
-	if err != nil {
-		return fmt.Errorf("bench compare: idle run: %w", err)
-	}
-	var res bench.CompareResult
+	var ms []string
 	for _, m := range strings.Split(methods, ",") {
-		one, rss, err := run("--methods", strings.TrimSpace(m))
-		if err != nil {
-			return fmt.Errorf("bench compare: method %s: %w", m, err)
-		}
-		row := one.Methods[0]
-		row.PeakMiB, row.PeakOf = rss-idle, "RSS above idle"
-		methods := res.Methods
-		res = one
-		res.Methods = append(methods, row)
+		ms = append(ms, strings.TrimSpace(m))
 	}
-	res.IdleRSSMiB = idle
+	res, err := bench.CompareIsolated(ctx, append([]string{self, "bench", "compare"}, args...), ms)
+	if err != nil {
+		return err
+	}
 	if err := printJSON(res); err != nil {
 		return err
 	}

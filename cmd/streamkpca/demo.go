@@ -104,15 +104,18 @@ Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, l
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	var lastVer uint64
+	var lastVer, lastSamples uint64
+	produced, ended := false, false
 	errStr := "   -"
 	for {
 		select {
 		case err := <-prodErr:
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "producer: %v\n", err)
+			} else if err == nil {
+				fmt.Printf("producer: all %d points sent\n", *points)
 			}
-			prodErr = nil
+			prodErr, produced = nil, true
 		case err := <-runErr:
 			return err
 		case <-ctx.Done():
@@ -124,6 +127,14 @@ Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, l
 			return err
 		case <-tick.C:
 			s := p.Status()
+			if produced && s.Samples == lastSamples && s.Lag == 0 && s.Version == lastVer {
+				if !ended {
+					fmt.Printf("the stream has ended: %d samples learned; version %d is served until you stop the demo (Ctrl-C)\n", s.Samples, s.Version)
+					ended = true
+				}
+				continue
+			}
+			lastSamples, ended = s.Samples, false
 			if m, _ := p.Current().Get(); m != nil && s.Version != lastVer {
 				out, err := m.Project(nil, held)
 				if err == nil {

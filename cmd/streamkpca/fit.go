@@ -75,6 +75,10 @@ func cmdFit(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
 	fmt.Fprintf(os.Stderr, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
+	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; steps < 20 {
+		fmt.Fprintf(os.Stderr, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
+			steps, rows, c.Learner.Batch, *epochs, max(20, 20**epochs/max(steps, 1)))
+	}
 	return nil
 }
 

@@ -8,11 +8,15 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -430,4 +434,49 @@ func PrintCompareTable(w io.Writer, r CompareResult) {
 		fmt.Fprintf(tw, "%s\t%d %s\t%s\t%s\t%s\t%.2g\t%.1f\t%.0f (%s)\n", m.Method, m.Size, m.SizeOf, secs(m.To1e2), secs(m.To1e3), ab, m.ErrorAtEnd, m.Seconds, m.PeakMiB, m.PeakOf)
 	}
 	tw.Flush()
+}
+
+// CompareIsolated runs one method of RunCompare per child process, the
+// command line argv (a binary whose `bench compare` flags it extends with
+// --methods M --isolate=false --table=false and whose stdout is the JSON
+// result), so that one method's garbage and caches do not touch the next;
+// each method's memory is its child's peak RSS above that of an idle
+// child (the same binary, held-out set and truth, and a trivial method).
+func CompareIsolated(ctx context.Context, argv []string, methods []string) (CompareResult, error) {
+	run := func(extra ...string) (CompareResult, float64, error) {
+		cargs := append(append(slices.Clone(argv[1:]), extra...), "--isolate=false", "--table=false")
+		cmd := exec.CommandContext(ctx, argv[0], cargs...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return CompareResult{}, 0, err
+		}
+		var one CompareResult
+		if err := json.Unmarshal(out, &one); err != nil || len(one.Methods) != 1 {
+			return CompareResult{}, 0, fmt.Errorf("printed no result (%v)", err)
+		}
+		var rss float64
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = float64(ru.Maxrss) / 1024 // Linux: KiB
+		}
+		return one, rss, nil
+	}
+	_, idle, err := run("--methods", "exact=1", "--k", "1", "--points", "1")
+	if err != nil {
+		return CompareResult{}, fmt.Errorf("bench compare: idle run: %w", err)
+	}
+	var res CompareResult
+	for _, m := range methods {
+		one, rss, err := run("--methods", m)
+		if err != nil {
+			return res, fmt.Errorf("bench compare: method %s: %w", m, err)
+		}
+		row := one.Methods[0]
+		row.PeakMiB, row.PeakOf = rss-idle, "RSS above idle"
+		rows := res.Methods
+		res = one
+		res.Methods = append(rows, row)
+	}
+	res.IdleRSSMiB = idle
+	return res, nil
 }
