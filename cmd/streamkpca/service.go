@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -78,21 +77,9 @@ func cmdProduce(ctx context.Context, args []string) error {
 	case "hermite16":
 		src = devstack.HermiteJSON(synth.Hermite16(), *seed)
 	default:
-		f, err := os.Open(*source)
+		lines, err := devstack.Lines(*source)
 		if err != nil {
 			return fmt.Errorf("--source: %w", err)
-		}
-		defer f.Close()
-		var lines [][]byte
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			if len(strings.TrimSpace(sc.Text())) > 0 {
-				lines = append(lines, append([]byte(nil), sc.Bytes()...))
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return err
 		}
 		src, count = func(i int) []byte { return lines[i] }, len(lines)
 	}

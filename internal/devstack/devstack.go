@@ -4,6 +4,8 @@
 package devstack
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -225,4 +227,23 @@ func Produce(ctx context.Context, src Source, o ProduceOptions) error {
 		}
 	}
 	return nil
+}
+
+// Lines reads the non-blank lines of a file (csv or JSON lines), one
+// message each, for `streamkpca produce --source FILE`.
+func Lines(path string) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var lines [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			lines = append(lines, bytes.Clone(sc.Bytes()))
+		}
+	}
+	return lines, sc.Err()
 }
