@@ -179,8 +179,9 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	nb := fm.BlockSize
 	coef := m.snap.Coef[view]
 	seeds, _ := m.snap.Header.ViewSeeds(view)
-	// Same grouping and order as features.Evaluator.Eval: blocks summed in
-	// chunks of fm.Chunk() blocks, chunks added in order.
+	// Same grouping and order as features.Evaluator.Eval, through the same
+	// Map.AddBlock: blocks summed in chunks of fm.Chunk() blocks, chunks
+	// added in order.
 	phi := make([]float64, rows*nb)
 	z := make([]float64, fm.ScratchLen())
 	part := make([]float64, rows*k)
@@ -197,8 +198,7 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 				fm.Generate(&scratch, seeds[j])
 				blk = &scratch
 			}
-			fm.PhiTo(phi, z, xs, rows, blk)
-			features.AddMul(part, phi, coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
+			fm.AddBlock(part, phi, z, xs, rows, blk, coef[j*nb*k:(j+1)*nb*k], k)
 		}
 		for i, p := range part {
 			dst[i] += p

@@ -240,16 +240,35 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 		if e.keep != nil {
 			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
 		}
-		e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s))
-		if e.m.BLAS {
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
-				blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
-				blas64.General{Rows: nb, Cols: k, Data: e.coef[j*nb*k : (j+1)*nb*k], Stride: k},
-				1, blas64.General{Rows: rows, Cols: k, Data: part, Stride: k})
-		} else {
-			AddMul(part, phi, e.coef[j*nb*k:(j+1)*nb*k], rows, nb, k)
-		}
+		e.m.addBlock(part, phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s), e.coef[j*nb*k:(j+1)*nb*k], k)
 	}
+}
+
+// AddBlock adds Φ_b(x)·A to part (rows×k): block b's features of the rows
+// inputs x into phi (rows×B), then their product with the block's
+// coefficients A (B×k) — by the linked BLAS when the map says so, else
+// AddMul. z is PhiTo's scratch. It is the one evaluation of a block that
+// the learner's Evaluator and snapshot.Model share, block after block in
+// chunks of Chunk() blocks, chunks summed in order: the bit-identity of
+// served projections with the learner's rests on this function, not on
+// two copies agreeing.
+func (m Map) AddBlock(part, phi, z, x []float64, rows int, b *Block, coef []float64, k int) {
+	m.addBlock(part, phi, z, x, nil, rows, b, coef, k)
+}
+
+// addBlock is AddBlock with x already rounded to float32 (x32) for the
+// float32 and BLAS maps, or nil.
+func (m Map) addBlock(part, phi, z, x []float64, x32 []float32, rows int, b *Block, coef []float64, k int) {
+	nb := m.BlockSize
+	m.phiToWith(phi, z, x, x32, rows, b)
+	if m.BLAS {
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
+			blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
+			blas64.General{Rows: nb, Cols: k, Data: coef, Stride: k},
+			1, blas64.General{Rows: rows, Cols: k, Data: part, Stride: k})
+		return
+	}
+	AddMul(part, phi, coef, rows, nb, k)
 }
 
 // Eval sets h (rows×k, row-major) to Σ_j Φ_j(x)·A_j where block j has seed
