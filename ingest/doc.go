@@ -1,7 +1,10 @@
-// Package ingest reads vectors from Kafka: a kafka-go consumer group,
-// decoders for the message formats, validation, a dead-letter producer and a
-// batcher that hands the learner mini-batches together with the Kafka
-// offsets they cover.
+// Package ingest reads vectors from Kafka: a Source (the kafka-go consumer
+// group Consumer, or MemSource in tests) delivering messages with their
+// partition and offset through a byte-bounded queue, decoders for the
+// message formats (Decoder: Parse, then Check against the model), the
+// file reader of `fit` (ReadFile) and the asynchronous, batched
+// dead-letter queue. Batching and the offsets a batch covers are the run
+// loop's (internal/pipeline).
 //
 // # Invariants
 //

@@ -44,7 +44,8 @@ var ErrConfig = errors.New("online: invalid config")
 type Config struct {
 	// Model is the model's name. Default: "model".
 	Model string
-	// Algorithm is kpca or gha. Default: kpca.
+	// Algorithm is kpca, gha (New) or ksvd, kcca, ksir (NewTwoView).
+	// Default: kpca.
 	Algorithm Algorithm
 	// K is the number of components. Required.
 	K int

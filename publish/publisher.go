@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -264,18 +265,10 @@ func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore) {
 		}
 	}
 	// Names sort by version (zero-padded); List returns them in any order.
-	sortStrings(names)
+	slices.Sort(names)
 	for i := 0; i+p.cfg.Keep < len(names); i++ {
 		if err := obs.Delete(ctx, names[i]); err != nil {
 			p.log.Warn().Err(err).Str("object", names[i]).Msg("publish: pruning an old version failed")
-		}
-	}
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
 		}
 	}
 }

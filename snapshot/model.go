@@ -18,7 +18,9 @@ import (
 type Model struct {
 	snap *Snapshot
 	maps []features.Map
-	// cacheBytes bounds the generated blocks kept between calls.
+	// cache holds each view's blocks built at NewModel (generated up to
+	// ModelOptions.CacheBytes, or shared through Reuse; landmark blocks
+	// always); the rest are generated per call.
 	cache []*blockCache
 }
 

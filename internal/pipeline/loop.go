@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -248,9 +250,5 @@ func (l *loop) snapshot(final bool) {
 }
 
 func sortOffsets(o []snapshot.Offset) {
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && o[j].Partition < o[j-1].Partition; j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
+	slices.SortFunc(o, func(a, b snapshot.Offset) int { return cmp.Compare(a.Partition, b.Partition) })
 }
