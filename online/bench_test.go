@@ -53,3 +53,51 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 	}
 }
+
+// TestUpdateAllocatesNothing pins the steady state at zero allocations per
+// step: both solvers, one and two views, float64 and float32, random and
+// landmark blocks, once the feature budget is reached and blocks are
+// revisited.
+func TestUpdateAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const rows, d = 128, 8
+	x, y := make([]float64, rows*d), make([]float64, rows*d)
+	for i := range x {
+		x[i], y[i] = rng.NormFloat64(), rng.NormFloat64()+0.5*x[i]
+	}
+	for _, cfg := range []Config{
+		{K: 3, BlockSize: 32, MaxFeatures: 128},
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Solver: SolverOja, Center: true},
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Precision: Float32, Algorithm: AlgGHA},
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Features: FeaturesLandmarks},
+	} {
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 8 { // past the budget: blocks are revisited from here on
+			if err := l.Update(x, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a := testing.AllocsPerRun(10, func() { sinkErr = l.Update(x, rows) }); a != 0 {
+			t.Errorf("%+v: %.1f allocations per step, want 0", cfg, a)
+		}
+		l.Close()
+	}
+	for _, alg := range []Algorithm{AlgKCCA, AlgKSVD} {
+		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 32, MaxFeatures: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			if err := l.Update(x, y, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a := testing.AllocsPerRun(10, func() { sinkErr = l.Update(x, y, rows) }); a != 0 {
+			t.Errorf("%s: %.1f allocations per step, want 0", alg, a)
+		}
+		l.Close()
+	}
+}

@@ -3,7 +3,6 @@ package online
 import (
 	"math"
 	"math/rand/v2"
-	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -81,15 +80,4 @@ func curvedData(rng *rand.Rand, n int) []float64 {
 		}
 	}
 	return x
-}
-
-func TestExactSpectrum(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	n := 1500
-	x := curvedData(rng, n)
-	bw := MedianDistance(x, n, 10, 512)
-	e := newExactKPCA(t, kernelG(bw), x, n, 10, 8)
-	vals := append([]float64(nil), e.vals...)
-	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
-	t.Logf("bandwidth %.3f eigenvalues %.4f", bw, vals)
 }

@@ -55,7 +55,10 @@ func TestOtherKernelsAgainstExact(t *testing.T) {
 			}
 		})
 	}
-	l, _ := New(Config{K: 1, Kernel: features.Kernel{Family: features.ExpSemigroup, Beta: 1}})
+	l, err := New(Config{K: 1, Kernel: features.Kernel{Family: features.ExpSemigroup, Beta: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	if err := l.Update([]float64{0.5, -0.1}, 1); !errors.Is(err, ErrInput) || !errors.Is(err, features.ErrDomain) {
 		t.Errorf("negative input to a semigroup kernel: %v", err)

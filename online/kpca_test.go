@@ -109,8 +109,9 @@ func TestAgainstExactKPCA(t *testing.T) {
 	}
 }
 
-// TestDefaultsRobustToTheta0: no divergence for theta0 within a factor of
-// 10 of the default, on the exact fixture.
+// TestDefaultsRobustToTheta0: theta0 from a tenth to ten times the oja
+// default: no batch rejected by the divergence guard, finite
+// coefficients, and the subspace within 0.2 of exact KPCA.
 func TestDefaultsRobustToTheta0(t *testing.T) {
 	exactFixture(t)
 	for _, th := range []float64{DefaultTheta0 / 10, DefaultTheta0 * 3, DefaultTheta0 * 10} {
@@ -121,6 +122,9 @@ func TestDefaultsRobustToTheta0(t *testing.T) {
 		streamEpochs(t, l, exactTrain, exactN, exactD, 250, 10)
 		e := synth.SubspaceError(evalDense(l, exactTrain, exactN), exactRef.vecs)
 		t.Logf("theta0 %.3g: rejected %d, error %.3g", th, l.Rejected(), e)
+		if l.Rejected() != 0 {
+			t.Errorf("theta0 %.3g: %d batches rejected by the divergence guard", th, l.Rejected())
+		}
 		if math.IsNaN(e) || e > 0.2 {
 			t.Errorf("theta0 %.3g: subspace error %.3g", th, e)
 		}
@@ -156,7 +160,10 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 			ref = nil // a new reference for float32
 		}
 		cfg.K, cfg.BlockSize, cfg.MaxFeatures, cfg.Center = 3, 16, 256, true
-		l, _ := New(cfg)
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, x := range batches {
 			if err := l.Update(x, 64); err != nil {
 				t.Fatal(err)
@@ -184,8 +191,14 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Features: FeaturesLandmarks},
 		{K: 2, BlockSize: 64, MaxFeatures: 512, Features: FeaturesLandmarks, Center: true, Standardize: true, Algorithm: AlgGHA},
 	} {
-		full, _ := New(cfg)
-		part, _ := New(cfg)
+		full, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, x := range batches {
 			if err := full.Update(x, 64); err != nil {
 				t.Fatal(err)
@@ -253,7 +266,10 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 // batch: the coefficients are left exactly as they were and the step backs
 // off. A NaN batch is refused as input.
 func TestGuardNeverCorrupts(t *testing.T) {
-	l, _ := New(Config{K: 3, BlockSize: 16, MaxFeatures: 512})
+	l, err := New(Config{K: 3, BlockSize: 16, MaxFeatures: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	bs := hermiteBatches(20, 64)
 	for _, x := range bs[:10] {
