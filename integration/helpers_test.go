@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/goleak"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/configs"
@@ -26,12 +27,33 @@ import (
 
 func startStack(t *testing.T, topics map[string]int32) *devstack.Stack {
 	t.Helper()
+	noLeaks(t) // runs last: after the brokers are closed
 	s, err := devstack.Start(devstack.Options{Dir: t.TempDir(), Topics: topics})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// noLeaks checks, once the test and its cleanups before it are done, that
+// no goroutine started during the test outlives it (go.uber.org/goleak):
+// every pipeline, consumer, dead-letter writer, publisher and NATS client
+// of the test has stopped. Connections take a moment to close: it polls
+// for up to 30 s.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			if err = goleak.Find(before); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // polling for connections to close
+		}
+		t.Errorf("goroutines outlived the test: %v", err)
+	})
 }
 
 // config returns a service config for the stack: hermite model, k = 3,

@@ -55,8 +55,10 @@ func TestHostileStream(t *testing.T) {
 		goodMsgs = append(goodMsgs, m)
 	}
 	produce := func(topic string, ms [][]byte) {
+		tr := &kafka.Transport{}
+		defer tr.CloseIdleConnections()
 		w := &kafka.Writer{Addr: kafka.TCP(s.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll,
-			BatchSize: 100, BatchBytes: 2 << 20, BatchTimeout: 5 * time.Millisecond}
+			BatchSize: 100, BatchBytes: 2 << 20, BatchTimeout: 5 * time.Millisecond, Transport: tr}
 		defer w.Close()
 		for lo := 0; lo < len(ms); lo += 100 {
 			batch := make([]kafka.Message, 0, 100)

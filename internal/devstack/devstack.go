@@ -199,6 +199,13 @@ func Produce(ctx context.Context, src Source, o ProduceOptions) error {
 		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true, BatchSize: 1000, BatchTimeout: 5 * time.Millisecond}
 	if o.Transport != nil {
 		w.Transport = o.Transport
+	} else {
+		// Its own transport, closed at the end: kafka-go's shared default
+		// would keep a metadata goroutine per cluster for the process's
+		// life.
+		tr := &kafka.Transport{}
+		w.Transport = tr
+		defer tr.CloseIdleConnections()
 	}
 	defer w.Close()
 	const chunk = 1000
