@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 
 	"github.com/streamkpca/streamkpca/internal/bench"
 )
@@ -41,13 +39,11 @@ func benchPipeline(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	for _, s := range strings.Split(*ds, ",") {
-		d, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || d < 1 {
-			return fmt.Errorf("--d: %q is not a dimension", s)
-		}
-		cfg.Dims = append(cfg.Dims, d)
+	dims, err := parseDims(*ds)
+	if err != nil {
+		return err
 	}
+	cfg.Dims = dims
 	dir, err := os.MkdirTemp("", "streamkpca-bench-pipeline-")
 	if err != nil {
 		return err
