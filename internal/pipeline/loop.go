@@ -80,6 +80,10 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		p.met.BadMessages.WithLabelValues(reason).Inc()
 		p.mu.Lock()
 		p.status.Bad++
+		if p.status.BadByReason == nil {
+			p.status.BadByReason = map[string]uint64{}
+		}
+		p.status.BadByReason[reason]++
 		p.mu.Unlock()
 		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
 		if err := p.dlq.Enqueue(ctx, ingest.DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()}); err != nil {

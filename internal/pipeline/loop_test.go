@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -554,4 +555,40 @@ func TestLandmarkModelThroughTheLoop(t *testing.T) {
 	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{})
 	h2.waitConsumed(1000)
 	covers(t, h2.stop(), 2000, 2000)
+}
+
+// TestStatusPageExplainsItself: the status page breaks bad messages down
+// by reason (counted here: 3 malformed, 2 dimension), and its chart has a
+// legend entry per component and labelled axes once two snapshots exist.
+func TestStatusPageExplainsItself(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 4096)
+	src.Produce(0, points(400, 1, 3)...)
+	src.Produce(0, []byte("x"), []byte("1,2"), []byte("y"), []byte("3,4"), []byte("z"))
+	src.Produce(0, points(400, 1, 4)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(805)
+	st := h.p.Status()
+	if st.Bad != 5 || st.BadByReason[ingest.ReasonMalformed] != 3 || st.BadByReason[ingest.ReasonDimension] != 2 {
+		t.Fatalf("bad %d by reason %v, want 5: malformed 3, dimension 2", st.Bad, st.BadByReason)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.p.mu.Lock()
+		n := len(h.p.history)
+		h.p.mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	page := rec.Body.String()
+	for _, want := range []string{"dimension 2, malformed 3", ">λ1<", ">λ2<", "samples learned", "eigenvalue (log scale)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
 }

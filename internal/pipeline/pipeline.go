@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"time"
@@ -47,7 +48,8 @@ type Status struct {
 	Version      uint64 // newest persisted snapshot
 	Published    uint64 // newest published version
 	Bad          uint64
-	Consumed     uint64 // messages handled (learned or dead-lettered), this run
+	BadByReason  map[string]uint64 // dead-lettered messages by reason, this run
+	Consumed     uint64            // messages handled (learned or dead-lettered), this run
 	Lag          int64
 	Bandwidth    float64
 	Eigenvalues  []float64
@@ -314,6 +316,7 @@ func (p *Pipeline) Status() Status {
 	defer p.mu.Unlock()
 	s := p.status
 	s.Lag = p.lag()
+	s.BadByReason = maps.Clone(p.status.BadByReason)
 	return s
 }
 

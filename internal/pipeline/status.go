@@ -3,8 +3,10 @@ package pipeline
 import (
 	"fmt"
 	"html/template"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,7 +38,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>throughput</th><td>{{printf "%.0f" .Rate}} samples/s since start</td></tr>
 <tr><th>random features</th><td>{{.Features}}</td></tr>
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
-<tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}</td></tr>
+<tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
 <tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
 </table>
@@ -62,8 +64,17 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			last = st.LastSnapshot.Format(time.RFC3339) + fmt.Sprintf(" (%.0f s ago)", time.Since(st.LastSnapshot).Seconds())
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		type reasonCount struct {
+			Reason string
+			N      uint64
+		}
+		var reasons []reasonCount
+		for _, r := range slices.Sorted(maps.Keys(st.BadByReason)) {
+			reasons = append(reasons, reasonCount{r, st.BadByReason[r]})
+		}
 		statusTmpl.Execute(w, map[string]any{
-			"Model": p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
+			"Reasons": reasons,
+			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
@@ -77,7 +88,7 @@ func eigenChart(h []historyPoint) string {
 	if len(h) < 2 {
 		return `<p style="color:#777">(the chart appears after two snapshots)</p>`
 	}
-	const W, H, pad = 640.0, 240.0, 30.0
+	const W, H, pad, left = 640.0, 260.0, 30.0, 60.0
 	lo, hi := 1e300, -1e300
 	for _, p := range h {
 		for _, v := range p.Eigenvalues {
@@ -95,22 +106,35 @@ func eigenChart(h []historyPoint) string {
 	}
 	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" role="img" aria-label="eigenvalue estimates" style="border:1px solid #ddd">`, W, H)
 	k := len(h[len(h)-1].Eigenvalues)
+	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" role="img" aria-label="eigenvalue estimates against samples learned" style="border:1px solid #ddd">`, W+90, H)
+	// Axes: y log-scaled eigenvalue, x samples learned.
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/>`,
+		left, pad, left, H-pad, left, H-pad, W-pad, H-pad)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.3g</text><text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.3g</text>`,
+		left-4, pad+4, hi, left-4, H-pad, lo)
+	fmt.Fprintf(&b, `<text x="14" y="%.0f" font-size="11" transform="rotate(-90 14 %.0f)" text-anchor="middle">eigenvalue (log scale)</text>`, H/2, H/2)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%d</text><text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%d</text>`,
+		left, H-pad+14, h[0].Samples, W-pad, H-pad+14, h[len(h)-1].Samples)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="middle">samples learned</text>`, (left+W-pad)/2, H-4)
 	for q := 0; q < k; q++ {
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, colors[q%len(colors)])
+		c := colors[q%len(colors)]
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, c)
 		for _, p := range h {
 			if q >= len(p.Eigenvalues) || !(p.Eigenvalues[q] > 0) {
 				continue
 			}
-			x := pad + (W-2*pad)*(float64(p.Samples)-x0)/(x1-x0)
+			x := left + (W-pad-left)*(float64(p.Samples)-x0)/(x1-x0)
 			y := H - pad - (H-2*pad)*(logf(p.Eigenvalues[q])-logf(lo))/(logf(hi)-logf(lo))
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
 		b.WriteString(`"/>`)
+		// Legend, right of the plot.
+		ly := pad + 16*float64(q)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"/><text x="%.0f" y="%.0f" font-size="11">λ%d</text>`,
+			W, ly, W+16, ly, c, W+20, ly+4, q+1)
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%.3g</text><text x="4" y="%.0f" font-size="11">%.3g</text>`, 4.0, pad-8, hi, H-pad+12, lo)
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">samples %d</text></svg>`, W-pad, H-6, h[len(h)-1].Samples)
+	b.WriteString(`</svg>`)
 	return b.String()
 }
 
