@@ -55,9 +55,9 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 	}
 	b := min(opt.Batch, rows)
 	var (
-		update func(epoch int, perm []int) error
-		done   func() (*snapshot.Snapshot, FitReport)
-		close  func()
+		update  func(epoch int, perm []int) error
+		done    func() (*snapshot.Snapshot, FitReport)
+		release func()
 	)
 	if cfg.Algorithm.TwoView() {
 		yc := opt.YCols
@@ -86,7 +86,7 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		done = func() (*snapshot.Snapshot, FitReport) {
 			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.v[0].fm.Kernel.Bandwidth}
 		}
-		close = l.Close
+		release = l.Close
 	} else {
 		l, err := New(cfg)
 		if err != nil {
@@ -108,9 +108,9 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			eig, _ := l.Eigenvalues()
 			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.Kernel().Bandwidth, Eigenvalues: eig}
 		}
-		close = l.Close
+		release = l.Close
 	}
-	defer close()
+	defer release()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	perm := make([]int, rows)
 	for i := range perm {

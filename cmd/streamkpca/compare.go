@@ -38,12 +38,12 @@ func benchCompare(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *isolate {
-		return compareIsolated(ctx, args, *methods, *table)
-	}
 	var ms []string
 	for _, m := range strings.Split(*methods, ",") {
 		ms = append(ms, strings.TrimSpace(m))
+	}
+	if *isolate {
+		return compareIsolated(ctx, args, ms, *table)
 	}
 	pr := progress.New()
 	res, err := bench.RunCompare(ctx, bench.CompareConfig{Case: *caseName, Points: *points, Budget: *budget, MaxTime: *maxTime, K: *k,
@@ -67,16 +67,12 @@ func benchCompare(ctx context.Context, args []string) error {
 
 // compareIsolated runs each method in a child process of this binary
 // (bench.CompareIsolated).
-func compareIsolated(ctx context.Context, args []string, methods string, table bool) error {
+func compareIsolated(ctx context.Context, args []string, methods []string, table bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench compare: cannot find this executable to isolate methods (use --isolate=false): %w", err)
 	}
-	var ms []string
-	for _, m := range strings.Split(methods, ",") {
-		ms = append(ms, strings.TrimSpace(m))
-	}
-	res, err := bench.CompareIsolated(ctx, append([]string{self, "bench", "compare"}, args...), ms)
+	res, err := bench.CompareIsolated(ctx, append([]string{self, "bench", "compare"}, args...), methods)
 	if err != nil {
 		return err
 	}
