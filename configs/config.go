@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"reflect"
@@ -137,7 +138,7 @@ type Learner struct {
 	// be learned), 128 otherwise (the paper's).
 	Block int `yaml:"block"`
 	// MaxFeatures is the feature budget. Default: 32768 random features,
-	// 4096 landmarks.
+	// 4096 landmarks; 2048 per view under kcca's covariance solver.
 	MaxFeatures int `yaml:"max_features"`
 	// Features: random (random features from a seed per block, the
 	// paper's) or landmarks (each block is Block points of the stream and
@@ -147,10 +148,16 @@ type Learner struct {
 	// ksvd and kcca (not ksir). Part of the model. Default: random.
 	Features string `yaml:"features"`
 	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
-	// all feature blocks; needs no tuning) or oja (the paper's rule).
-	// Two-view algorithms ignore it. Part of the model: a restored snapshot
-	// keeps its own. Default: subspace.
+	// all feature blocks; needs no tuning) or oja (the paper's rule). Of
+	// kcca: covariance (regularised CCA on the running covariances of a
+	// fixed feature budget, 2,048 per view by default) or oja (the paper's
+	// Alg. 4). ksvd and ksir have the paper's rule only. Part of the
+	// model: a restored snapshot keeps its own. Default: covariance for
+	// kcca, subspace otherwise.
 	Solver string `yaml:"solver"`
+	// Ridge of the covariance solver, relative to each view's mean
+	// feature variance. Default: 0.01.
+	Ridge float64 `yaml:"ridge"`
 	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 1, 0.05
 	// for the subspace solver; 0.5, 0.01 for oja; 1, 0.001 for
 	// ksvd/kcca/ksir.
@@ -305,6 +312,7 @@ func (c *Config) SetDefaults() {
 	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
 	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
 	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
+	c.Learner.Ridge = o.Ridge
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
@@ -419,8 +427,18 @@ func (c *Config) Validate() error {
 	} else if p == "landmarks" && c.Learner.Algorithm == "ksir" {
 		bad("learner.features", "landmarks: for kpca, gha, ksvd and kcca, not ksir")
 	}
-	if p := c.Learner.Solver; p != "" && p != "subspace" && p != "oja" {
-		bad("learner.solver", "%q: want subspace or oja", p)
+	switch p := c.Learner.Solver; {
+	case p == "covariance" && c.Learner.Algorithm != "kcca":
+		bad("learner.solver", "covariance: for kcca only")
+	case p == "subspace" && c.Learner.Algorithm == "kcca":
+		bad("learner.solver", "subspace: for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)")
+	case p == "covariance" && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
+		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
+	case p != "" && p != "subspace" && p != "oja" && p != "covariance":
+		bad("learner.solver", "%q: want subspace or oja (kpca, gha), covariance or oja (kcca)", p)
+	}
+	if !(c.Learner.Ridge > 0) || math.IsInf(c.Learner.Ridge, 0) {
+		bad("learner.ridge", "%v: must be > 0", c.Learner.Ridge)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)
@@ -758,7 +776,7 @@ func (l Learner) Online(model string, dim int) online.Config {
 		Model: model, Algorithm: online.Algorithm(l.Algorithm), K: l.K, Dim: dim,
 		Kernel: l.KernelSpec(), KernelY: l.KernelYSpec(), Slices: l.Slices, Uncentered: l.Uncentered,
 		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
-		Solver: online.Solver(l.Solver), Theta0: l.Theta0, Theta1: l.Theta1, Seed: l.Seed,
+		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Seed: l.Seed,
 		Standardize: l.Standardize, Center: l.Center,
 		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
 		Workers: l.Workers, CacheBytes: l.CacheBytes,

@@ -207,7 +207,8 @@ func TestExplicitZeroRefused(t *testing.T) {
 }
 
 // TestLandmarksForEveryAlgorithmButKSIR: landmark features load for kpca,
-// gha, ksvd and kcca with the landmark feature budget as default.
+// gha, ksvd and kcca with the landmark feature budget as default (kcca's
+// covariance solver: its own budget, 2,048 per view).
 func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 	for _, alg := range []string{"kpca", "gha", "ksvd", "kcca"} {
 		c, err := Load("", nil, "learner.algorithm="+alg, "learner.features=landmarks", "kafka.format=json")
@@ -215,9 +216,39 @@ func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 			t.Errorf("%s with landmarks: %v", alg, err)
 			continue
 		}
-		if c.Learner.MaxFeatures != 4096 {
-			t.Errorf("%s with landmarks: max_features %d, want 4096", alg, c.Learner.MaxFeatures)
+		want := 4096
+		if alg == "kcca" {
+			want = 2048
 		}
+		if c.Learner.MaxFeatures != want {
+			t.Errorf("%s with landmarks: max_features %d, want %d", alg, c.Learner.MaxFeatures, want)
+		}
+	}
+}
+
+// TestCovarianceSolver: kcca defaults to the covariance solver with its
+// budget and ridge; the solver is refused for other algorithms and past
+// its feature bound, and a non-positive ridge is refused.
+func TestCovarianceSolver(t *testing.T) {
+	c, err := Load("", nil, "learner.algorithm=kcca", "kafka.format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Learner.Solver != "covariance" || c.Learner.MaxFeatures != 2048 || c.Learner.Block != 512 || c.Learner.Ridge != 0.01 {
+		t.Errorf("kcca defaults: solver %q, max_features %d, block %d, ridge %v", c.Learner.Solver, c.Learner.MaxFeatures, c.Learner.Block, c.Learner.Ridge)
+	}
+	for _, set := range [][]string{
+		{"learner.algorithm=kpca", "learner.solver=covariance"},
+		{"learner.algorithm=ksvd", "learner.solver=covariance", "kafka.format=json"},
+		{"learner.algorithm=kcca", "learner.max_features=16384", "kafka.format=json"},
+		{"learner.algorithm=kcca", "learner.ridge=-1", "kafka.format=json"},
+	} {
+		if _, err := Load("", nil, set...); err == nil {
+			t.Errorf("%v accepted", set)
+		}
+	}
+	if c, err := Load("", nil, "learner.algorithm=kcca", "learner.solver=oja", "kafka.format=json"); err != nil || c.Learner.MaxFeatures != 32768 {
+		t.Errorf("kcca with the paper's rule: %v, max_features %d", err, c.Learner.MaxFeatures)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // TestKCCAStream: a kcca service learns {"x":[...],"y":[...]} pairs of the
@@ -40,6 +41,10 @@ func TestKCCAStream(t *testing.T) {
 	cfg := config(s, "pairs", t.TempDir())
 	cfg.Model = "pairs"
 	cfg.Learner.Algorithm, cfg.Learner.K, cfg.Learner.Bandwidth = "kcca", 2, 0
+	// The covariance solver (kcca's default; cfg holds kpca's defaults), with
+	// 512 features per view: its statistics grow as m², 2,048 is slow
+	// under -race.
+	cfg.Learner.Solver, cfg.Learner.MaxFeatures = "covariance", 512
 	r := start(t, cfg)
 	waitFor(t, 5*time.Minute, "every message consumed and learned", func() bool {
 		st := r.p.Status()
@@ -52,6 +57,24 @@ func TestKCCAStream(t *testing.T) {
 	m, _ := r.p.Current().Get()
 	if m.Views() != 2 || m.Header().Algorithm != "kcca" {
 		t.Fatalf("served model: %d views, algorithm %s", m.Views(), m.Header().Algorithm)
+	}
+	// The stored snapshot carries the covariance solver's statistics (a
+	// restart continues from them); what is served and published does not.
+	stored, _, err := (&snapshot.Store{Dir: cfg.Snapshot.Dir, Model: "pairs"}).Latest()
+	if err != nil || stored.Header.Covariance == nil || len(stored.State) == 0 {
+		t.Errorf("stored snapshot: %v, covariance state %v", err, stored != nil && stored.Header.Covariance != nil)
+	}
+	if m.Header().Covariance != nil {
+		t.Error("the served model carries the learner state")
+	}
+	resp0, err := http.Get("http://" + r.p.HTTPAddr() + "/v1/models/pairs/snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servedRaw, _ := io.ReadAll(resp0.Body)
+	resp0.Body.Close()
+	if served, err := snapshot.Decode(servedRaw); err != nil || served.State != nil || served.Header.Covariance != nil {
+		t.Errorf("HTTP snapshot: %v; it must leave the learner state out", err)
 	}
 	hx, hy := synth.TwoView(rand.New(rand.NewPCG(2, 2)), 1000)
 	u, _ := m.ProjectView(0, nil, hx)

@@ -62,8 +62,14 @@ type Config struct {
 	MaxFeatures int
 	// Solver is the update rule of kpca and gha: subspace (the default;
 	// see SolverSubspace) or oja (the paper's rule). The two-view
-	// algorithms have their own rule (TwoView) and ignore it.
+	// algorithms have their own rule (TwoView) and ignore both; kcca also
+	// takes covariance (SolverCovariance: regularised CCA on the
+	// statistics of a fixed feature budget, default 2,048 per view in
+	// blocks of 512).
 	Solver Solver
+	// Ridge is the covariance solver's regularisation, relative to each
+	// view's mean feature variance. Default: 1e-2 (DefaultRidge).
+	Ridge float64
 	// Theta0 and Theta1 set the step η_t = Theta0/(1+Theta1·t)/λ̂; Theta0
 	// is unitless. Subspace solver: λ̂ = n·λ̂_k (n blocks, λ̂_k the k-th
 	// eigenvalue estimate), defaults 1 and 0.05. Oja solver: λ̂ = λ̂_1,
@@ -169,12 +175,21 @@ func (c *Config) setDefaults() {
 	}
 	if c.Solver == "" {
 		c.Solver = SolverSubspace
+		if c.Algorithm == AlgKCCA {
+			c.Solver = SolverCovariance
+		}
 	}
 	if c.BlockSize == 0 {
 		c.BlockSize = DefaultBlockSize
 		if c.Solver == SolverSubspace && !c.Algorithm.TwoView() && c.Algorithm != "" {
 			c.BlockSize = DefaultSubspaceBlockSize
 		}
+		if c.Solver == SolverCovariance {
+			c.BlockSize = DefaultCovarianceBlockSize
+		}
+	}
+	if c.Ridge == 0 {
+		c.Ridge = DefaultRidge
 	}
 	if c.Features == "" {
 		c.Features = FeaturesRandom
@@ -183,6 +198,9 @@ func (c *Config) setDefaults() {
 		c.MaxFeatures = DefaultMaxFeatures
 		if c.Features == FeaturesLandmarks {
 			c.MaxFeatures = DefaultLandmarkMaxFeatures
+		}
+		if c.Solver == SolverCovariance {
+			c.MaxFeatures = DefaultCovarianceMaxFeatures
 		}
 	}
 	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() {
@@ -233,8 +251,24 @@ func (c Config) Validate() error {
 	if c.K < 1 {
 		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)
 	}
-	if c.Solver != SolverSubspace && c.Solver != SolverOja {
-		return fmt.Errorf("%w: solver must be subspace or oja, got %q", ErrConfig, c.Solver)
+	switch c.Solver {
+	case SolverSubspace:
+		if c.Algorithm == AlgKCCA {
+			return fmt.Errorf("%w: the subspace solver is for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)", ErrConfig)
+		}
+	case SolverOja:
+	case SolverCovariance:
+		if c.Algorithm != AlgKCCA {
+			return fmt.Errorf("%w: the covariance solver is for kcca, not %s", ErrConfig, c.Algorithm)
+		}
+		if c.MaxFeatures > MaxCovarianceFeatures {
+			return fmt.Errorf("%w: the covariance solver keeps m² statistics; max features must be ≤ %d, got %d", ErrConfig, MaxCovarianceFeatures, c.MaxFeatures)
+		}
+	default:
+		return fmt.Errorf("%w: solver must be subspace, oja or covariance, got %q", ErrConfig, c.Solver)
+	}
+	if !(c.Ridge > 0) || math.IsInf(c.Ridge, 0) {
+		return fmt.Errorf("%w: ridge must be > 0, got %v", ErrConfig, c.Ridge)
 	}
 	if c.Kernel.Family != features.Linear && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)

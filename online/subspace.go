@@ -22,6 +22,10 @@ const (
 	// α ← α(I − ηM). Its step must keep η·λ_max ≤ 1, so a component with a
 	// small eigenvalue moves at η·λ_i and small eigengaps converge slowly.
 	SolverOja Solver = "oja"
+	// SolverCovariance (kcca only) keeps the covariances of a fixed
+	// budget of feature blocks and solves regularised CCA in their span
+	// every step; see covariance.
+	SolverCovariance Solver = "covariance"
 )
 
 // Subspace-solver defaults: η_t = θ₀/(1+θ₁t)/(n·λ̂_k), and blocks of 512

@@ -50,6 +50,8 @@ type TwoView struct {
 	rejected   uint64
 	slices     []float64
 
+	cov *covariance // the covariance solver's statistics (Config.Solver SolverCovariance), once the budget is full
+
 	wnorm        float64 // ‖W‖₂ of the current batch (0 before the first update)
 	trRun        float64 // exponential average of the functions' variance
 	w, wUse, tmp []float64
@@ -260,6 +262,9 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 	if len(l.v[0].seeds) == 0 {
 		return l.first(rows)
 	}
+	if l.cfg.Solver == SolverCovariance && l.budgetFull() {
+		return l.covStep(rows)
+	}
 	var tr float64
 	for i := range l.v {
 		v := &l.v[i]
@@ -347,6 +352,73 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 	}
 	l.t++
 	l.samples += uint64(rows)
+	return nil
+}
+
+// budgetFull reports whether both views hold all the blocks of their
+// feature budget.
+func (l *TwoView) budgetFull() bool {
+	for i := range l.v {
+		if len(l.v[i].seeds) < l.v[i].maxBlock {
+			return false
+		}
+	}
+	return true
+}
+
+// covStep is a step of the covariance solver (see covariance): the
+// batch's features of every block join the statistics, and the
+// coefficients become the solve's canonical directions.
+func (l *TwoView) covStep(rows int) error {
+	k := l.cfg.K
+	if l.cov == nil {
+		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed)
+	}
+	c := l.cov
+	for i := range l.v {
+		v := &l.v[i]
+		m, nb := c.m[i], v.fm.BlockSize
+		if cap(c.phi[i]) < rows*m {
+			c.phi[i] = make([]float64, rows*m)
+		}
+		phi := c.phi[i][:rows*m]
+		for j, seed := range v.seeds {
+			v.ev.PhiTo(v.phi, v.xs, rows, j, seed)
+			for r := 0; r < rows; r++ {
+				copy(phi[r*m+j*nb:r*m+(j+1)*nb], v.phi[r*nb:(r+1)*nb])
+			}
+		}
+		for _, f := range phi {
+			if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e150 {
+				// An unbounded kernel on a huge input: the sums would
+				// overflow. Refuse the batch before it touches them.
+				l.samples += uint64(rows)
+				l.rejected++
+				return fmt.Errorf("%w: step %d: view %d has a feature value %v", ErrDiverged, l.t, i, f)
+			}
+		}
+	}
+	c.add(rows)
+	l.t++
+	l.samples += uint64(rows)
+	iters := 1
+	if c.solves == 0 {
+		iters = 8 // from a random basis
+	}
+	if err := c.solve(l.v[0].coef, l.v[1].coef, k, iters, l.centered()); err != nil {
+		l.rejected++
+		return fmt.Errorf("step %d (its samples are in the statistics; the coefficients are the previous step's): %w", l.t-1, err)
+	}
+	for i := range l.v {
+		if ctr := l.v[i].center; ctr != nil {
+			clear(ctr)
+			for f, mu := range c.mu[i] {
+				for q, a := range l.v[i].coef[f*k : f*k+k] {
+					ctr[q] += a * mu
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -509,19 +581,40 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	views[1].Seeds = slices.Clone(snapshot.Seeds(l.v[1].seeds))
 	views[1].BlockSize = l.v[1].fm.BlockSize
 	views[1].Slices = slices.Clone(l.slices)
+	// The two-view rule is written as "oja" (the paper's) or "covariance";
+	// snapshots from before the covariance solver have none and restore
+	// with the paper's rule.
+	solver := SolverOja
+	if l.cfg.Solver == SolverCovariance {
+		solver = SolverCovariance
+	}
+	var cov *snapshot.Covariance
+	var state []float64
+	if l.cov != nil {
+		cov, state = l.cov.state()
+	}
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model: l.cfg.Model, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
-			Views: views, Step: l.t, SamplesSeen: l.samples,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff},
+			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov,
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: ridgeOf(l.cfg)},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected},
 			Extra:       map[string]float64{"uncentered": boolFloat(l.cfg.Uncentered), "trace0": l.trace0, "wnorm": l.wnorm, "tr_run": l.trRun, "slices": float64(l.cfg.Slices), "standardize": boolFloat(l.cfg.Standardize)},
 		},
 		Coef:      [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
 		Landmarks: landmarks,
+		State:     state,
 	}
+}
+
+// ridgeOf is the ridge a snapshot records: the covariance solver's only.
+func ridgeOf(c Config) float64 {
+	if c.Solver == SolverCovariance {
+		return c.Ridge
+	}
+	return 0
 }
 
 // landmarkPoints returns the view's landmark points, block after block.
@@ -554,6 +647,10 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Extra["uncentered"] == 1, Standardize: h.Extra["standardize"] == 1,
 		Slices: int(h.Extra["slices"]), Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+		Solver: SolverOja, Ridge: h.Schedule.Ridge,
+	}
+	if Solver(h.Schedule.Solver) == SolverCovariance {
+		cfg.Solver = SolverCovariance
 	}
 	if vx.Float32() || vy.Float32() {
 		cfg.Precision = Float32
@@ -609,6 +706,18 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		if l.v[i].center != nil && len(v.Center) == k {
 			copy(l.v[i].center, v.Center)
 		}
+	}
+	if h.Covariance != nil {
+		if cfg.Solver != SolverCovariance {
+			l.Close()
+			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
+		}
+		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.cov = c
 	}
 	l.t, l.samples, l.rejected = h.Step, h.SamplesSeen, h.Diagnostics.Rejected
 	l.lambda0, l.backoff, l.trace0 = h.Schedule.Scale, h.Schedule.Backoff, h.Extra["trace0"]

@@ -186,18 +186,45 @@ func TestKCCADefaultsBeatLinearCCA(t *testing.T) {
 	const n, m, k = 4000, 1000, 2
 	x, y := synth.TwoView(rng, n)
 	hx, hy := synth.TwoView(rng, m)
-	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: k})
-	if err != nil {
-		t.Fatal(err)
+	kccaBeatsLinear(t, x, y, hx, hy, n, m, 6, k, 8, 8)
+}
+
+// kccaBeatsLinear streams n training pairs (views of dimension d) into
+// kcca with each of kccaSolvers, for the given epochs, and checks that no
+// batch is rejected and that the held-out S_k is ≥ 1.3× linear CCA's.
+func kccaBeatsLinear(t *testing.T, x, y, hx, hy []float64, n, m, d, k, ojaEpochs, covEpochs int) {
+	t.Helper()
+	sl := linearCCA(t, x, y, n, d, d, hx, hy, m, k)
+	for _, c := range kccaSolvers {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := NewTwoView(c.cfg(Config{Algorithm: AlgKCCA, K: k}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			epochs := ojaEpochs
+			if c.name == "covariance" {
+				epochs = covEpochs
+			}
+			streamPairs(t, l, x, y, n, d, d, 500, epochs)
+			sk := synth.Sum(synth.CanonicalCorrelations(evalView(l, 0, hx, m), evalView(l, 1, hy, m)))
+			t.Logf("held-out S_%d: KCCA %.3f (features %d, rejected %d), linear CCA %.3f", k, sk, l.Features(), l.Rejected(), sl)
+			if l.Rejected() > 0 || !(sk >= 1.3*sl) {
+				t.Errorf("KCCA S_k %.3f vs linear %.3f (need ≥ 1.3×), %d rejected batches", sk, sl, l.Rejected())
+			}
+		})
 	}
-	defer l.Close()
-	streamPairs(t, l, x, y, n, 6, 6, 500, 8)
-	sk := synth.Sum(synth.CanonicalCorrelations(evalView(l, 0, hx, m), evalView(l, 1, hy, m)))
-	sl := linearCCA(t, x, y, n, 6, 6, hx, hy, m, k)
-	t.Logf("held-out S_%d: KCCA %.3f (features %d, rejected %d), linear CCA %.3f", k, sk, l.Features(), l.Rejected(), sl)
-	if l.Rejected() > 0 || !(sk >= 1.3*sl) {
-		t.Errorf("KCCA S_k %.3f vs linear %.3f (need ≥ 1.3×), %d rejected batches", sk, sl, l.Rejected())
-	}
+}
+
+// kccaSolvers are the two kcca rules the tests run: the default
+// covariance solver (with 512 features per view instead of 2,048, to keep
+// the tests fast; the statistics grow as m²) and the paper's Alg. 4.
+var kccaSolvers = []struct {
+	name string
+	cfg  func(Config) Config
+}{
+	{"covariance", func(c Config) Config { c.MaxFeatures = 512; return c }},
+	{"oja", func(c Config) Config { c.Solver = SolverOja; return c }},
 }
 
 // TestTwoViewAgainstExact compares streamed KCCA and KSVD with exact
@@ -221,22 +248,32 @@ func TestTwoViewAgainstExact(t *testing.T) {
 	x, y := synth.TwoView(rng, n)
 	hx, hy := synth.TwoView(rng, m)
 	for _, c := range []struct {
-		alg  Algorithm
-		f    FeatureSource
-		maxF int
-	}{{AlgKCCA, FeaturesRandom, 16384}, {AlgKSVD, FeaturesRandom, 16384}, {AlgKCCA, FeaturesLandmarks, 768}} {
+		alg    Algorithm
+		f      FeatureSource
+		maxF   int
+		solver Solver
+	}{{AlgKCCA, FeaturesRandom, 16384, SolverOja}, {AlgKSVD, FeaturesRandom, 16384, ""}, {AlgKCCA, FeaturesLandmarks, 768, SolverOja},
+		{AlgKCCA, FeaturesRandom, 1024, SolverCovariance}, {AlgKCCA, FeaturesLandmarks, 512, SolverCovariance}} {
 		alg := c.alg
-		t.Run(string(alg)+"/"+string(c.f), func(t *testing.T) {
+		t.Run(string(alg)+"/"+string(c.f)+"/"+string(c.solver), func(t *testing.T) {
 			kk := k
 			if alg == AlgKSVD {
 				kk = 1 // σ₂ = 0.0081, σ₃ = 0.0069: only the top pair is well separated
 			}
-			l, err := NewTwoView(Config{Algorithm: alg, K: kk, MaxFeatures: c.maxF, Features: c.f})
+			block := 0
+			if c.solver == SolverCovariance {
+				block = 128 // its default 512 is more than a batch here
+			}
+			l, err := NewTwoView(Config{Algorithm: alg, K: kk, MaxFeatures: c.maxF, Features: c.f, Solver: c.solver, BlockSize: block})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			streamPairs(t, l, x, y, n, 6, 6, 200, 80)
+			epochs := 80
+			if c.solver == SolverCovariance {
+				epochs = 6 // the budget fills in two; a few solves after
+			}
+			streamPairs(t, l, x, y, n, 6, 6, 200, epochs)
 			snap := l.Snapshot()
 			ex := newExactKernel(snap.Header.Views[0].Kernel, x, n, 6, 300)
 			ey := newExactKernel(snap.Header.Views[1].Kernel, y, n, 6, 300)
@@ -361,10 +398,12 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 		alg Algorithm
 		p   Precision
 		f   FeatureSource
-	}{{AlgKCCA, Float64, ""}, {AlgKSVD, Float64, ""}, {AlgKSIR, Float64, ""}, {AlgKCCA, Float32, ""}, {AlgKSIR, Float32, ""},
-		{AlgKCCA, Float64, FeaturesLandmarks}, {AlgKSVD, Float64, FeaturesLandmarks}} {
+		s   Solver
+	}{{AlgKCCA, Float64, "", ""}, {AlgKSVD, Float64, "", ""}, {AlgKSIR, Float64, "", ""}, {AlgKCCA, Float32, "", ""}, {AlgKSIR, Float32, "", ""},
+		{AlgKCCA, Float64, FeaturesLandmarks, ""}, {AlgKSVD, Float64, FeaturesLandmarks, ""},
+		{AlgKCCA, Float64, "", SolverOja}, {AlgKCCA, Float64, FeaturesLandmarks, SolverOja}} {
 		alg := c.alg
-		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256, Precision: c.p, Features: c.f})
+		l, err := NewTwoView(Config{Algorithm: alg, K: 2, BlockSize: 16, MaxFeatures: 256, Precision: c.p, Features: c.f, Solver: c.s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +415,7 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 				yy[i] = y[i*6]
 			}
 		}
-		streamPairs(t, l, x, yy, 600, 6, dy, 100, 2)
+		streamPairs(t, l, x, yy, 600, 6, dy, 100, 4) // 24 steps: the 16 blocks, then the covariance solver's
 		if c.p == Float32 {
 			// float32 applies to the shift-invariant views only: KSIR's
 			// slice view (linear map) stays float64.
@@ -407,7 +446,10 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			}
 		}
 		if !slices.Equal(res.v[0].coef, l.v[0].coef) || !slices.Equal(res.v[1].coef, l.v[1].coef) {
-			t.Errorf("%s: restored learner diverges from the original", alg)
+			t.Errorf("%s %s: restored learner diverges from the original", alg, c.s)
+		}
+		if cov := alg == AlgKCCA && c.s == ""; (l.cov != nil) != cov || (res.cov != nil) != cov || cov && l.cov.solves < 2 {
+			t.Errorf("%s %q: covariance solver state %v, restored %v", alg, c.s, l.cov != nil, res.cov != nil)
 		}
 		res.Close()
 		data, err := l.Snapshot().MarshalBinary()
@@ -484,18 +526,7 @@ func TestKCCAImageHalves(t *testing.T) {
 	}
 	x, y := split(synth.Digits(rng, n), n)
 	hx, hy := split(synth.Digits(rng, m), m)
-	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: k})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	streamPairs(t, l, x, y, n, 32, 32, 500, 40)
-	sk := synth.Sum(synth.CanonicalCorrelations(evalView(l, 0, hx, m), evalView(l, 1, hy, m)))
-	sl := linearCCA(t, x, y, n, 32, 32, hx, hy, m, k)
-	t.Logf("held-out S_%d: KCCA %.3f (features %d, rejected %d), linear CCA %.3f", k, sk, l.Features(), l.Rejected(), sl)
-	if l.Rejected() > 0 || !(sk >= 1.3*sl) {
-		t.Errorf("KCCA S_k %.3f vs linear %.3f (need ≥ 1.3×), %d rejected batches", sk, sl, l.Rejected())
-	}
+	kccaBeatsLinear(t, x, y, hx, hy, n, m, 32, k, 40, 4) // the statistics are exact after one epoch
 }
 
 // TestTwoViewLandmarksFirstBatchTooSmall: as for KPCA, a first batch of

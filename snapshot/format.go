@@ -18,8 +18,10 @@ import (
 // Magic opens every snapshot file.
 const Magic = "SKPCASNP"
 
-// Version is the format version this package writes and reads.
-const Version uint32 = 1
+// Version is the format version this package writes. It reads it and
+// every earlier one: v2 added the learner state (Header.Covariance and
+// Snapshot.State); a v1 file is a v2 file without it.
+const Version uint32 = 2
 
 // Limits checked before allocating.
 const (
@@ -97,10 +99,15 @@ type Schedule struct {
 	Scale  float64 `json:"scale"`
 	// Backoff multiplies the step after divergence-guard rejections.
 	Backoff float64 `json:"backoff"`
-	// Solver is the one-view update rule: "subspace" or "oja" (the
-	// paper's Alg. 1–2). Empty in snapshots written before the subspace
-	// solver existed; those restore with the learner's default.
+	// Solver is the update rule: "subspace" or "oja" (the paper's Alg.
+	// 1–2) for one view; "oja" (the paper's Alg. 3–4) or "covariance" for
+	// two. Empty in snapshots written before the subspace solver existed:
+	// those restore with the one-view default, or the paper's two-view
+	// rule.
 	Solver string `json:"solver,omitempty"`
+	// Ridge is the covariance solver's regularisation (relative to each
+	// view's mean feature variance); 0 for every other rule.
+	Ridge float64 `json:"ridge,omitempty"`
 }
 
 // Preprocess is the per-dimension standardisation x' = (x − Mean)/Scale
@@ -196,6 +203,36 @@ type Header struct {
 	Running []float64 `json:"running_m,omitempty"`
 	// Extra holds algorithm-specific settings (e.g. slices for KSIR).
 	Extra map[string]float64 `json:"extra,omitempty"`
+	// Covariance describes the covariance solver's statistics carried in
+	// Snapshot.State (format v2); nil for every other learner, and in
+	// the served copy of a model (Snapshot.Served).
+	Covariance *Covariance `json:"covariance,omitempty"`
+}
+
+// Covariance is the state of a kcca learner with the covariance solver
+// (package online, SolverCovariance) that a restored learner needs to
+// continue bit for bit and that projecting does not: Snapshot.State holds,
+// in order, S_xx and S_yy (upper triangles, row by row), S_xy (m_x×m_y),
+// the feature sums s_x and s_y, and the solve's warm-start basis
+// (m_y×Basis), all row-major.
+type Covariance struct {
+	// Samples in the statistics.
+	Samples float64 `json:"samples"`
+	// Solves done so far.
+	Solves uint64 `json:"solves"`
+	// Features m_x and m_y of the statistics.
+	Features [2]int `json:"features"`
+	// Basis is the number of columns p of the warm-start basis.
+	Basis int `json:"basis"`
+}
+
+// Len is the number of float64 values the state holds.
+func (c *Covariance) Len() (int, error) {
+	mx, my, p := c.Features[0], c.Features[1], c.Basis
+	if mx < 1 || my < 1 || mx > 1<<14 || my > 1<<14 || p < 1 || p > min(mx, my) {
+		return 0, fmt.Errorf("%w: covariance state with features %v and basis %d", ErrHeader, c.Features, p)
+	}
+	return mx*(mx+1)/2 + my*(my+1)/2 + mx*my + mx + my + my*p, nil
 }
 
 // Features returns the number of random features (blocks × block size).
@@ -239,7 +276,25 @@ func (h *Header) payload() (coef, lm []int, err error) {
 		}
 		lm[v] = int(n)
 	}
+	if h.Covariance != nil {
+		n, err := h.Covariance.Len()
+		if err != nil {
+			return nil, nil, err
+		}
+		if total += uint64(n); total > MaxCoef {
+			return nil, nil, fmt.Errorf("%w: %d coefficients, landmark and state values exceed the limit %d", ErrSize, total, MaxCoef)
+		}
+	}
 	return coef, lm, nil
+}
+
+// stateLen is the number of learner-state values the payload ends with.
+func (h *Header) stateLen() int {
+	if h.Covariance == nil {
+		return 0
+	}
+	n, _ := h.Covariance.Len()
+	return n
 }
 
 // coefCounts is the number of coefficients each view carries.
@@ -328,6 +383,21 @@ type Snapshot struct {
 	Header    Header
 	Coef      [][]float64
 	Landmarks [][]float64
+	// State is the learner state Header.Covariance describes (format v2),
+	// after the coefficients and landmarks in the payload; nil without.
+	State []float64
+}
+
+// Served returns the model as it is published: s without its learner
+// state (Header.Covariance, State), which a projection does not use. It
+// shares s's slices.
+func (s *Snapshot) Served() *Snapshot {
+	if s.Header.Covariance == nil && s.State == nil {
+		return s
+	}
+	out := *s
+	out.Header.Covariance, out.State = nil, nil
+	return &out
 }
 
 // Validate checks that the coefficients match the header.
@@ -363,10 +433,16 @@ func (s *Snapshot) Validate() error {
 	if len(s.Landmarks) > len(lm) {
 		return fmt.Errorf("%w: %d landmark sets for %d views", ErrSize, len(s.Landmarks), len(lm))
 	}
+	if n := s.Header.stateLen(); len(s.State) != n {
+		return fmt.Errorf("%w: %d learner-state values, header implies %d", ErrSize, len(s.State), n)
+	}
+	if j := nonFinite(s.State); j >= 0 {
+		return fmt.Errorf("%w: learner-state value %d = %v", ErrNonFinite, j, s.State[j])
+	}
 	return nil
 }
 
-// MarshalBinary encodes s in format v1.
+// MarshalBinary encodes s in format v2.
 func (s *Snapshot) MarshalBinary() ([]byte, error) {
 	var buf bytes.Buffer
 	if _, err := s.WriteTo(&buf); err != nil {
@@ -375,7 +451,7 @@ func (s *Snapshot) MarshalBinary() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteTo writes s in format v1.
+// WriteTo writes s in format v2.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err := s.Validate(); err != nil {
 		return 0, err
@@ -396,7 +472,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw.Write(pre[:])
 	cw.Write(hdr)
 	var total int
-	payload := append(append([][]float64(nil), s.Coef...), s.Landmarks...)
+	payload := append(append(append([][]float64(nil), s.Coef...), s.Landmarks...), s.State)
 	for _, c := range payload {
 		total += len(c)
 	}
@@ -442,7 +518,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// UnmarshalBinary decodes a v1 snapshot from data, rejecting any mismatch
+// UnmarshalBinary decodes a v1 or v2 snapshot from data, rejecting any mismatch
 // before allocating the payload.
 func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	if len(data) < 16 {
@@ -476,7 +552,7 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 		}
 	}
 	s.Header = h
-	s.Coef, s.Landmarks = splitViews(coef, &h)
+	s.Coef, s.Landmarks, s.State = splitViews(coef, &h)
 	return nil
 }
 
@@ -484,8 +560,8 @@ func checkPrefix(p []byte) (int, error) {
 	if string(p[:8]) != Magic {
 		return 0, ErrMagic
 	}
-	if v := binary.LittleEndian.Uint32(p[8:]); v != Version {
-		return 0, fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, v, Version)
+	if v := binary.LittleEndian.Uint32(p[8:]); v < 1 || v > Version {
+		return 0, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrVersion, v, Version)
 	}
 	hlen := binary.LittleEndian.Uint32(p[12:])
 	if hlen > MaxHeaderBytes {
@@ -502,7 +578,7 @@ func decodeHeader(b []byte, h *Header, n uint64) error {
 		return err
 	}
 	counts, lm, _ := h.payload()
-	var total uint64
+	total := uint64(h.stateLen())
 	for _, c := range append(counts, lm...) {
 		total += uint64(c)
 	}
@@ -513,8 +589,9 @@ func decodeHeader(b []byte, h *Header, n uint64) error {
 }
 
 // splitViews splits the payload into the views' coefficients, then their
-// landmark points (nil when no view has landmarks).
-func splitViews(coef []float64, h *Header) (out, landmarks [][]float64) {
+// landmark points (nil when no view has landmarks), then the learner
+// state (nil without).
+func splitViews(coef []float64, h *Header) (out, landmarks [][]float64, state []float64) {
 	counts, lm, _ := h.payload()
 	out = make([][]float64, len(counts))
 	off := 0
@@ -532,10 +609,13 @@ func splitViews(coef []float64, h *Header) (out, landmarks [][]float64) {
 		landmarks[v] = coef[off : off+c : off+c]
 		off += c
 	}
-	return out, landmarks
+	if n := h.stateLen(); n > 0 {
+		state = coef[off : off+n : off+n]
+	}
+	return out, landmarks, state
 }
 
-// ReadFrom decodes a v1 snapshot from r. It allocates for the payload only
+// ReadFrom decodes a v1 or v2 snapshot from r. It allocates for the payload only
 // as the bytes arrive, so a lying header cannot force a large allocation.
 func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	crc := crc32.New(castagnoli)
@@ -592,7 +672,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 		}
 	}
 	s.Header = h
-	s.Coef, s.Landmarks = splitViews(coef, &h)
+	s.Coef, s.Landmarks, s.State = splitViews(coef, &h)
 	return read, nil
 }
 

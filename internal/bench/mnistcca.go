@@ -30,7 +30,8 @@ type MNISTCCAConfig struct {
 	// are set); its zero value is the defaults.
 	Learner online.Config
 	// Reg is the baselines' ridge, relative to the mean eigenvalue of
-	// each view's feature covariance. Default: 1e-3.
+	// each view's feature covariance. Default: 1e-2 (held-out S50 with
+	// Nyström-2,048: 38.2 at 1e-3, 41.0 at 1e-2, 40.7 at 1e-1).
 	Reg float64
 	// Progress, if set, is called after every scored checkpoint.
 	Progress func(method string, c CCACheckpoint)
@@ -79,7 +80,7 @@ type MNISTCCAResult struct {
 // their clock counts features, covariances and the solve.
 func RunMNISTCCA(ctx context.Context, set mnist.Set, cfg MNISTCCAConfig) (MNISTCCAResult, error) {
 	cfg.setDefaults(MNISTCCADefaults)
-	orDefault(&cfg.Reg, 1e-3)
+	orDefault(&cfg.Reg, 1e-2)
 	if set.Len() < cfg.Train+cfg.Test {
 		return MNISTCCAResult{}, fmt.Errorf("bench: %d images, need %d + %d", set.Len(), cfg.Train, cfg.Test)
 	}

@@ -32,12 +32,14 @@ type KCCAConfig struct {
 	Points int
 	// K components. Default: 2.
 	K int
+	// Solver of kcca: the learner's default (covariance) or oja.
+	Solver online.Solver
 	// Progress, if set, is called after every batch.
 	Progress func(n, total, features int, learn time.Duration)
 }
 
 // RunKCCA streams fresh pairs of the twoview stream into KCCA (defaults
-// except k) and reports held-out canonical correlations next to linear CCA
+// except k and the solver) and reports held-out canonical correlations next to linear CCA
 // (gonum stat.CC) fitted on 20,000 pairs of the same stream.
 func RunKCCA(ctx context.Context, cfg KCCAConfig) (KCCAResult, error) {
 	orDefault(&cfg.Points, 200_000)
@@ -46,7 +48,7 @@ func RunKCCA(ctx context.Context, cfg KCCAConfig) (KCCAResult, error) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	const held = 2000
 	hx, hy := synth.TwoView(rng, held)
-	l, err := online.NewTwoView(online.Config{Algorithm: online.AlgKCCA, K: *k})
+	l, err := online.NewTwoView(online.Config{Algorithm: online.AlgKCCA, K: *k, Solver: cfg.Solver})
 	if err != nil {
 		return KCCAResult{}, err
 	}

@@ -216,6 +216,11 @@ func (l *loop) snapshot(final bool) {
 	}
 	l.sinceSnap = 0
 	l.lastCut = snap
+	if data, err = servedBytes(snap, data); err != nil {
+		p.met.SnapshotErrors.Inc()
+		p.log.Error().Err(err).Msg("snapshot persisted but not encoded for serving; the next snapshot retries")
+		return
+	}
 	p.met.Snapshots.Inc()
 	p.met.Version.Set(float64(snap.Header.Version()))
 	for i, e := range snap.Header.Diagnostics.Eigenvalues {
@@ -223,7 +228,7 @@ func (l *loop) snapshot(final bool) {
 	}
 	// The served model shares the previous version's generated blocks:
 	// only the blocks added since are generated here, on the loop.
-	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{Reuse: l.model})
+	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model})
 	if err == nil {
 		p.cur.Set(m, data)
 		l.model = m
@@ -246,7 +251,7 @@ func (l *loop) snapshot(final bool) {
 		case <-p.pubReq:
 		default:
 		}
-		p.pubReq <- pubItem{snap: snap, data: data}
+		p.pubReq <- pubItem{snap: snap.Served(), data: data}
 	}
 	if err := p.consumer.Commit(map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
 		p.log.Debug().Err(err).Msg("offset commit (a hint for tooling) failed")
@@ -255,4 +260,14 @@ func (l *loop) snapshot(final bool) {
 
 func sortOffsets(o []snapshot.Offset) {
 	slices.SortFunc(o, func(a, b snapshot.Offset) int { return cmp.Compare(a.Partition, b.Partition) })
+}
+
+// servedBytes is what is served over HTTP and published: the snapshot
+// without its learner state (snapshot.Snapshot.Served), which only a
+// learner restoring from the store uses. data is snap's stored encoding.
+func servedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
+	if snap.State == nil {
+		return data, nil
+	}
+	return snap.Served().MarshalBinary()
 }

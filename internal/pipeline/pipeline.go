@@ -162,8 +162,11 @@ func New(opt Options) (*Pipeline, error) {
 				p.consumed[o.Partition], p.learned[o.Partition] = o.Next, o.Next
 			}
 		}
-		m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{})
 		if err != nil {
+			return nil, err
+		}
+		if data, err = servedBytes(snap, data); err != nil {
 			return nil, err
 		}
 		p.cur.Set(m, data)
