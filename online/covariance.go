@@ -42,15 +42,17 @@ const (
 //	S_xx += ΦᵀΦ,  S_yy += ΨᵀΨ,  S_xy += ΦᵀΨ,  s_x += Φᵀ1,  s_y += Ψᵀ1,  n += b
 //
 // give the (centred) covariances C = S/n − μμᵀ of the features seen since
-// the budget filled. Each step then solves regularised CCA (the paper's
+// the budget filled. Every few steps (see due) the learner then solves
+// regularised CCA (the paper's
 // Eq. 13 with the ridge of its Sec. 5.3) in the span of those features:
 // with C_xx + r_x·I = U_xᵀU_x and C_yy + r_y·I = U_yᵀU_y (Cholesky), the
 // canonical directions are α = U_x⁻¹P, β = U_y⁻¹Q for the top-k singular
 // pairs (P, Q) of T = U_x⁻ᵀ·C_xy·U_y⁻¹. They come from subspace iteration
 // on p = min(2k, m) columns warm-started from the previous step's Q, with
 // a Rayleigh–Ritz rotation (the SVD of TᵀP through the p×p eigenproblem
-// of its Gram matrix), so that a stationary stream converges at the rate
-// (ρ_{p+1}/ρ_k)^iterations and each step costs O(b·m² + m³/3 + m²·p).
+// of its Gram matrix), two iterations a solve (eight for the first), so
+// that a stationary stream converges at the rate (ρ_{p+1}/ρ_k)^iterations;
+// a step costs O(b·m²), a solve O(m³/3 + m²·p).
 //
 // Unlike the paper's rule, no direction moves at a rate bound by its
 // feature variance (Sec. 5.3's η·λ ≤ 1), which is what keeps Alg. 4 from
@@ -62,6 +64,7 @@ type covariance struct {
 	m        [2]int
 	p        int
 	n        float64
+	nSolved  float64      // n at the last solve
 	s        [2][]float64 // S_xx, S_yy (m×m, upper triangle used)
 	sxy      []float64    // S_xy (m_x×m_y)
 	sum      [2][]float64 // s_x, s_y
@@ -104,6 +107,15 @@ func newCovariance(mx, my, k int, ridge float64, seed uint64) *covariance {
 	}
 	orthonormalise(c.q, my, p, c.tau, &c.work)
 	return c
+}
+
+// due reports whether a solve is due: during the first four (the basis
+// starts random), then whenever the statistics have grown by (2/3)·m
+// samples since the last, m the larger view's features. A solve's two
+// Cholesky factorisations cost (2/3)·m³ flops and adding b samples costs
+// about 3·b·m², so solves then take about a quarter of the time.
+func (c *covariance) due() bool {
+	return c.solves < 4 || c.n-c.nSolved >= 2*float64(max(c.m[0], c.m[1]))/3
 }
 
 // add accumulates the features phi[i] (rows×m_i) of one batch.
@@ -214,6 +226,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 			blas64.General{Rows: m, Cols: k, Stride: k, Data: dst})
 	}
 	c.solves++
+	c.nSolved = c.n
 	return nil
 }
 
@@ -324,7 +337,7 @@ func normaliseColumns(a []float64, m, p int) {
 // state returns the statistics in the snapshot's layout (see
 // snapshot.Covariance).
 func (c *covariance) state() (*snapshot.Covariance, []float64) {
-	h := &snapshot.Covariance{Samples: c.n, Solves: c.solves, Features: c.m, Basis: c.p}
+	h := &snapshot.Covariance{Samples: c.n, SolvedAt: c.nSolved, Solves: c.solves, Features: c.m, Basis: c.p}
 	n, _ := h.Len()
 	out := make([]float64, 0, n)
 	for i, m := range c.m {
@@ -346,7 +359,7 @@ func restoreCovariance(h *snapshot.Covariance, st []float64, mx, my, k int, ridg
 			snapshot.ErrHeader, h.Features, h.Basis, mx, my, k)
 	}
 	c := newCovariance(mx, my, k, ridge, seed)
-	c.n, c.solves = h.Samples, h.Solves
+	c.n, c.nSolved, c.solves = h.Samples, h.SolvedAt, h.Solves
 	off := 0
 	for i, m := range c.m {
 		for a := 0; a < m; a++ {

@@ -629,18 +629,11 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Created:     time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected},
 			Running:     append([]float64(nil), l.mrun...),
-			Extra:       map[string]float64{"center": boolFloat(l.cfg.Center), "standardize": boolFloat(l.cfg.Standardize)},
+			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 		},
 		Coef:      [][]float64{append([]float64(nil), l.alpha...)},
 		Landmarks: landmarks,
 	}
-}
-
-func boolFloat(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // precisionOf is the snapshot's name for fm's precision.

@@ -401,7 +401,10 @@ func (l *TwoView) covStep(rows int) error {
 	c.add(rows)
 	l.t++
 	l.samples += uint64(rows)
-	iters := 1
+	if !c.due() {
+		return nil
+	}
+	iters := 2
 	if c.solves == 0 {
 		iters = 8 // from a random basis
 	}
@@ -601,7 +604,8 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: ridgeOf(l.cfg)},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected},
-			Extra:       map[string]float64{"uncentered": boolFloat(l.cfg.Uncentered), "trace0": l.trace0, "wnorm": l.wnorm, "tr_run": l.trRun, "slices": float64(l.cfg.Slices), "standardize": boolFloat(l.cfg.Standardize)},
+			Settings: snapshot.Settings{Uncentered: l.cfg.Uncentered, Standardize: l.cfg.Standardize, Slices: l.cfg.Slices,
+				Trace0: l.trace0, WNorm: l.wnorm, TraceRun: l.trRun},
 		},
 		Coef:      [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
 		Landmarks: landmarks,
@@ -645,8 +649,8 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	cfg := Config{
 		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
-		Seed: h.ModelSeed, Uncentered: h.Extra["uncentered"] == 1, Standardize: h.Extra["standardize"] == 1,
-		Slices: int(h.Extra["slices"]), Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
+		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes,
 		Solver: SolverOja, Ridge: h.Schedule.Ridge,
 	}
 	if Solver(h.Schedule.Solver) == SolverCovariance {
@@ -683,7 +687,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	for i := range l.pv {
 		l.pv[i] = 1 / math.Sqrt(float64(k))
 	}
-	l.wnorm, l.trRun = h.Extra["wnorm"], h.Extra["tr_run"]
+	l.wnorm, l.trRun = h.Settings.WNorm, h.Settings.TraceRun
 	for i, v := range []snapshot.View{vx, vy} {
 		seeds, _ := h.ViewSeeds(i)
 		l.v[i].seeds = append(l.v[i].seeds, seeds...)
@@ -720,7 +724,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		l.cov = c
 	}
 	l.t, l.samples, l.rejected = h.Step, h.SamplesSeen, h.Diagnostics.Rejected
-	l.lambda0, l.backoff, l.trace0 = h.Schedule.Scale, h.Schedule.Backoff, h.Extra["trace0"]
+	l.lambda0, l.backoff, l.trace0 = h.Schedule.Scale, h.Schedule.Backoff, h.Settings.Trace0
 	if l.backoff == 0 {
 		l.backoff = 1
 	}

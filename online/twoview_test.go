@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -550,5 +552,32 @@ func TestTwoViewLandmarksFirstBatchTooSmall(t *testing.T) {
 	}
 	if err := l.Update(x, y, 64); err != nil || l.Features() != 64 {
 		t.Fatalf("then 64 pairs: err %v, features %d (want a second block)", err, l.Features())
+	}
+}
+
+// TestRestoreV1TwoView: a kcca snapshot written by format v1's code (the
+// paper's rule, no solver recorded, settings in v1's "extra" map) restores
+// with those settings and the paper's rule, and goes on learning.
+func TestRestoreV1TwoView(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "snapshot", "testdata", "golden_v1_kcca.skpca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := RestoreTwoView(snap, Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := l.Config()
+	if c.Solver != SolverOja || !c.Standardize || c.Slices != 10 || c.Uncentered || l.trace0 != snap.Header.Settings.Trace0 || !(l.trace0 > 0) {
+		t.Errorf("restored: solver %q, standardize %v, slices %d, uncentered %v, trace0 %v", c.Solver, c.Standardize, c.Slices, c.Uncentered, l.trace0)
+	}
+	x, y := synth.TwoView(rand.New(rand.NewPCG(4, 4)), 100)
+	if err := l.Update(x, y, 100); err != nil || l.SamplesSeen() != snap.Header.SamplesSeen+100 {
+		t.Errorf("update after restore: %v, samples %d", err, l.SamplesSeen())
 	}
 }

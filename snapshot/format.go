@@ -20,7 +20,8 @@ const Magic = "SKPCASNP"
 
 // Version is the format version this package writes. It reads it and
 // every earlier one: v2 added the learner state (Header.Covariance and
-// Snapshot.State); a v1 file is a v2 file without it.
+// Snapshot.State) and typed Header.Settings, which v1 wrote as an untyped
+// "extra" map.
 const Version uint32 = 2
 
 // Limits checked before allocating.
@@ -201,12 +202,49 @@ type Header struct {
 	// Running is the learner's exponential average of M (k×k, row-major),
 	// kept so that a restored learner continues with the same step scale.
 	Running []float64 `json:"running_m,omitempty"`
-	// Extra holds algorithm-specific settings (e.g. slices for KSIR).
-	Extra map[string]float64 `json:"extra,omitempty"`
+	// Settings are the learner's settings and internals beyond the model
+	// (format v2; v1 wrote them as an untyped "extra" map, which the
+	// decoder reads into this).
+	Settings Settings `json:"settings,omitzero"`
 	// Covariance describes the covariance solver's statistics carried in
 	// Snapshot.State (format v2); nil for every other learner, and in
 	// the served copy of a model (Snapshot.Served).
 	Covariance *Covariance `json:"covariance,omitempty"`
+}
+
+// Settings are what a restored learner needs beyond the model itself:
+// configuration the views do not record and the two-view learner's step
+// internals. Projections do not use them.
+type Settings struct {
+	// Center: kpca/gha learned the centred covariance operator.
+	Center bool `json:"center,omitempty"`
+	// Uncentered: a two-view learner ran without its default centring.
+	Uncentered bool `json:"uncentered,omitempty"`
+	// Standardize: inputs were standardised with the first batch's
+	// statistics (View.Preprocess holds them).
+	Standardize bool `json:"standardize,omitempty"`
+	// Slices is ksir's number of target slices (View.Slices holds the
+	// thresholds).
+	Slices int `json:"slices,omitempty"`
+	// Trace0 is the two-view functions' variance after the first batch:
+	// the divergence guard's reference.
+	Trace0 float64 `json:"trace0,omitempty"`
+	// WNorm is ‖W‖₂ of the last two-view batch, which bounds the step.
+	WNorm float64 `json:"wnorm,omitempty"`
+	// TraceRun is the two-view functions' running variance.
+	TraceRun float64 `json:"trace_run,omitempty"`
+}
+
+// v1Extra is how format v1 stored Settings.
+type v1Extra struct {
+	Extra map[string]float64 `json:"extra"`
+}
+
+// settings converts v1's map; unknown keys are ignored, as v1 did.
+func (e v1Extra) settings() Settings {
+	x := e.Extra
+	return Settings{Center: x["center"] == 1, Uncentered: x["uncentered"] == 1, Standardize: x["standardize"] == 1,
+		Slices: int(x["slices"]), Trace0: x["trace0"], WNorm: x["wnorm"], TraceRun: x["tr_run"]}
 }
 
 // Covariance is the state of a kcca learner with the covariance solver
@@ -218,6 +256,8 @@ type Header struct {
 type Covariance struct {
 	// Samples in the statistics.
 	Samples float64 `json:"samples"`
+	// SolvedAt is Samples at the last solve.
+	SolvedAt float64 `json:"solved_at"`
 	// Solves done so far.
 	Solves uint64 `json:"solves"`
 	// Features m_x and m_y of the statistics.
@@ -524,7 +564,7 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	if len(data) < 16 {
 		return fmt.Errorf("%w: %d bytes", ErrTruncated, len(data))
 	}
-	hlen, err := checkPrefix(data[:16])
+	hlen, version, err := checkPrefix(data[:16])
 	if err != nil {
 		return err
 	}
@@ -540,7 +580,7 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
 	}
 	var h Header
-	if err := decodeHeader(data[16:16+hlen], &h, n); err != nil {
+	if err := decodeHeader(data[16:16+hlen], version, &h, n); err != nil {
 		return err
 	}
 	p := data[24+hlen : body]
@@ -556,23 +596,32 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-func checkPrefix(p []byte) (int, error) {
+// checkPrefix returns the header length and the format version.
+func checkPrefix(p []byte) (int, uint32, error) {
 	if string(p[:8]) != Magic {
-		return 0, ErrMagic
+		return 0, 0, ErrMagic
 	}
-	if v := binary.LittleEndian.Uint32(p[8:]); v < 1 || v > Version {
-		return 0, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrVersion, v, Version)
+	v := binary.LittleEndian.Uint32(p[8:])
+	if v < 1 || v > Version {
+		return 0, 0, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrVersion, v, Version)
 	}
 	hlen := binary.LittleEndian.Uint32(p[12:])
 	if hlen > MaxHeaderBytes {
-		return 0, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrSize, hlen, MaxHeaderBytes)
+		return 0, 0, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrSize, hlen, MaxHeaderBytes)
 	}
-	return int(hlen), nil
+	return int(hlen), v, nil
 }
 
-func decodeHeader(b []byte, h *Header, n uint64) error {
+func decodeHeader(b []byte, version uint32, h *Header, n uint64) error {
 	if err := json.Unmarshal(b, h); err != nil {
 		return fmt.Errorf("%w: %w", ErrHeader, err)
+	}
+	if version == 1 {
+		var e v1Extra
+		if err := json.Unmarshal(b, &e); err != nil {
+			return fmt.Errorf("%w: v1 extra: %w", ErrHeader, err)
+		}
+		h.Settings = e.settings()
 	}
 	if err := h.Validate(); err != nil {
 		return err
@@ -627,7 +676,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	if err != nil {
 		return read, fmt.Errorf("%w: %w", ErrTruncated, err)
 	}
-	hlen, err := checkPrefix(pre[:])
+	hlen, version, err := checkPrefix(pre[:])
 	if err != nil {
 		return read, err
 	}
@@ -647,7 +696,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 		return read, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, n, MaxCoef)
 	}
 	var h Header
-	if err := decodeHeader(hdr, &h, n); err != nil {
+	if err := decodeHeader(hdr, version, &h, n); err != nil {
 		return read, err
 	}
 	p, err := readGrow(tr, int(8*n))

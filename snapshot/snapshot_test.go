@@ -158,6 +158,46 @@ func TestGoldenV1StillLoads(t *testing.T) {
 	}
 }
 
+// TestGoldenV1TwoView: a kcca snapshot written by format v1's code
+// (testdata/golden_v1_kcca.skpca, with its "extra" map and the projections
+// that code served, in golden_v1_kcca.json) decodes with the map in the
+// typed Settings and projects both views bit for bit as it did.
+func TestGoldenV1TwoView(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden_v1_kcca.skpca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		X, Y  []float64
+		ProjX []float64 `json:"proj_x"`
+		ProjY []float64 `json:"proj_y"`
+		Extra map[string]float64
+	}
+	j, _ := os.ReadFile(filepath.Join("testdata", "golden_v1_kcca.json"))
+	if err := json.Unmarshal(j, &want); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Header.Settings
+	e := want.Extra
+	if st.Standardize != (e["standardize"] == 1) || st.Uncentered != (e["uncentered"] == 1) || st.Slices != int(e["slices"]) ||
+		st.Trace0 != e["trace0"] || st.WNorm != e["wnorm"] || st.TraceRun != e["tr_run"] || !st.Standardize || st.Trace0 == 0 {
+		t.Errorf("settings %+v from v1 extra %v", st, e)
+	}
+	m, err := NewModel(snap, ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err1 := m.ProjectView(0, nil, want.X)
+	py, err2 := m.ProjectView(1, nil, want.Y)
+	if err1 != nil || err2 != nil || !slices.Equal(px, want.ProjX) || !slices.Equal(py, want.ProjY) {
+		t.Errorf("projections %v, %v (%v, %v); v1 served %v, %v", px, py, err1, err2, want.ProjX, want.ProjY)
+	}
+}
+
 // TestStateRoundTrip: the covariance solver's state survives encoding,
 // the header's sizes are enforced, and Served leaves it out.
 func TestStateRoundTrip(t *testing.T) {

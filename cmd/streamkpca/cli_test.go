@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamkpca/streamkpca/internal/demo"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -116,7 +117,7 @@ func TestDemoRefusesBusyNamedPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = cmdDemo(context.Background(), []string{"--http", ln.Addr().String(), "--duration", "1s"})
+	err = demo.Run(context.Background(), []string{"--http", ln.Addr().String(), "--duration", "1s"})
 	if err == nil || !strings.Contains(err.Error(), "--http "+ln.Addr().String()) {
 		t.Fatalf("demo on a busy named port: %v, want an error naming --http", err)
 	}

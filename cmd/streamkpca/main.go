@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/streamkpca/streamkpca/internal/benchcli"
+	"github.com/streamkpca/streamkpca/internal/demo"
 )
 
 const usage = `streamkpca — online kernel PCA by doubly stochastic gradients
@@ -48,7 +51,7 @@ func main() {
 	case "inspect":
 		err = cmdInspect(args)
 	case "bench":
-		err = cmdBench(ctx, args)
+		err = benchcli.Run(ctx, args)
 	case "plot":
 		err = cmdPlot(args)
 	case "synth":
@@ -56,7 +59,7 @@ func main() {
 	case "run":
 		err = cmdRun(ctx, args)
 	case "demo":
-		err = cmdDemo(ctx, args)
+		err = demo.Run(ctx, args)
 	case "produce":
 		err = cmdProduce(ctx, args)
 	case "version", "--version":

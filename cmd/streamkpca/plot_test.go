@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/benchcli"
 )
 
 // TestPlots renders every plot kind from data and models made here and
@@ -31,7 +33,7 @@ func TestPlots(t *testing.T) {
 	stripLastColumn(t, p("d.csv"), noLabel)
 	must(cmdFit(context.Background(), []string{"--input", noLabel, "--k", "2", "--epochs", "3", "--out", p("d.skpca")}))
 	bench := captureStdout(t, func() error {
-		return benchHermite(context.Background(), []string{"--points", "20000", "--max-features", "2048"})
+		return benchcli.Run(context.Background(), []string{"hermite", "--points", "20000", "--max-features", "2048"})
 	})
 	os.WriteFile(p("bench.json"), []byte(bench), 0o644)
 

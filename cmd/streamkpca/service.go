@@ -4,13 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/rs/zerolog"
-	"golang.org/x/term"
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
@@ -18,24 +14,6 @@ import (
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/internal/synth"
 )
-
-func newLogger(c configs.Log, w io.Writer) zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(c.Level)
-	if err != nil {
-		lvl = zerolog.InfoLevel
-	}
-	format := c.Format
-	if format == "" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			format = "console"
-		}
-	}
-	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
-}
 
 func cmdRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -49,7 +27,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, os.Stderr)
+	log := cfg.Log.Logger(os.Stderr)
 	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log})
 	if err != nil {
 		return err

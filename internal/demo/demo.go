@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 	"github.com/streamkpca/streamkpca/internal/synth"
 )
 
-func cmdDemo(ctx context.Context, args []string) error {
+// Run is `streamkpca demo`: embedded Kafka and NATS, a hermite producer
+// and the service, with a line of progress a second. args are its flags.
+func Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	points := fs.Int("points", 2_000_000, "hermite points to produce")
 	rate := fs.Float64("rate", 5000, "points per second the producer sends")
@@ -64,7 +66,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 		cfg.Log.Level = "info"
 	}
 	cfg.SetDefaults()
-	log := newLogger(cfg.Log, os.Stderr)
+	log := cfg.Log.Logger(os.Stderr)
 	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package benchcli
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func benchPipeline(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(rows)
 }

@@ -1,6 +1,7 @@
-package main
+package benchcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -15,10 +16,15 @@ import (
 // checks the harness end to end, the baselines' accuracy is tested in
 // internal/baseline.
 func TestBenchCompare(t *testing.T) {
-	out := captureStdout(t, func() error {
-		return benchCompare(context.Background(), []string{"--case", "hermite1", "--points", "30000",
-			"--rff-features", "256", "--landmarks", "64", "--exact-n", "400", "--isolate=false", "--table=false"})
-	})
+	var buf bytes.Buffer
+	Stdout = &buf
+	defer func() { Stdout = nil }()
+	err := Run(context.Background(), []string{"compare", "--case", "hermite1", "--points", "30000",
+		"--rff-features", "256", "--landmarks", "64", "--exact-n", "400", "--isolate=false", "--table=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
 	var res bench.CompareResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output is not the JSON result: %v\n%s", err, out)

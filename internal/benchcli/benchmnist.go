@@ -1,4 +1,4 @@
-package main
+package benchcli
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func loadMNIST(dir string) (mnist.Set, error) {
 // printMNIST writes res as JSON to stdout and, if table, a table to
 // stderr whose last column is named by score and whose rows come from rows.
 func printMNIST(res any, table bool, score string, rows func(io.Writer)) error {
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout())
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {
 		return err

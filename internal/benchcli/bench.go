@@ -1,4 +1,4 @@
-package main
+package benchcli
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 	"github.com/streamkpca/streamkpca/online"
 )
 
-func cmdBench(ctx context.Context, args []string) error {
+// Run is `streamkpca bench`: args[0] names the benchmark, the rest are
+// its flags. Results go to stdout as JSON, tables and progress to stderr.
+func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return errors.New("usage: streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline [flags]")
 	}
@@ -72,7 +74,7 @@ func benchHermite(ctx context.Context, args []string) error {
 
 // printJSON writes v to stdout as indented JSON.
 func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
