@@ -131,3 +131,71 @@ func TestNystromAllLandmarksIsExact(t *testing.T) {
 		t.Fatalf("Nyström with all points as landmarks differs from exact KPCA: subspace error %.3g", e)
 	}
 }
+
+// TestExactCenteredIsPCA: centred exact kernel PCA with the linear kernel
+// is PCA: its functions on held-out points span what the top principal
+// axes of the centred sample (gonum's SVD of the data matrix, another
+// algorithm) give there. The data's mean (5, −3, 1, 2) is larger than its
+// spread, so uncentred kernel PCA finds the mean direction instead, and
+// the test fails without Center.
+func TestExactCenteredIsPCA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const n, m, d, k = 400, 200, 4, 2
+	mean, sd := []float64{5, -3, 1, 2}, []float64{3, 1.5, 0.5, 0.2}
+	gen := func(rows int) []float64 {
+		x := make([]float64, rows*d)
+		for i := range x {
+			x[i] = mean[i%d] + sd[i%d]*rng.NormFloat64()
+		}
+		return x
+	}
+	x, hx := gen(n), gen(m)
+	for _, center := range []bool{true, false} {
+		e, err := NewExact(features.Kernel{Family: features.Linear}, d, k, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Center = center
+		e.Observe(x, n)
+		if err := e.Fit(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, m*k)
+		e.Eval(got, hx, m)
+		// PCA: centre the sample, take its top right singular vectors.
+		mu := make([]float64, d)
+		for i := 0; i < n; i++ {
+			for j := 0; j < d; j++ {
+				mu[j] += x[i*d+j] / n
+			}
+		}
+		xc := mat.NewDense(n, d, nil)
+		for i := 0; i < n; i++ {
+			for j := 0; j < d; j++ {
+				xc.Set(i, j, x[i*d+j]-mu[j])
+			}
+		}
+		var svd mat.SVD
+		if !svd.Factorize(xc, mat.SVDThin) {
+			t.Fatal("SVD failed")
+		}
+		var v mat.Dense
+		svd.VTo(&v)
+		hc := mat.NewDense(m, d, nil)
+		for i := 0; i < m; i++ {
+			for j := 0; j < d; j++ {
+				hc.Set(i, j, hx[i*d+j]-mu[j])
+			}
+		}
+		var want mat.Dense
+		want.Mul(hc, v.Slice(0, d, 0, k))
+		errS := synth.SubspaceError(mat.NewDense(m, k, got), &want)
+		t.Logf("center %v: subspace error against PCA %.3g", center, errS)
+		if center && errS > 1e-9 {
+			t.Errorf("centred exact KPCA (linear kernel) vs PCA: subspace error %.3g, want ≤ 1e-9", errS)
+		}
+		if !center && errS < 1e-2 {
+			t.Errorf("uncentred KPCA matched centred PCA (%.3g): the data do not test centring", errS)
+		}
+	}
+}

@@ -235,12 +235,18 @@ func (n *Nystrom) Eval(dst, x []float64, rows int) {
 // the Gram matrix and O(N³) for the eigendecomposition.
 type Exact struct {
 	K, N int
-	d    int
-	kern features.Kernel
-	x    []float64
-	xn   []float64
-	u    *mat.Dense
-	kb   []float64
+	// Center learns the centred operator: the eigenvectors of H·K·H
+	// (H = I − 11ᵀ/n), and Eval centres k_X(x) the same way, so the
+	// functions have zero mean over the sample (Schölkopf et al. 1998).
+	Center  bool
+	d       int
+	rowMean []float64 // mean of each Gram row (Center)
+	mean    float64   // mean of the Gram matrix (Center)
+	kern    features.Kernel
+	x       []float64
+	xn      []float64
+	u       *mat.Dense
+	kb      []float64
 }
 
 // NewExact returns exact kernel PCA of the first n points.
@@ -278,6 +284,23 @@ func (e *Exact) Fit() error {
 	g := make([]float64, n*n)
 	kernelGram(g, e.x[:n*e.d], n, e.x[:n*e.d], e.xn, n, e.d, e.kern)
 	symmetrize(g, n)
+	if e.Center {
+		e.rowMean = make([]float64, n)
+		e.mean = 0
+		for i := 0; i < n; i++ {
+			var s float64
+			for _, v := range g[i*n : i*n+n] {
+				s += v
+			}
+			e.rowMean[i] = s / float64(n)
+			e.mean += s / float64(n*n)
+		}
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				g[i*n+j] += e.mean - e.rowMean[i] - e.rowMean[j]
+			}
+		}
+	}
 	u, _, err := topEig(g, n, e.K, nil)
 	if u == nil {
 		return fmt.Errorf("baseline: exact kernel PCA of %d points: %w", n, err)
@@ -286,7 +309,8 @@ func (e *Exact) Fit() error {
 	return err
 }
 
-// Eval sets dst (rows×k) to k_X(x)·U.
+// Eval sets dst (rows×k) to k_X(x)·U (k_X(x) centred as the Gram was, with
+// Center).
 func (e *Exact) Eval(dst, x []float64, rows int) {
 	n := len(e.xn)
 	if cap(e.kb) < rows*n {
@@ -294,6 +318,20 @@ func (e *Exact) Eval(dst, x []float64, rows int) {
 	}
 	kb := e.kb[:rows*n]
 	kernelGram(kb, x, rows, e.x[:n*e.d], e.xn, n, e.d, e.kern)
+	if e.Center {
+		// k̃(x)_i = k(x, x_i) − mean_j k(x, x_j) − mean_j K_ij + mean K.
+		for r := 0; r < rows; r++ {
+			row := kb[r*n : r*n+n]
+			var s float64
+			for _, v := range row {
+				s += v
+			}
+			s /= float64(n)
+			for i := range row {
+				row[i] += e.mean - s - e.rowMean[i]
+			}
+		}
+	}
 	out := mat.NewDense(rows, e.K, dst[:rows*e.K])
 	out.Mul(mat.NewDense(rows, n, kb), e.u)
 }

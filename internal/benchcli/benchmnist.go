@@ -133,6 +133,7 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 		c.Features = online.FeatureSource(v)
 		return nil
 	})
+	fs.BoolVar(&c.Center, "center", false, "kpca: learn the centred operator, scored against exact centred kernel PCA (the uncentred baselines are left out)")
 	fs.IntVar(&c.MaxFeatures, "max-features", 0, "learner feature budget, per view for kcca (0: its default for the feature source)")
 	return &c
 }
