@@ -42,12 +42,19 @@ func writeCSV(t *testing.T, path string, rows [][]float64) {
 // what it printed.
 func captureStdout(t *testing.T, f func() error) string {
 	t.Helper()
+	return capture(t, &os.Stdout, f)
+}
+
+// capture runs f with *stream redirected to a file and returns what f
+// wrote to it.
+func capture(t *testing.T, stream **os.File, f func() error) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "out")
 	fh, _ := os.Create(p)
-	old := os.Stdout
-	os.Stdout = fh
+	old := *stream
+	*stream = fh
 	err := f()
-	os.Stdout = old
+	*stream = old
 	fh.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +101,20 @@ func TestFitProjectInspect(t *testing.T) {
 	}
 	writeCSV(t, in, rows)
 	two := filepath.Join(dir, "kcca.skpca")
-	if err := cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "4", "--out", two}); err != nil {
-		t.Fatal(err)
+	// kcca's covariance solver has the file's statistics after one pass:
+	// no "try --epochs" hint for it (the step rules get one).
+	stderr := capture(t, &os.Stderr, func() error {
+		return cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "2", "--out", two})
+	})
+	if strings.Contains(stderr, "--epochs") {
+		t.Errorf("fit kcca (covariance solver) suggests more epochs:\n%s", stderr)
 	}
 	snap, _, err = snapshot.Load(two)
 	if err != nil || len(snap.Header.Views) != 2 || snap.Header.Views[1].Dim != 6 {
 		t.Fatalf("kcca snapshot: %v %+v", err, snap.Header.Views)
+	}
+	if snap.Header.Covariance != nil || snap.State != nil {
+		t.Error("fit wrote the covariance solver's statistics: its output is the served model")
 	}
 	if err := cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--out", two}); err == nil || !strings.Contains(err.Error(), "--y-cols") {
 		t.Errorf("kcca without --y-cols: %v", err)

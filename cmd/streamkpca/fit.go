@@ -77,7 +77,9 @@ func cmdFit(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
 	fmt.Fprintf(os.Stderr, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
-	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; steps < 20 {
+	// The step rules need steps; the covariance solver's statistics are
+	// the file's after one pass.
+	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; steps < 20 && cfg.Solver != online.SolverCovariance {
 		fmt.Fprintf(os.Stderr, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
 			steps, rows, c.Learner.Batch, *epochs, max(20, 20**epochs/max(steps, 1)))
 	}
