@@ -581,3 +581,46 @@ func TestRestoreV1TwoView(t *testing.T) {
 		t.Errorf("update after restore: %v, samples %d", err, l.SamplesSeen())
 	}
 }
+
+// TestCovarianceLinearIsCCA: with the linear kernel on both views the
+// covariance solver's statistics are the data's covariances, so after one
+// pass its functions are linear CCA of what it saw: their canonical
+// correlations on those pairs equal gonum's stat.CC (another algorithm:
+// SVD of the whitened cross-covariance by QR) to 1e-8 at a negligible
+// ridge. The first batch (which initialises the blocks, before the
+// statistics start) is a separate, unscored one.
+func TestCovarianceLinearIsCCA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 21))
+	const n, d, k = 4000, 6, 3
+	x0, y0 := synth.TwoView(rng, 200)
+	x, y := synth.TwoView(rng, n)
+	lin := features.Kernel{Family: features.Linear}
+	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: k, Kernel: lin, KernelY: lin, Solver: SolverCovariance, Ridge: 1e-12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Update(x0, y0, 200); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += 100 {
+		if err := l.Update(x[i*d:(i+100)*d], y[i*d:(i+100)*d], 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.cov == nil || l.cov.n != n {
+		t.Fatalf("statistics hold %v pairs, want %d", l.cov != nil && l.cov.n == n, n)
+	}
+	got := synth.CanonicalCorrelations(evalView(l, 0, x, n), evalView(l, 1, y, n))
+	var cc stat.CC
+	if err := cc.CanonicalCorrelations(mat.NewDense(n, d, x), mat.NewDense(n, d, y), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := cc.CorrsTo(nil)[:k]
+	t.Logf("canonical correlations: covariance solver %.10f, stat.CC %.10f", got, want)
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-8 {
+			t.Errorf("correlation %d: %.12f, stat.CC %.12f", i, got[i], want[i])
+		}
+	}
+}
