@@ -17,6 +17,16 @@
 // the median trick, centring's conventions, the divergence guard and the
 // invariants at the end.
 //
+// # Two rules for KCCA
+//
+// The two-view learners (TwoView) run the paper's Alg. 3–4 rules. KCCA
+// defaults to SolverCovariance instead: the same blocks up to a fixed
+// budget, then running covariances of their features and, every few
+// steps, regularised CCA solved in their span (see the covariance type).
+// Its directions do not move at a rate bound by their feature variance,
+// which is what keeps Alg. 4 from the canonical directions of real data;
+// its state is the m² statistics, kept in the snapshot for restarts.
+//
 // # The paper's mini-batch update (Eq. 9, Alg. 1–2; SolverOja)
 //
 // For a batch X (b×d), existing blocks j with features Φ_j(X) (b×B) and
