@@ -71,12 +71,7 @@ func (s *MemSource) Messages() <-chan Message { return s.out }
 // messages until ctx is done.
 func (s *MemSource) Run(ctx context.Context, next OffsetFunc) error {
 	s.mu.Lock()
-	for p := range s.logs {
-		s.delivered[p] = 0
-		if off, ok := next(s.Topic, p); ok {
-			s.delivered[p] = off
-		}
-	}
+	clear(s.delivered)
 	s.mu.Unlock()
 	for {
 		m, ok := s.nextMessage(next)
@@ -99,18 +94,35 @@ func (s *MemSource) Run(ctx context.Context, next OffsetFunc) error {
 	}
 }
 
+// nextMessage returns the next message to deliver, if any. Partitions it
+// has not started yet start where next says; next is called without the
+// source's lock (the run loop answers it under its own, and asks Lag
+// under that one).
 func (s *MemSource) nextMessage(next OffsetFunc) (Message, bool) {
+	s.mu.Lock()
+	var fresh []int
+	for p := range s.logs {
+		if _, seen := s.delivered[p]; !seen {
+			fresh = append(fresh, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range fresh {
+		off, ok := next(s.Topic, p)
+		if !ok {
+			off = 0
+		}
+		s.mu.Lock()
+		if _, seen := s.delivered[p]; !seen {
+			s.delivered[p] = off
+		}
+		s.mu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p, log := range s.logs {
 		off, seen := s.delivered[p]
-		if !seen {
-			if o, ok := next(s.Topic, p); ok {
-				off = o
-			}
-			s.delivered[p] = off
-		}
-		if off < int64(len(log)) {
+		if seen && off < int64(len(log)) {
 			return Message{Topic: s.Topic, Partition: p, Offset: off, Value: log[off]}, true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/lapack"
 	"gonum.org/v1/gonum/lapack/lapack64"
 
+	"github.com/streamkpca/streamkpca/internal/dense"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -82,11 +83,12 @@ type covariance struct {
 	work     []float64
 	cor      []float64 // the last solve's canonical correlations (p)
 	solveErr error
+	ws       dense.Workspace // the products, factorisations and solves
 }
 
-func newCovariance(mx, my, k int, ridge float64, seed uint64) *covariance {
+func newCovariance(mx, my, k int, ridge float64, seed uint64, workers int) *covariance {
 	p := min(2*k, mx, my)
-	c := &covariance{m: [2]int{mx, my}, p: p, ridge: ridge, seed: seed}
+	c := &covariance{m: [2]int{mx, my}, p: p, ridge: ridge, seed: seed, ws: dense.Workspace{Workers: workers}}
 	for i, m := range c.m {
 		c.s[i] = make([]float64, m*m)
 		c.sum[i] = make([]float64, m)
@@ -121,8 +123,8 @@ func (c *covariance) due() bool {
 // add accumulates the features phi[i] (rows×m_i) of one batch.
 func (c *covariance) add(rows int) {
 	for i, m := range c.m {
-		f := blas64.General{Rows: rows, Cols: m, Stride: m, Data: c.phi[i][:rows*m]}
-		blas64.Syrk(blas.Trans, 1, f, 1, blas64.Symmetric{N: m, Stride: m, Data: c.s[i], Uplo: blas.Upper})
+		f := dense.Mat{Rows: rows, Cols: m, Stride: m, Data: c.phi[i][:rows*m]}
+		c.ws.Gemm(dense.Op{TransA: true, Upper: true}, f, f, dense.Mat{Rows: m, Cols: m, Stride: m, Data: c.s[i]})
 		for r := 0; r < rows; r++ {
 			for j, v := range c.phi[i][r*m : r*m+m] {
 				c.sum[i][j] += v
@@ -130,10 +132,10 @@ func (c *covariance) add(rows int) {
 		}
 	}
 	mx, my := c.m[0], c.m[1]
-	blas64.Gemm(blas.Trans, blas.NoTrans, 1,
-		blas64.General{Rows: rows, Cols: mx, Stride: mx, Data: c.phi[0][:rows*mx]},
-		blas64.General{Rows: rows, Cols: my, Stride: my, Data: c.phi[1][:rows*my]},
-		1, blas64.General{Rows: mx, Cols: my, Stride: my, Data: c.sxy})
+	c.ws.Gemm(dense.Op{TransA: true},
+		dense.Mat{Rows: rows, Cols: mx, Stride: mx, Data: c.phi[0][:rows*mx]},
+		dense.Mat{Rows: rows, Cols: my, Stride: my, Data: c.phi[1][:rows*my]},
+		dense.Mat{Rows: mx, Cols: my, Stride: my, Data: c.sxy})
 	c.n += float64(rows)
 }
 
@@ -167,7 +169,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		for a := 0; a < m; a++ {
 			u[a*m+a] += r
 		}
-		if _, ok := lapack64.Potrf(blas64.Symmetric{N: m, Stride: m, Data: u, Uplo: blas.Upper}); !ok {
+		if !c.ws.Cholesky(dense.Mat{Rows: m, Cols: m, Stride: m, Data: u}) {
 			return fmt.Errorf("%w: view %d's regularised covariance is not positive definite", ErrDiverged, i)
 		}
 	}
@@ -178,9 +180,10 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		orthonormalise(c.pm, mx, p, c.tau, &c.work)
 		c.applyT(c.r, c.pm, true)
 		// R = Ũ·Σ·Vᵀ from RᵀR = V·Σ²·Vᵀ; then T ≈ (P·V)·Σ·Ũᵀ.
-		g := blas64.General{Rows: p, Cols: p, Stride: p, Data: c.g}
-		blas64.Gemm(blas.Trans, blas.NoTrans, 1, blas64.General{Rows: my, Cols: p, Stride: p, Data: c.r},
-			blas64.General{Rows: my, Cols: p, Stride: p, Data: c.r}, 0, g)
+		g := dense.Mat{Rows: p, Cols: p, Stride: p, Data: c.g}
+		rm := dense.Mat{Rows: my, Cols: p, Stride: p, Data: c.r}
+		clear(c.g)
+		c.ws.Gemm(dense.Op{TransA: true}, rm, rm, g)
 		if !c.eigDesc() {
 			return fmt.Errorf("%w: the Rayleigh–Ritz eigenproblem did not converge", ErrDiverged)
 		}
@@ -188,8 +191,8 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		// sign chosen to agree with the previous Q (the eigensolver's signs
 		// are arbitrary; the served functions should not flip).
 		rv := c.z2[:my*p]
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: my, Cols: p, Stride: p, Data: c.r}, g,
-			0, blas64.General{Rows: my, Cols: p, Stride: p, Data: rv})
+		clear(rv)
+		c.ws.Gemm(dense.Op{}, rm, g, dense.Mat{Rows: my, Cols: p, Stride: p, Data: rv})
 		for j := 0; j < p; j++ {
 			var s float64
 			for r := 0; r < my; r++ {
@@ -209,8 +212,8 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 			c.cor[j] = math.Sqrt(math.Max(c.ev[j], 0))
 		}
 		copy(c.z1[:mx*p], c.pm)
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: mx, Cols: p, Stride: p, Data: c.z1[:mx*p]}, g,
-			0, blas64.General{Rows: mx, Cols: p, Stride: p, Data: c.pm})
+		clear(c.pm)
+		c.ws.Gemm(dense.Op{}, dense.Mat{Rows: mx, Cols: p, Stride: p, Data: c.z1[:mx*p]}, g, dense.Mat{Rows: mx, Cols: p, Stride: p, Data: c.pm})
 		normaliseColumns(c.q, my, p)
 	}
 	// α = U_x⁻¹·P[:, :k], β = U_y⁻¹·Q[:, :k]: unit regularised variance.
@@ -222,8 +225,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		for r := 0; r < m; r++ {
 			copy(dst[r*k:r*k+k], src[r*p:r*p+k])
 		}
-		blas64.Trsm(blas.Left, blas.NoTrans, 1, blas64.Triangular{N: m, Stride: m, Data: c.chol[i], Uplo: blas.Upper, Diag: blas.NonUnit},
-			blas64.General{Rows: m, Cols: k, Stride: k, Data: dst})
+		c.ws.SolveUpper(dense.Mat{Rows: m, Cols: m, Stride: m, Data: c.chol[i]}, dense.Mat{Rows: m, Cols: k, Stride: k, Data: dst}, false)
 	}
 	c.solves++
 	c.nSolved = c.n
@@ -239,16 +241,17 @@ func (c *covariance) applyT(dst, src []float64, trans bool) {
 		in, out = 0, 1
 	}
 	mi, mo := c.m[in], c.m[out]
-	z1 := blas64.General{Rows: mi, Cols: p, Stride: p, Data: c.z1[:mi*p]}
+	z1 := dense.Mat{Rows: mi, Cols: p, Stride: p, Data: c.z1[:mi*p]}
 	copy(z1.Data, src)
-	blas64.Trsm(blas.Left, blas.NoTrans, 1, blas64.Triangular{N: mi, Stride: mi, Data: c.chol[in], Uplo: blas.Upper, Diag: blas.NonUnit}, z1)
-	o := blas64.General{Rows: mo, Cols: p, Stride: p, Data: dst}
-	sxy := blas64.General{Rows: c.m[0], Cols: c.m[1], Stride: c.m[1], Data: c.sxy}
-	tr := blas.NoTrans
-	if trans {
-		tr = blas.Trans
+	c.ws.SolveUpper(dense.Mat{Rows: mi, Cols: mi, Stride: mi, Data: c.chol[in]}, z1, false)
+	o := dense.Mat{Rows: mo, Cols: p, Stride: p, Data: dst}
+	sxy := dense.Mat{Rows: c.m[0], Cols: c.m[1], Stride: c.m[1], Data: c.sxy}
+	clear(dst)
+	c.ws.Gemm(dense.Op{TransA: trans}, sxy, z1, o)
+	inv := 1 / c.n
+	for j := range dst {
+		dst[j] *= inv
 	}
-	blas64.Gemm(tr, blas.NoTrans, 1/c.n, sxy, z1, 0, o)
 	// − μ_out·(μ_inᵀ·z1)
 	w := c.ev[:p] // scratch: overwritten by eigDesc later
 	for j := range w {
@@ -271,7 +274,7 @@ func (c *covariance) applyT(dst, src []float64, trans bool) {
 			row[j] -= m * w[j]
 		}
 	}
-	blas64.Trsm(blas.Left, blas.Trans, 1, blas64.Triangular{N: mo, Stride: mo, Data: c.chol[out], Uplo: blas.Upper, Diag: blas.NonUnit}, o)
+	c.ws.SolveUpper(dense.Mat{Rows: mo, Cols: mo, Stride: mo, Data: c.chol[out]}, o, true)
 }
 
 // eigDesc replaces c.g (p×p symmetric) by its eigenvectors and c.ev by
@@ -353,12 +356,12 @@ func (c *covariance) state() (*snapshot.Covariance, []float64) {
 
 // restoreCovariance rebuilds the statistics from a snapshot's state for a
 // learner with k components whose views have mx and my features.
-func restoreCovariance(h *snapshot.Covariance, st []float64, mx, my, k int, ridge float64, seed uint64) (*covariance, error) {
+func restoreCovariance(h *snapshot.Covariance, st []float64, mx, my, k int, ridge float64, seed uint64, workers int) (*covariance, error) {
 	if h.Features != [2]int{mx, my} || h.Basis != min(2*k, mx, my) {
 		return nil, fmt.Errorf("%w: covariance state for %v features and basis %d, the model has %d, %d and k = %d",
 			snapshot.ErrHeader, h.Features, h.Basis, mx, my, k)
 	}
-	c := newCovariance(mx, my, k, ridge, seed)
+	c := newCovariance(mx, my, k, ridge, seed, workers)
 	c.n, c.nSolved, c.solves = h.Samples, h.SolvedAt, h.Solves
 	off := 0
 	for i, m := range c.m {

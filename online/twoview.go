@@ -114,6 +114,9 @@ func (l *TwoView) Close() {
 			l.v[i].ev.Close()
 		}
 	}
+	if l.cov != nil {
+		l.cov.ws.Close()
+	}
 }
 
 // Step, SamplesSeen, Features, Rejected: as for KPCA.
@@ -372,7 +375,7 @@ func (l *TwoView) budgetFull() bool {
 func (l *TwoView) covStep(rows int) error {
 	k := l.cfg.K
 	if l.cov == nil {
-		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed)
+		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 	}
 	c := l.cov
 	for i := range l.v {
@@ -506,6 +509,20 @@ func quantiles(t []float64, s int) []float64 {
 
 func (l *TwoView) first(rows int) error {
 	k := l.cfg.K
+	if l.cfg.Solver == SolverCovariance && !l.v[0].fm.Landmarks {
+		// Random features need no data: the covariance solver draws its
+		// whole budget now, so that every sample, the first batch's
+		// too, is in the statistics; the coefficients are the solve's.
+		for i := range l.v {
+			v := &l.v[i]
+			for j := range v.maxBlock {
+				v.seeds = append(v.seeds, features.DeriveSeed(v.seedBase, uint64(j)))
+			}
+			v.coef = v.coef[:v.maxBlock*v.fm.BlockSize*k]
+			clear(v.coef)
+		}
+		return l.covStep(rows)
+	}
 	var seeds [2]uint64
 	for i := range l.v {
 		v := &l.v[i]
@@ -716,7 +733,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed)
+		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err

@@ -22,6 +22,39 @@ func Run(t *testing.T, f Factory) {
 	t.Run("DeliversEveryMessageInOrder", func(t *testing.T) { deliversInOrder(t, f) })
 	t.Run("StartsAtTheModelsOffsets", func(t *testing.T) { startsAtOffsets(t, f) })
 	t.Run("LagCountsQueuedMessages", func(t *testing.T) { lagCounts(t, f) })
+	t.Run("AsksForOffsetsWithoutItsLocks", func(t *testing.T) { asksWithoutLocks(t, f) })
+}
+
+// asksWithoutLocks: the run loop answers next under its own lock and
+// calls Lag under it too (its status), so a Source must not hold a lock
+// that Lag takes while it calls next: that is a lock-order deadlock
+// between the two (it hung the loop's tests once). Here next calls Lag
+// itself and must get an answer.
+func asksWithoutLocks(t *testing.T, f Factory) {
+	src, produce := f(t, "locks")
+	produce(0, values("a", 3)...)
+	lagAnswered := make(chan bool, 8)
+	next := func(string, int) (int64, bool) {
+		got := make(chan struct{})
+		go func() { src.Lag(); close(got) }()
+		select {
+		case <-got:
+			lagAnswered <- true
+		case <-time.After(10 * time.Second):
+			lagAnswered <- false
+		}
+		return 0, false
+	}
+	run(t, src, next)
+	take(t, src, 3)
+	select {
+	case ok := <-lagAnswered:
+		if !ok {
+			t.Fatal("Lag blocked while the source was asking for an offset: it holds a lock Lag needs across next")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("next was never called")
+	}
 }
 
 func values(prefix string, n int) [][]byte {

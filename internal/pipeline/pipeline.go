@@ -315,10 +315,11 @@ func (p *Pipeline) Current() *publish.Current { return &p.cur }
 
 // Status returns a copy of the current status.
 func (p *Pipeline) Status() Status {
+	lag := p.lag() // the source's lock, never under p.mu (see sourcetest)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.status
-	s.Lag = p.lag()
+	s.Lag = lag
 	s.BadByReason = maps.Clone(p.status.BadByReason)
 	return s
 }

@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package dense
+
+var hasAVX512 = false
+
+func kernelAsm(k int, a, b, c []float64, ldc int) bool { return false }
