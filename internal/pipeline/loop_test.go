@@ -592,3 +592,36 @@ func TestStatusPageExplainsItself(t *testing.T) {
 		}
 	}
 }
+
+// lagAsksOffsets is a source whose Lag asks the loop for an offset, as a
+// source that shares one lock between its reader and Lag effectively
+// does while its reader is inside next.
+type lagAsksOffsets struct {
+	*ingest.MemSource
+	p *Pipeline
+}
+
+func (s *lagAsksOffsets) Lag() int64 {
+	s.p.nextOffset(s.Topic, 0)
+	return s.MemSource.Lag()
+}
+
+// TestStatusDoesNotHoldTheLockAcrossLag: Status used to ask the source's
+// Lag under the loop's lock while the source could be inside next, which
+// takes that lock: a lock-order deadlock that hung the loop's tests (and
+// would hang /status and the metrics in a service). Status must answer.
+func TestStatusDoesNotHoldTheLockAcrossLag(t *testing.T) {
+	src := &lagAsksOffsets{MemSource: ingest.NewMemSource("v", 4)}
+	p, err := New(Options{Config: testConfig(t), Registry: prometheus.NewRegistry(), Source: src, DeadLetters: &ingest.MemDeadLetter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.p = p
+	done := make(chan struct{})
+	go func() { p.Status(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Status deadlocked: it holds the loop's lock while asking the source's Lag")
+	}
+}
