@@ -103,14 +103,16 @@ func TestUpdateAllocatesNothing(t *testing.T) {
 	// The covariance solver's step and its solves: the products,
 	// factorisations and triangular solves run in internal/dense on
 	// buffers and workers kept from step to step (gonum's GEMM, used
-	// before, started a goroutine per 64×64 tile). Both sizes include
-	// solves (every step for the first four).
-	for _, m := range []int{128, 512} {
-		l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: 2, BlockSize: 32, MaxFeatures: m})
+	// before, started a goroutine per 64×64 tile). Every size includes
+	// solves (every step for the first four); the last has the default
+	// solver's shape at k = 50 (a basis of 100 columns).
+	for _, c := range []struct{ m, k int }{{128, 2}, {512, 2}, {1024, 50}} {
+		m := c.m
+		l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: c.k, BlockSize: 128, MaxFeatures: m})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range m/32 + 1 {
+		for range 5 {
 			if err := l.Update(x, y, rows); err != nil {
 				t.Fatal(err)
 			}
