@@ -36,6 +36,7 @@ func benchMNIST(ctx context.Context, args []string) error {
 	var run bench.MNISTRun
 	mnistRunFlags(fs, &run, def, what)
 	reg := fs.Float64("reg", 1e-2, "kcca: the baselines' ridge, relative to each covariance's mean eigenvalue")
+	bwScale := fs.Float64("bandwidth-scale", 1, "kcca: multiply the median-trick bandwidths of the learner and the baselines")
 	learner := mnistLearnerFlags(fs)
 	table := fs.Bool("table", true, "print a table to stderr after the JSON")
 	if err := fs.Parse(args); err != nil {
@@ -46,7 +47,7 @@ func benchMNIST(ctx context.Context, args []string) error {
 		return err
 	}
 	if task == "kcca" {
-		return benchMNISTCCA(ctx, set, bench.MNISTCCAConfig{MNISTRun: run, Learner: *learner, Reg: *reg}, *table)
+		return benchMNISTCCA(ctx, set, bench.MNISTCCAConfig{MNISTRun: run, Learner: *learner, Reg: *reg, BandwidthScale: *bwScale}, *table)
 	}
 	cfg := bench.MNISTConfig{MNISTRun: run, Learner: *learner}
 	cfg.Progress = func(method string, c bench.Checkpoint) {
