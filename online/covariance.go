@@ -123,8 +123,8 @@ func (c *covariance) due() bool {
 // add accumulates the features phi[i] (rows×m_i) of one batch.
 func (c *covariance) add(rows int) {
 	for i, m := range c.m {
-		f := dense.Mat{Rows: rows, Cols: m, Stride: m, Data: c.phi[i][:rows*m]}
-		c.ws.Gemm(dense.Op{TransA: true, Upper: true}, f, f, dense.Mat{Rows: m, Cols: m, Stride: m, Data: c.s[i]})
+		f := dense.Dense(rows, m, c.phi[i][:rows*m])
+		c.ws.Gemm(dense.Op{TransA: true, Upper: true}, f, f, dense.Dense(m, m, c.s[i]))
 		for r := 0; r < rows; r++ {
 			for j, v := range c.phi[i][r*m : r*m+m] {
 				c.sum[i][j] += v
@@ -133,9 +133,9 @@ func (c *covariance) add(rows int) {
 	}
 	mx, my := c.m[0], c.m[1]
 	c.ws.Gemm(dense.Op{TransA: true},
-		dense.Mat{Rows: rows, Cols: mx, Stride: mx, Data: c.phi[0][:rows*mx]},
-		dense.Mat{Rows: rows, Cols: my, Stride: my, Data: c.phi[1][:rows*my]},
-		dense.Mat{Rows: mx, Cols: my, Stride: my, Data: c.sxy})
+		dense.Dense(rows, mx, c.phi[0][:rows*mx]),
+		dense.Dense(rows, my, c.phi[1][:rows*my]),
+		dense.Dense(mx, my, c.sxy))
 	c.n += float64(rows)
 }
 
@@ -169,7 +169,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		for a := 0; a < m; a++ {
 			u[a*m+a] += r
 		}
-		if !c.ws.Cholesky(dense.Mat{Rows: m, Cols: m, Stride: m, Data: u}) {
+		if !c.ws.Cholesky(dense.Dense(m, m, u)) {
 			return fmt.Errorf("%w: view %d's regularised covariance is not positive definite", ErrDiverged, i)
 		}
 	}
@@ -180,8 +180,8 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		orthonormalise(c.pm, mx, p, c.tau, &c.work)
 		c.applyT(c.r, c.pm, true)
 		// R = Ũ·Σ·Vᵀ from RᵀR = V·Σ²·Vᵀ; then T ≈ (P·V)·Σ·Ũᵀ.
-		g := dense.Mat{Rows: p, Cols: p, Stride: p, Data: c.g}
-		rm := dense.Mat{Rows: my, Cols: p, Stride: p, Data: c.r}
+		g := dense.Dense(p, p, c.g)
+		rm := dense.Dense(my, p, c.r)
 		clear(c.g)
 		c.ws.Gemm(dense.Op{TransA: true}, rm, rm, g)
 		if !c.eigDesc() {
@@ -192,7 +192,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		// are arbitrary; the served functions should not flip).
 		rv := c.z2[:my*p]
 		clear(rv)
-		c.ws.Gemm(dense.Op{}, rm, g, dense.Mat{Rows: my, Cols: p, Stride: p, Data: rv})
+		c.ws.Gemm(dense.Op{}, rm, g, dense.Dense(my, p, rv))
 		for j := 0; j < p; j++ {
 			var s float64
 			for r := 0; r < my; r++ {
@@ -213,7 +213,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		}
 		copy(c.z1[:mx*p], c.pm)
 		clear(c.pm)
-		c.ws.Gemm(dense.Op{}, dense.Mat{Rows: mx, Cols: p, Stride: p, Data: c.z1[:mx*p]}, g, dense.Mat{Rows: mx, Cols: p, Stride: p, Data: c.pm})
+		c.ws.Gemm(dense.Op{}, dense.Dense(mx, p, c.z1[:mx*p]), g, dense.Dense(mx, p, c.pm))
 		normaliseColumns(c.q, my, p)
 	}
 	// α = U_x⁻¹·P[:, :k], β = U_y⁻¹·Q[:, :k]: unit regularised variance.
@@ -225,7 +225,7 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 		for r := 0; r < m; r++ {
 			copy(dst[r*k:r*k+k], src[r*p:r*p+k])
 		}
-		c.ws.SolveUpper(dense.Mat{Rows: m, Cols: m, Stride: m, Data: c.chol[i]}, dense.Mat{Rows: m, Cols: k, Stride: k, Data: dst}, false)
+		c.ws.SolveUpper(dense.Dense(m, m, c.chol[i]), dense.Dense(m, k, dst), false)
 	}
 	c.solves++
 	c.nSolved = c.n
@@ -241,11 +241,11 @@ func (c *covariance) applyT(dst, src []float64, trans bool) {
 		in, out = 0, 1
 	}
 	mi, mo := c.m[in], c.m[out]
-	z1 := dense.Mat{Rows: mi, Cols: p, Stride: p, Data: c.z1[:mi*p]}
+	z1 := dense.Dense(mi, p, c.z1[:mi*p])
 	copy(z1.Data, src)
-	c.ws.SolveUpper(dense.Mat{Rows: mi, Cols: mi, Stride: mi, Data: c.chol[in]}, z1, false)
-	o := dense.Mat{Rows: mo, Cols: p, Stride: p, Data: dst}
-	sxy := dense.Mat{Rows: c.m[0], Cols: c.m[1], Stride: c.m[1], Data: c.sxy}
+	c.ws.SolveUpper(dense.Dense(mi, mi, c.chol[in]), z1, false)
+	o := dense.Dense(mo, p, dst)
+	sxy := dense.Dense(c.m[0], c.m[1], c.sxy)
 	clear(dst)
 	c.ws.Gemm(dense.Op{TransA: trans}, sxy, z1, o)
 	inv := 1 / c.n
@@ -274,7 +274,7 @@ func (c *covariance) applyT(dst, src []float64, trans bool) {
 			row[j] -= m * w[j]
 		}
 	}
-	c.ws.SolveUpper(dense.Mat{Rows: mo, Cols: mo, Stride: mo, Data: c.chol[out]}, o, true)
+	c.ws.SolveUpper(dense.Dense(mo, mo, c.chol[out]), o, true)
 }
 
 // eigDesc replaces c.g (p×p symmetric) by its eigenvectors and c.ev by

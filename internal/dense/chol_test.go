@@ -13,12 +13,12 @@ import (
 // spd returns XᵀX/k + I for a random k×n X.
 func spd(rng *rand.Rand, n, k int) Mat {
 	x := randMat(rng, k, n, n)
-	a := NewMat(n, n)
+	a := newMat(n, n)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			var s float64
 			for r := 0; r < k; r++ {
-				s += x.At(r, i) * x.At(r, j)
+				s += x.at(r, i) * x.at(r, j)
 			}
 			a.Data[i*n+j] = s / float64(k)
 		}
@@ -33,7 +33,7 @@ func TestCholeskyAgainstGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{1, 5, 127, 128, 300} {
 		a := spd(rng, n, n+10)
-		u := NewMat(n, n)
+		u := newMat(n, n)
 		copy(u.Data, a.Data)
 		ws := Workspace{Workers: 2}
 		defer ws.Close()
@@ -46,15 +46,15 @@ func TestCholeskyAgainstGonum(t *testing.T) {
 		}
 		for i := 0; i < n; i++ {
 			for j := i; j < n; j++ {
-				if d := math.Abs(u.At(i, j) - g[i*n+j]); d > 1e-12 {
-					t.Fatalf("n=%d: U[%d,%d] = %v, gonum %v", n, i, j, u.At(i, j), g[i*n+j])
+				if d := math.Abs(u.at(i, j) - g[i*n+j]); d > 1e-12 {
+					t.Fatalf("n=%d: U[%d,%d] = %v, gonum %v", n, i, j, u.at(i, j), g[i*n+j])
 				}
 				var s float64
 				for l := 0; l <= i; l++ {
-					s += u.At(l, i) * u.At(l, j)
+					s += u.at(l, i) * u.at(l, j)
 				}
-				if d := math.Abs(s - a.At(i, j)); d > 1e-12*float64(n) {
-					t.Fatalf("n=%d: (UᵀU)[%d,%d] = %v, A %v", n, i, j, s, a.At(i, j))
+				if d := math.Abs(s - a.at(i, j)); d > 1e-12*float64(n) {
+					t.Fatalf("n=%d: (UᵀU)[%d,%d] = %v, A %v", n, i, j, s, a.at(i, j))
 				}
 			}
 		}
@@ -80,7 +80,7 @@ func TestSolveUpperResidual(t *testing.T) {
 		for _, trans := range []bool{false, true} {
 			const p = 21
 			b := randMat(rng, n, p, p)
-			x := NewMat(n, p)
+			x := newMat(n, p)
 			copy(x.Data, b.Data)
 			ws.SolveUpper(a, x, trans)
 			for i := 0; i < n; i++ {
@@ -89,14 +89,14 @@ func TestSolveUpperResidual(t *testing.T) {
 					for l := 0; l < n; l++ {
 						ul := 0.0
 						if !trans && l >= i {
-							ul = a.At(i, l)
+							ul = a.at(i, l)
 						} else if trans && l <= i {
-							ul = a.At(l, i)
+							ul = a.at(l, i)
 						}
-						s += ul * x.At(l, j)
+						s += ul * x.at(l, j)
 					}
-					if math.Abs(s-b.At(i, j)) > 1e-11 {
-						t.Fatalf("n=%d trans=%v: residual at (%d,%d): %v vs %v", n, trans, i, j, s, b.At(i, j))
+					if math.Abs(s-b.at(i, j)) > 1e-11 {
+						t.Fatalf("n=%d trans=%v: residual at (%d,%d): %v vs %v", n, trans, i, j, s, b.at(i, j))
 					}
 				}
 			}
@@ -110,14 +110,14 @@ func BenchmarkCholesky(b *testing.B) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const n = 2048
 	x := randMat(rng, 512, n, n)
-	a := NewMat(n, n)
+	a := newMat(n, n)
 	ws := Workspace{Workers: 2}
 	defer ws.Close()
 	ws.Gemm(Op{TransA: true, Upper: true}, x, x, a)
 	for i := 0; i < n; i++ {
 		a.Data[i*n+i] += 1
 	}
-	u := NewMat(n, n)
+	u := newMat(n, n)
 	b.Run("dense", func(b *testing.B) {
 		for b.Loop() {
 			copy(u.Data, a.Data)

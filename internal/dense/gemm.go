@@ -22,11 +22,8 @@ type Mat struct {
 	Data               []float64
 }
 
-// NewMat returns a zeroed r×c matrix.
-func NewMat(r, c int) Mat { return Mat{Rows: r, Cols: c, Stride: c, Data: make([]float64, r*c)} }
-
-// At returns element (i, j).
-func (m Mat) At(i, j int) float64 { return m.Data[i*m.Stride+j] }
+// Dense is the r×c view of data with no padding between rows.
+func Dense(r, c int, data []float64) Mat { return Mat{Rows: r, Cols: c, Stride: c, Data: data} }
 
 // Slice returns the view of rows [i0, i1) and columns [j0, j1).
 func (m Mat) Slice(i0, i1, j0, j1 int) Mat {

@@ -9,6 +9,12 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 )
 
+// newMat returns a zeroed r×c matrix.
+func newMat(r, c int) Mat { return Dense(r, c, make([]float64, r*c)) }
+
+// at returns element (i, j).
+func (m Mat) at(i, j int) float64 { return m.Data[i*m.Stride+j] }
+
 func randMat(rng *rand.Rand, r, c, stride int) Mat {
 	m := Mat{Rows: r, Cols: c, Stride: stride, Data: make([]float64, r*stride)}
 	for i := range m.Data {
@@ -90,7 +96,7 @@ func TestMulAddAgainstLoops(t *testing.T) {
 							if op.Upper && j < i {
 								continue
 							}
-							if g, w := got.At(i, j), want.At(i, j); math.Float64bits(g) != math.Float64bits(w) {
+							if g, w := got.at(i, j), want.at(i, j); math.Float64bits(g) != math.Float64bits(w) {
 								t.Fatalf("%+v %dx%dx%d asm=%v workers=%d: C[%d,%d] = %v, loops %v", op, sz.m, n, sz.k, useAsm, workers, i, j, g, w)
 							}
 						}
@@ -117,7 +123,7 @@ func TestMulAddAgainstGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const m, n, k = 77, 65, 600
 	a, b := randMat(rng, k, m, m), randMat(rng, k, n, n)
-	c := NewMat(m, n)
+	c := newMat(m, n)
 	ws := Workspace{Workers: 2}
 	defer ws.Close()
 	ws.Gemm(Op{TransA: true}, a, b, c)
@@ -138,7 +144,7 @@ func BenchmarkMulAdd(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const rows, m = 512, 2048
 	phi := randMat(rng, rows, m, m)
-	c := NewMat(m, m)
+	c := newMat(m, m)
 	flops := func(b *testing.B, f float64) {
 		b.ReportMetric(f*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	}
