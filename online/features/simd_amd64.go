@@ -2,6 +2,8 @@
 
 package features
 
+//go:generate sh -c "cd _asm && go run . -out ../simd_amd64.s"
+
 import (
 	"math"
 	"os"

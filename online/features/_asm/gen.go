@@ -1,0 +1,327 @@
+// Command _asm generates online/features' SIMD kernels with avo:
+//
+//	cd online/features/_asm && go run . -out ../simd_amd64.s
+//
+// (`go generate ./online/features` runs it; CI checks that the checked-in
+// file is what this program writes). It is a module of its own so that the
+// generator's dependencies stay out of streamkpca's.
+//
+// Every kernel performs exactly the float operations of the Go code it
+// replaces, in the same order, each rounded (multiplies and adds are
+// separate instructions, never fused), so the results are the Go code's
+// bits; TestSIMDBitIdentical checks it. The tile and cosine kernels are
+// written once and generated for AVX2 (YMM) and AVX-512 (ZMM), the tile
+// kernel also for float32.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	cosScale(avx2)
+	phiTile4(avx2, f64)
+	axpy4x4()
+	phiTile4(avx2, f32)
+	phiTile4(avx512, f64)
+	phiTile4(avx512, f32)
+	cosScale(avx512)
+	Generate()
+}
+
+// isa is a vector width: its name suffix and registers.
+type isa struct {
+	name  string
+	bytes int
+	v     func(i int) VecPhysical
+}
+
+var (
+	avx2 = isa{"AVX2", 32, func(i int) VecPhysical {
+		return [...]VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
+	}}
+	avx512 = isa{"AVX512", 64, func(i int) VecPhysical {
+		return [...]VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19}[i]
+	}}
+)
+
+// elem is a float type: its size, Go name and instructions.
+type elem struct {
+	size           int
+	goName, suffix string
+	bcast          func(mx, xyz Op)
+	mul, add       func(a, b, dst Op)
+	mov            func(src, dst Op)
+}
+
+var (
+	f64 = elem{8, "float64", "", func(m, r Op) { VBROADCASTSD(m, r) }, func(a, b, d Op) { VMULPD(a, b, d) }, func(a, b, d Op) { VADDPD(a, b, d) }, func(s, d Op) { VMOVUPD(s, d) }}
+	f32 = elem{4, "float32", "F32", func(m, r Op) { VBROADCASTSS(m, r) }, func(a, b, d Op) { VMULPS(a, b, d) }, func(a, b, d Op) { VADDPS(a, b, d) }, func(s, d Op) { VMOVUPS(s, d) }}
+)
+
+func mem(base Register, disp int) Mem { return Mem{Base: base, Disp: disp} }
+
+func idx(base, index Register, scale uint8, disp int) Mem {
+	return Mem{Base: base, Index: index, Scale: scale, Disp: disp}
+}
+
+// phiTile4 adds x_q[c]·Ω[c, f] to z_q[f] for four rows q, c in order.
+func phiTile4(w isa, e elem) {
+	name := "phiTile4" + e.suffix + w.name
+	lanes := w.bytes / e.size
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(z, x0, x1, x2, x3, om *%s, d, nb int)", e.goName))
+	Doc(fmt.Sprintf("For c in 0..d-1, f in 0..nb-1 (step %d): z_q[f] += x_q[c] * om[c*nb+f],", lanes),
+		fmt.Sprintf("q = 0..3, z_q = z + q*nb, %s, product and sum rounded separately; nb is a multiple of %d.", e.goName, lanes))
+	MOVQ(NewParamAddr("z", 0), RDI)
+	MOVQ(NewParamAddr("x0", 8), R8)
+	MOVQ(NewParamAddr("x1", 16), R9)
+	MOVQ(NewParamAddr("x2", 24), R10)
+	MOVQ(NewParamAddr("x3", 32), R11)
+	MOVQ(NewParamAddr("om", 40), RSI)
+	MOVQ(NewParamAddr("d", 48), R12)
+	MOVQ(NewParamAddr("nb", 56), RCX)
+	MOVQ(RCX, R13)
+	shift := uint8(3)
+	if e.size == 4 {
+		shift = 2
+	}
+	SHLQ(U8(shift), R13) // nb in bytes
+	XORQ(RBX, RBX)       // c
+	l := func(s string) string { return s + "_" + name }
+	Label(l("cloop"))
+	CMPQ(RBX, R12)
+	JGE(LabelRef(l("cdone")))
+	xs := []Register{R8, R9, R10, R11}
+	for q, x := range xs {
+		e.bcast(idx(x, RBX, uint8(e.size), 0), w.v(12+q))
+	}
+	MOVQ(RDI, R14)                 // z0
+	LEAQ(idx(RDI, R13, 1, 0), R15) // z1
+	XORQ(RAX, RAX)                 // f
+	Label(l("floop"))
+	CMPQ(RAX, RCX)
+	JGE(LabelRef(l("fdone")))
+	e.mov(idx(RSI, RAX, uint8(e.size), 0), w.v(0)) // w
+	zs := []Register{R14, R15, RDX, RDX}
+	for q, z := range zs {
+		switch q {
+		case 2:
+			LEAQ(idx(R15, R13, 1, 0), RDX) // z2
+		case 3:
+			LEAQ(idx(RDX, R13, 1, 0), RDX) // z3
+		}
+		e.mul(w.v(12+q), w.v(0), w.v(1+q))
+		e.add(idx(z, RAX, uint8(e.size), 0), w.v(1+q), w.v(1+q))
+		e.mov(w.v(1+q), idx(z, RAX, uint8(e.size), 0))
+	}
+	ADDQ(U8(lanes), RAX)
+	JMP(LabelRef(l("floop")))
+	Label(l("fdone"))
+	ADDQ(R13, RSI) // next row of om
+	INCQ(RBX)
+	JMP(LabelRef(l("cloop")))
+	Label(l("cdone"))
+	VZEROUPPER()
+	RET()
+}
+
+// cosScale sets dst[i] = s·Cos2Pi(src[i]): with v = (|t − round(t)| −
+// 0.25)·2π, −(v + (v·v²)·p(v²)), p by Horner from the table c (see
+// cosConsts). On AVX-512 two vectors go through the polynomial at once,
+// so that their chains overlap.
+func cosScale(w isa) {
+	name := "cosScale" + w.name
+	lanes := w.bytes / 8
+	TEXT(name, NOSPLIT, "func(dst, src *float64, n int, s float64, c *[16]float64)")
+	Doc("dst[i] = s * (-(v + (v*v2)*p(v2))) with v = (|t - round(t)| - 0.25) * 2π,",
+		fmt.Sprintf("exactly as Cos2Pi in generator.go; n is a multiple of %d.", lanes))
+	v := w.v
+	MOVQ(NewParamAddr("dst", 0), RDI)
+	MOVQ(NewParamAddr("src", 8), RSI)
+	MOVQ(NewParamAddr("n", 16), RCX)
+	MOVQ(NewParamAddr("c", 32), RDX)
+	VBROADCASTSD(NewParamAddr("s", 24), v(15))
+	// Constants: |·| mask, 0.25, 2π, sign mask, then the polynomial from
+	// its highest coefficient (v(10)) down to sinCoef[1] (v(3)).
+	for i := 0; i < 12; i++ {
+		VBROADCASTSD(mem(RDX, 8*i), v(14-i))
+	}
+	// sinCoef[0]: AVX-512 has a register for it; AVX2 has none left and
+	// reloads it into v(6) (sinCoef[4]'s) at the end of each polynomial.
+	c0 := v(6)
+	if w.bytes == 64 {
+		c0 = v(16)
+		VBROADCASTSD(mem(RDX, 96), c0)
+	}
+	XORQ(RAX, RAX)
+	l := func(s string) string { return s + "_" + name }
+	// chain computes the vectors at src[AX + 8·lanes·j] for the chains j
+	// in parallel, instruction by instruction.
+	chain := func(n int) {
+		t := func(j, r int) VecPhysical { // register r of chain j
+			if j == 0 {
+				return v(r)
+			}
+			return v(17 + r) // chain 1: Z17 (t), Z18 (v2), Z19 (p)
+		}
+		each := func(f func(j int)) {
+			for j := 0; j < n; j++ {
+				f(j)
+			}
+		}
+		each(func(j int) { VMOVUPD(idx(RSI, RAX, 8, j*w.bytes), t(j, 0)) })
+		each(func(j int) {
+			if w.bytes == 64 {
+				VRNDSCALEPD(U8(0), t(j, 0), t(j, 1)) // round to nearest even
+			} else {
+				VROUNDPD(U8(0), t(j, 0), t(j, 1))
+			}
+		})
+		each(func(j int) { VSUBPD(t(j, 1), t(j, 0), t(j, 0)) }) // y = t - round(t)
+		each(func(j int) { VANDPD(v(14), t(j, 0), t(j, 0)) })   // |y|
+		each(func(j int) { VSUBPD(v(13), t(j, 0), t(j, 0)) })   // u = |y| - 0.25
+		each(func(j int) { VMULPD(v(12), t(j, 0), t(j, 0)) })   // v = u * 2π
+		each(func(j int) { VMULPD(t(j, 0), t(j, 0), t(j, 1)) }) // v2
+		each(func(j int) { VMULPD(t(j, 1), v(10), t(j, 2)) })   // p = c8*v2
+		for c := 9; c >= 3; c-- {
+			each(func(j int) { VADDPD(v(c), t(j, 2), t(j, 2)) })
+			each(func(j int) { VMULPD(t(j, 1), t(j, 2), t(j, 2)) })
+		}
+		if w.bytes == 32 {
+			MOVQ(NewParamAddr("c", 32), RDX)
+			VBROADCASTSD(mem(RDX, 96), c0) // sinCoef[0] (v(6) restored below)
+		}
+		each(func(j int) { VADDPD(c0, t(j, 2), t(j, 2)) })      // + c0
+		each(func(j int) { VMULPD(t(j, 1), t(j, 0), t(j, 1)) }) // v*v2
+		each(func(j int) { VMULPD(t(j, 2), t(j, 1), t(j, 1)) }) // (v*v2)*p
+		each(func(j int) { VADDPD(t(j, 1), t(j, 0), t(j, 0)) }) // v + (v*v2)*p
+		each(func(j int) { VXORPD(v(11), t(j, 0), t(j, 0)) })   // negate
+		each(func(j int) { VMULPD(v(15), t(j, 0), t(j, 0)) })   // s * cos
+		each(func(j int) { VMOVUPD(t(j, 0), idx(RDI, RAX, 8, j*w.bytes)) })
+		if w.bytes == 32 {
+			VBROADCASTSD(mem(RDX, 64), v(6)) // restore sinCoef[4]
+		}
+		ADDQ(U8(n*lanes), RAX)
+	}
+	if w.bytes == 64 {
+		MOVQ(RCX, R8)
+		ANDQ(I8(-2*lanes), R8) // pairs of vectors: two independent chains
+		Label(l("pair"))
+		CMPQ(RAX, R8)
+		JGE(LabelRef(l("loop")))
+		chain(2)
+		JMP(LabelRef(l("pair")))
+	}
+	Label(l("loop"))
+	CMPQ(RAX, RCX)
+	JGE(LabelRef(l("done")))
+	chain(1)
+	JMP(LabelRef(l("loop")))
+	Label(l("done"))
+	VZEROUPPER()
+	RET()
+}
+
+// axpy4x4 is AddMul's kernel: for each group of four rows and each group
+// of four columns q (the last one masked when k%4 ≠ 0), four accumulators
+// start at dst, add phi[r, f]·a[f, q:q+4] for f in order, and are stored
+// back.
+func axpy4x4() {
+	TEXT("axpy4x4AVX2", NOSPLIT, "func(dst, phi, a *float64, rows4, nb, k, k4 int, mask *[4]int64)")
+	Doc("For each group of four rows and each group of four columns q (the last",
+		"one masked when k%4 ≠ 0): four accumulators start at dst, add",
+		"phi[r, f] * a[f, q:q+4] for f in order, and are stored back, as AddMul.")
+	MOVQ(NewParamAddr("dst", 0), RDI)
+	MOVQ(NewParamAddr("phi", 8), RSI)
+	MOVQ(NewParamAddr("mask", 56), RDX)
+	VMOVDQU(mem(RDX, 0), Y15) // tail mask
+	MOVQ(NewParamAddr("nb", 32), R9)
+	MOVQ(NewParamAddr("k", 40), R12)
+	SHLQ(U8(3), R12) // k*8: row stride of dst and a
+	MOVQ(R9, R13)
+	SHLQ(U8(3), R13) // nb*8: row stride of phi
+	XORQ(RBX, RBX)   // r
+	Label("rows")
+	CMPQ(RBX, NewParamAddr("rows4", 24))
+	JGE(LabelRef("rdone"))
+	LEAQ(idx(RSI, R13, 1, 0), R14) // phi row r+1
+	LEAQ(idx(R14, R13, 1, 0), R15) // phi row r+2
+	LEAQ(idx(R15, R13, 1, 0), R10) // phi row r+3
+	XORQ(RAX, RAX)                 // q
+	acc := []VecPhysical{Y0, Y1, Y2, Y3}
+	prod := []VecPhysical{Y4, Y5, Y6, Y7}
+	rows := []Register{RSI, R14, R15, R10}
+	// group runs the f loop over one group of columns; masked loads and
+	// stores the tail group.
+	group := func(tag string, masked bool) {
+		load := func(m Mem, r VecPhysical) {
+			if masked {
+				VMASKMOVPD(m, Y15, r)
+			} else {
+				VMOVUPD(m, r)
+			}
+		}
+		store := func(r VecPhysical, m Mem) {
+			if masked {
+				VMASKMOVPD(r, Y15, m)
+			} else {
+				VMOVUPD(r, m)
+			}
+		}
+		LEAQ(idx(RDI, RAX, 8, 0), RDX)
+		for i, a := range acc {
+			if i > 0 {
+				ADDQ(R12, RDX)
+			}
+			load(mem(RDX, 0), a)
+		}
+		MOVQ(NewParamAddr("a", 16), RDX)
+		LEAQ(idx(RDX, RAX, 8, 0), RDX) // &a[0, q]
+		XORQ(RCX, RCX)                 // f
+		Label("f" + tag)
+		CMPQ(RCX, R9)
+		JGE(LabelRef("fdone" + tag))
+		load(mem(RDX, 0), Y8)
+		for i, r := range rows {
+			VBROADCASTSD(idx(r, RCX, 8, 0), prod[i])
+		}
+		for i := range acc {
+			VMULPD(Y8, prod[i], prod[i])
+			VADDPD(prod[i], acc[i], acc[i])
+		}
+		ADDQ(R12, RDX)
+		INCQ(RCX)
+		JMP(LabelRef("f" + tag))
+		Label("fdone" + tag)
+		LEAQ(idx(RDI, RAX, 8, 0), RDX)
+		for i, a := range acc {
+			if i > 0 {
+				ADDQ(R12, RDX)
+			}
+			store(a, mem(RDX, 0))
+		}
+	}
+	Label("cols")
+	CMPQ(RAX, NewParamAddr("k4", 48))
+	JGE(LabelRef("tail"))
+	group("", false)
+	ADDQ(U8(4), RAX)
+	JMP(LabelRef("cols"))
+	Label("tail")
+	CMPQ(RAX, NewParamAddr("k", 40))
+	JGE(LabelRef("next"))
+	group("tail", true)
+	Label("next")
+	LEAQ(idx(RDI, R12, 4, 0), RDI) // next four dst rows
+	LEAQ(idx(RSI, R13, 4, 0), RSI) // next four phi rows
+	ADDQ(U8(4), RBX)
+	JMP(LabelRef("rows"))
+	Label("rdone")
+	VZEROUPPER()
+	RET()
+}
