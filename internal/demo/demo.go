@@ -15,6 +15,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // Run is `streamkpca demo`: embedded Kafka and NATS, a hermite producer
@@ -67,7 +68,24 @@ func Run(ctx context.Context, args []string) error {
 	}
 	cfg.SetDefaults()
 	log := cfg.Log.Logger(os.Stderr)
-	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log})
+	// The demo's stream has closed-form eigenfunctions: the status page and
+	// the progress lines show the served model's subspace error against
+	// them on 2,000 held-out points.
+	h := synth.Hermite1D()
+	held := make([]float64, 2000)
+	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
+	truth := h.Eigenfunctions(held, 2000, 3)
+	score := &pipeline.Score{
+		Name: "subspace error vs the closed-form eigenfunctions (1 − cos²θ_max on 2,000 held-out points, lower is better)",
+		Eval: func(m *snapshot.Model) (float64, error) {
+			out, err := m.Project(nil, held)
+			if err != nil {
+				return 0, err
+			}
+			return synth.SubspaceError(mat.NewDense(2000, 3, out), truth), nil
+		},
+	}
+	p, err := pipeline.New(pipeline.Options{Config: cfg, Logger: &log, Score: score})
 	if err != nil {
 		return err
 	}
@@ -99,10 +117,6 @@ Try, in another terminal:
 
 Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, lower is better):
 `, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model)
-	h := synth.Hermite1D()
-	held := make([]float64, 2000)
-	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
-	truth := h.Eigenfunctions(held, 2000, 3)
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -137,13 +151,10 @@ Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, l
 				continue
 			}
 			lastSamples, ended = s.Samples, false
-			if m, _ := p.Current().Get(); m != nil && s.Version != lastVer {
-				out, err := m.Project(nil, held)
-				if err == nil {
-					errStr = fmt.Sprintf("%.2e", synth.SubspaceError(mat.NewDense(2000, 3, out), truth))
-				}
-				lastVer = s.Version
+			if v, ok := p.Score(); ok && v.Err == nil {
+				errStr = fmt.Sprintf("%.2e", v.Value)
 			}
+			lastVer = s.Version
 			el := time.Since(start).Seconds()
 			fmt.Printf("%6.0fs  samples %9d  %7.0f pts/s  features %6d  lag %7d  version %5d (published %5d)  error %s  eig %.3f\n",
 				el, s.Samples, float64(s.Samples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues)

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,10 +57,14 @@ type harness struct {
 	exited chan struct{} // closed when Run has returned
 }
 
-func startLoop(t *testing.T, c configs.Config, src *ingest.MemSource, dl *ingest.MemDeadLetter) *harness {
+func startLoop(t *testing.T, c configs.Config, src *ingest.MemSource, dl *ingest.MemDeadLetter, more ...func(*Options)) *harness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	p, err := New(Options{Config: c, Registry: reg, Source: src, DeadLetters: dl})
+	opt := Options{Config: c, Registry: reg, Source: src, DeadLetters: dl}
+	for _, f := range more {
+		f(&opt)
+	}
+	p, err := New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,5 +629,49 @@ func TestStatusDoesNotHoldTheLockAcrossLag(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Status deadlocked: it holds the loop's lock while asking the source's Lag")
+	}
+}
+
+// TestStatusPageShowsScore: a Score given in Options (the demo's known
+// subspace error) is evaluated once per served version, off the loop, and
+// shown on the status page with that version; a failing Eval says so.
+func TestStatusPageShowsScore(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 4096)
+	src.Produce(0, points(400, 1, 3)...)
+	var calls atomic.Int64
+	fail := atomic.Bool{}
+	score := &Score{Name: "samples in the model", Eval: func(m *snapshot.Model) (float64, error) {
+		calls.Add(1)
+		if fail.Load() {
+			return 0, errors.New("no truth for this version")
+		}
+		return float64(m.Header().SamplesSeen), nil
+	}}
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Score = score })
+	h.waitConsumed(400)
+	snap := h.stop()
+	v, ok := h.p.Score()
+	if !ok || v.Version != snap.Header.Version() || v.Value != float64(snap.Header.SamplesSeen) || v.Err != nil {
+		t.Fatalf("score %+v (ok %v), want %d for version %d", v, ok, snap.Header.SamplesSeen, snap.Header.Version())
+	}
+	h.p.Score()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("Eval ran %d times for one version, want 1", n)
+	}
+	page := func() string {
+		rec := httptest.NewRecorder()
+		h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		return rec.Body.String()
+	}
+	want := fmt.Sprintf("<th>samples in the model</th><td>%d (version %d)</td>", snap.Header.SamplesSeen, snap.Header.Version())
+	if p := page(); !strings.Contains(p, want) {
+		t.Errorf("status page lacks %q", want)
+	}
+	fail.Store(true)
+	h.p.scorer.last = nil // as if a new version were served
+	if p := page(); !strings.Contains(p, "not computed: no truth for this version") {
+		t.Error("status page does not say that the score failed")
 	}
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// nil uses Config.Kafka.
 	Source      ingest.Source
 	DeadLetters ingest.DeadLetterWriter
+	// Score, if set, is a quality measure of the served model that the
+	// status page shows (the demo's known error); see Pipeline.Score.
+	Score *Score
 }
 
 // Status is a point-in-time view of the pipeline for progress displays.
@@ -82,6 +85,7 @@ type Pipeline struct {
 
 	history      []historyPoint
 	startSamples uint64
+	scorer       scorer
 
 	kill     chan struct{}
 	killOnce sync.Once
@@ -114,6 +118,7 @@ func New(opt Options) (*Pipeline, error) {
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
 		parsed: make(chan parsed, min(cfg.Learner.Batch, 4096)),
+		scorer: scorer{s: opt.Score},
 	}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},

@@ -40,6 +40,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
+{{with .Score}}<tr><th>{{.Name}}</th><td>{{if .Err}}not computed: {{.Err}}{{else}}{{printf "%.3g" .Value}}{{end}} (version {{.Version}})</td></tr>{{end}}
 <tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
 </table>
 <h2 style="font-size:1.1em">Convergence: eigenvalue estimates per snapshot</h2>
@@ -72,7 +73,12 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		for _, r := range slices.Sorted(maps.Keys(st.BadByReason)) {
 			reasons = append(reasons, reasonCount{r, st.BadByReason[r]})
 		}
+		var score *ScoreValue
+		if v, ok := p.Score(); ok {
+			score = &v
+		}
 		statusTmpl.Execute(w, map[string]any{
+			"Score":   score,
 			"Reasons": reasons,
 			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
