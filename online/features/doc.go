@@ -71,15 +71,47 @@
 //     binary and CPU; agrees with the default to rounding.
 package features
 
-// SIMD names the vector kernels this process uses: "avx512", "avx2" or
-// "go" (none; also under the purego build tag or
-// STREAMKPCA_NO_AVX512=1 without AVX2). Every level gives the same bits.
-func SIMD() string {
-	switch {
-	case useAVX512:
-		return "avx512"
-	case useAVX2:
+// SIMD names the vector kernels this process uses by default (Map.SIMD
+// SIMDAuto): "avx512", "avx2" or "go" (a CPU without AVX2, or the purego
+// build tag); STREAMKPCA_NO_AVX512=1 in the environment leaves AVX-512
+// out. Every level gives the same bits.
+func SIMD() string { return SIMDAuto.level().String() }
+
+// SIMDLevel selects the vector kernels a Map (and an Evaluator of it)
+// runs. Every level computes the same bits; the choice is speed only,
+// for comparisons and for CPUs that slow their clock under AVX-512.
+type SIMDLevel uint8
+
+const (
+	// SIMDAuto is the best level this CPU has, without AVX-512 when the
+	// environment has STREAMKPCA_NO_AVX512=1 (read once, at start-up).
+	SIMDAuto SIMDLevel = iota
+	// SIMDGo is the portable Go code.
+	SIMDGo
+	// SIMDAVX2 uses the AVX2 kernels.
+	SIMDAVX2
+	// SIMDAVX512 uses the AVX-512 kernels where they exist (the tiles
+	// and the cosine), AVX2 elsewhere.
+	SIMDAVX512
+)
+
+func (l SIMDLevel) String() string {
+	switch l {
+	case SIMDGo:
+		return "go"
+	case SIMDAVX2:
 		return "avx2"
+	case SIMDAVX512:
+		return "avx512"
 	}
-	return "go"
+	return "auto"
+}
+
+// level is l resolved against the CPU: Auto becomes the detected level
+// and a request above it is lowered to it.
+func (l SIMDLevel) level() SIMDLevel {
+	if l == SIMDAuto || l > detected {
+		return detected
+	}
+	return l
 }

@@ -268,7 +268,7 @@ func (m Map) addBlock(part, phi, z, x []float64, x32 []float32, rows int, b *Blo
 			1, blas64.General{Rows: rows, Cols: k, Data: part, Stride: k})
 		return
 	}
-	AddMul(part, phi, coef, rows, nb, k)
+	addMul(m.SIMD, part, phi, coef, rows, nb, k)
 }
 
 // Eval sets h (rows×k, row-major) to Σ_j Φ_j(x)·A_j where block j has seed
@@ -437,7 +437,7 @@ func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 		// stored, four (padded) components at a time.
 		gt := pt[:e.gradKPad*nb]
 		clear(gt)
-		AddMul(gt, e.residT, phi, e.gradKPad, rows, nb)
+		addMul(e.m.SIMD, gt, e.residT, phi, e.gradKPad, rows, nb)
 		for q := 0; q < k; q++ {
 			for f, v := range gt[q*nb : q*nb+nb] {
 				g[f*k+q] = v
@@ -475,8 +475,11 @@ func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
 // each dst element sums over f in order, in a register: the kernels block
 // four rows by four columns (AVX2, the last column group masked) or four
 // rows by one column (portable), which changes the speed, not the bits.
-func AddMul(dst, phi, a []float64, rows, nb, k int) {
-	r0 := addMulSIMD(dst, phi, a, rows, nb, k)
+func AddMul(dst, phi, a []float64, rows, nb, k int) { addMul(SIMDAuto, dst, phi, a, rows, nb, k) }
+
+// addMul is AddMul with the kernels of level lv.
+func addMul(lv SIMDLevel, dst, phi, a []float64, rows, nb, k int) {
+	r0 := addMulSIMD(lv.level(), dst, phi, a, rows, nb, k)
 	addMulGo(dst[r0*k:], phi[r0*nb:], a, rows-r0, nb, k)
 }
 

@@ -11,7 +11,7 @@ import (
 // Go code.
 func TestFloat32SIMDBitIdentical(t *testing.T) { eachWidth(t, testFloat32SIMDBitIdentical) }
 
-func testFloat32SIMDBitIdentical(t *testing.T) {
+func testFloat32SIMDBitIdentical(t *testing.T, lv SIMDLevel) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, dn := range [][2]int{{1, 128}, {3, 8}, {64, 128}, {784, 16}, {7, 12}, {5, 48}} {
 		d, nb := dn[0], dn[1]
@@ -28,7 +28,7 @@ func testFloat32SIMDBitIdentical(t *testing.T) {
 			z1[i] = float32(rng.Float64())
 		}
 		z2 := slices.Clone(z1)
-		tile4f32(z1, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
+		tile4f32(lv, z1, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
 		tile4Go(z2, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
 		if !slices.Equal(z1, z2) {
 			t.Errorf("tile4f32 d=%d nb=%d differs from tile4Go", d, nb)

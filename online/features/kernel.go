@@ -278,6 +278,10 @@ type Map struct {
 	// from data, not generated (Generate panics), and compute with the
 	// package's own kernels (not with Float32 or BLAS).
 	Landmarks bool
+	// SIMD selects the vector kernels (default SIMDAuto: the best this
+	// CPU has). It changes the speed, never the bits, and is not part of
+	// the model: snapshots do not record it.
+	SIMD SIMDLevel
 }
 
 // MaxLandmarkBlock bounds the block size of a landmark map.
@@ -611,7 +615,7 @@ func (m Map) phiTo64(dst, z, x []float64, rows int, b *Block) {
 			copy(zt[q*cols:(q+1)*cols], b.Phase[:cols])
 		}
 		if n == 4 {
-			tile4(zt, row(r, 0), row(r+1, 1), row(r+2, 2), row(r+3, 3), b.Omega, din, cols)
+			tile4(m.SIMD.level(), zt, row(r, 0), row(r+1, 1), row(r+2, 2), row(r+3, 3), b.Omega, din, cols)
 		} else {
 			for q := 0; q < n; q++ {
 				oneRow(zt[q*cols:(q+1)*cols], row(r+q, q), b.Omega, din, cols)
@@ -649,7 +653,7 @@ func (m Map) phiTo32(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
 			}
 		}
 		if n == 4 {
-			tile4f32(z32, xt[:d], xt[d:2*d], xt[2*d:3*d], xt[3*d:4*d], b.Omega32, d, nb)
+			tile4f32(m.SIMD.level(), z32, xt[:d], xt[d:2*d], xt[2*d:3*d], xt[3*d:4*d], b.Omega32, d, nb)
 		} else {
 			for q := 0; q < n; q++ {
 				oneRow(z32[q*nb:(q+1)*nb], xt[q*d:(q+1)*d], b.Omega32, d, nb)
@@ -733,7 +737,7 @@ func (m Map) activate(dst, z []float64, n int, b *Block, tmp []float64) {
 	k := m.Kernel
 	switch k.Family {
 	case Gaussian, Laplacian, Cauchy, Matern:
-		cosScale(dst, z, math.Sqrt(2/float64(nb)))
+		cosScale(m.SIMD.level(), dst, z, math.Sqrt(2/float64(nb)))
 	case ExpSemigroup, RecSemigroup:
 		s := 1 / math.Sqrt(float64(nb))
 		for i, v := range z {

@@ -170,7 +170,7 @@ func (m Map) kernelRows(dst, x []float64, n int, lb *Landmarks) {
 	dst = dst[:n*nb]
 	if m.Kernel.Family == Gaussian {
 		clear(dst)
-		AddMul(dst, x[:n*d], lb.zt, n, d, nb)
+		addMul(m.SIMD, dst, x[:n*d], lb.zt, n, d, nb)
 		inv := 1 / float64(2*float64(m.Kernel.Bandwidth*m.Kernel.Bandwidth))
 		for q := 0; q < n; q++ {
 			xn := sqNorm(x[q*d : q*d+d])
@@ -203,6 +203,6 @@ func (m Map) phiLandmarks(dst, z, x []float64, rows int, lb *Landmarks) {
 		m.kernelRows(kx, x[r*d:(r+n)*d], n, lb)
 		out := dst[r*nb : (r+n)*nb]
 		clear(out)
-		AddMul(out, kx[:n*nb], lb.wt, n, nb, nb)
+		addMul(m.SIMD, out, kx[:n*nb], lb.wt, n, nb, nb)
 	}
 }

@@ -11,20 +11,34 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useAVX2 selects the AVX2 kernels. They perform exactly the operations of
-// the Go code, in the same order, each rounded (multiplies and adds are
-// separate instructions, never fused), so results are bit-identical to the
-// pure-Go path; TestSIMDBitIdentical checks it.
-var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasAVX
+// detected is the best kernel level of this CPU (SIMDAuto), set once at
+// start-up. The AVX2 kernels perform exactly the operations of the Go
+// code, in the same order, each rounded (multiplies and adds are separate
+// instructions, never fused), so results are bit-identical to the pure-Go
+// path; the AVX-512 variants of the tile and cosine kernels do the same on
+// twice the lanes (TestSIMDBitIdentical runs every level).
+// STREAMKPCA_NO_AVX512=1 in the environment leaves AVX-512 out of Auto.
+var detected = func() SIMDLevel {
+	switch {
+	case !cpu.X86.HasAVX2 || !cpu.X86.HasAVX:
+		return SIMDGo
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && os.Getenv("STREAMKPCA_NO_AVX512") != "1":
+		return SIMDAVX512
+	}
+	return SIMDAVX2
+}()
 
-// useAVX512 selects the AVX-512 variants of the tile and cosine kernels:
-// the same separately rounded multiplies and adds on twice the lanes, so
-// the bits are again those of the Go code (TestSIMDBitIdentical runs both
-// widths). A variable so that tests and benchmarks can compare widths.
-// STREAMKPCA_NO_AVX512=1 in the environment turns it off (for comparisons,
-// or on CPUs that slow their clock a lot under AVX-512); the bits are the
-// same either way.
-var useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && os.Getenv("STREAMKPCA_NO_AVX512") != "1"
+// maxLevel is the best level this CPU can run (tests compare every level
+// up to it, whatever the environment says).
+var maxLevel = func() SIMDLevel {
+	switch {
+	case !cpu.X86.HasAVX2 || !cpu.X86.HasAVX:
+		return SIMDGo
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ:
+		return SIMDAVX512
+	}
+	return SIMDAVX2
+}()
 
 // cosConsts is the constant table of cosScaleAVX2, in the order the
 // assembly reads it.
@@ -55,18 +69,19 @@ func phiTile4F32AVX512(z, x0, x1, x2, x3, om *float32, d, nb int)
 //go:noescape
 func cosScaleAVX512(dst, src *float64, n int, s float64, c *[16]float64)
 
-// cosScale sets dst[i] = s·Cos2Pi(src[i]).
-func cosScale(dst, src []float64, s float64) {
+// cosScale sets dst[i] = s·Cos2Pi(src[i]) with the kernels of level lv
+// (resolved: see SIMDLevel.level).
+func cosScale(lv SIMDLevel, dst, src []float64, s float64) {
 	n := len(src)
 	i := 0
-	if useAVX512 && n >= 8 {
+	if lv >= SIMDAVX512 && n >= 8 {
 		i = n &^ 7
 		cosScaleAVX512(&dst[0], &src[0], i, s, &cosConsts)
 		src, dst = src[i:], dst[i:]
 		n -= i
 		i = 0
 	}
-	if useAVX2 && n >= 4 {
+	if lv >= SIMDAVX2 && n >= 4 {
 		i = n &^ 3
 		cosScaleAVX2(&dst[0], &src[0], i, s, &cosConsts)
 	}
@@ -77,12 +92,12 @@ func cosScale(dst, src []float64, s float64) {
 
 // tile4 adds x_q·Ω to z_q for four rows (z holds 4·nb values, pre-set to
 // the phases): z_q[f] += x_q[c]·Ω[c,f] for c in order.
-func tile4(z, x0, x1, x2, x3, om []float64, d, nb int) {
-	if useAVX512 && nb%8 == 0 && d > 0 {
+func tile4(lv SIMDLevel, z, x0, x1, x2, x3, om []float64, d, nb int) {
+	if lv >= SIMDAVX512 && nb%8 == 0 && d > 0 {
 		phiTile4AVX512(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return
 	}
-	if useAVX2 && nb%4 == 0 && d > 0 {
+	if lv >= SIMDAVX2 && nb%4 == 0 && d > 0 {
 		phiTile4AVX2(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return
 	}
@@ -97,9 +112,9 @@ var tailMasks = [4][4]int64{{}, {-1}, {-1, -1}, {-1, -1, -1}}
 
 // addMulSIMD does AddMul for the rows in whole groups of four with AVX2
 // and returns how many rows it did.
-func addMulSIMD(dst, phi, a []float64, rows, nb, k int) int {
+func addMulSIMD(lv SIMDLevel, dst, phi, a []float64, rows, nb, k int) int {
 	r4 := rows &^ 3
-	if !useAVX2 || r4 == 0 || nb == 0 || k == 0 {
+	if lv < SIMDAVX2 || r4 == 0 || nb == 0 || k == 0 {
 		return 0
 	}
 	axpy4x4AVX2(&dst[0], &phi[0], &a[0], r4, nb, k, k&^3, &tailMasks[k&3])
@@ -110,12 +125,12 @@ func addMulSIMD(dst, phi, a []float64, rows, nb, k int) int {
 func phiTile4F32AVX2(z, x0, x1, x2, x3, om *float32, d, nb int)
 
 // tile4f32 is tile4 in float32 (eight lanes per AVX2 register).
-func tile4f32(z, x0, x1, x2, x3, om []float32, d, nb int) {
-	if useAVX512 && nb%16 == 0 && d > 0 {
+func tile4f32(lv SIMDLevel, z, x0, x1, x2, x3, om []float32, d, nb int) {
+	if lv >= SIMDAVX512 && nb%16 == 0 && d > 0 {
 		phiTile4F32AVX512(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return
 	}
-	if useAVX2 && nb%8 == 0 && d > 0 {
+	if lv >= SIMDAVX2 && nb%8 == 0 && d > 0 {
 		phiTile4F32AVX2(&z[0], &x0[0], &x1[0], &x2[0], &x3[0], &om[0], d, nb)
 		return
 	}

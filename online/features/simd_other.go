@@ -2,20 +2,24 @@
 
 package features
 
-const useAVX2 = false
+// Without the assembly every level is the Go code.
+const (
+	detected = SIMDGo
+	maxLevel = SIMDGo
+)
 
-var useAVX512 = false
-
-func cosScale(dst, src []float64, s float64) {
+func cosScale(_ SIMDLevel, dst, src []float64, s float64) {
 	for i, v := range src {
 		dst[i] = float64(s * Cos2Pi(v))
 	}
 }
 
-func tile4(z, x0, x1, x2, x3, om []float64, d, nb int) { tile4Go(z, x0, x1, x2, x3, om, d, nb) }
+func tile4(_ SIMDLevel, z, x0, x1, x2, x3, om []float64, d, nb int) {
+	tile4Go(z, x0, x1, x2, x3, om, d, nb)
+}
 
-func addMulSIMD(dst, phi, a []float64, rows, nb, k int) int { return 0 }
+func addMulSIMD(_ SIMDLevel, dst, phi, a []float64, rows, nb, k int) int { return 0 }
 
-func tile4f32(z, x0, x1, x2, x3, om []float32, d, nb int) {
+func tile4f32(_ SIMDLevel, z, x0, x1, x2, x3, om []float32, d, nb int) {
 	tile4Go(z, x0, x1, x2, x3, om, d, nb)
 }

@@ -1,7 +1,6 @@
 package features
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -14,23 +13,20 @@ import (
 // arguments, subnormals.
 func TestSIMDBitIdentical(t *testing.T) { eachWidth(t, testSIMDBitIdentical) }
 
-// eachWidth runs f with the AVX2 kernels and, where the CPU has it, with
-// the AVX-512 ones.
-func eachWidth(t *testing.T, f func(t *testing.T)) {
-	saved := useAVX512
-	defer func() { useAVX512 = saved }()
-	for _, wide := range []bool{false, true} {
-		if wide && !saved {
-			t.Log("no AVX-512 on this CPU: the AVX-512 kernels are not tested here")
+// eachWidth runs f at every kernel level this CPU can run: AVX2 and, where
+// the CPU has it, AVX-512 (the environment's STREAMKPCA_NO_AVX512 does
+// not keep them from being tested).
+func eachWidth(t *testing.T, f func(t *testing.T, lv SIMDLevel)) {
+	for _, lv := range []SIMDLevel{SIMDAVX2, SIMDAVX512} {
+		if lv > maxLevel {
+			t.Logf("no %v on this CPU: its kernels are not tested here", lv)
 			continue
 		}
-		useAVX512 = wide
-		t.Run(fmt.Sprintf("avx512=%v", wide), f)
+		t.Run(lv.String(), func(t *testing.T) { f(t, lv) })
 	}
 }
 
-func testSIMDBitIdentical(t *testing.T) {
-	t.Logf("AVX2 kernels in use: %v, AVX-512: %v", useAVX2, useAVX512)
+func testSIMDBitIdentical(t *testing.T, lv SIMDLevel) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	src := []float64{0, math.Copysign(0, -1), 0.5, -0.5, 0.25, -0.25, 0.75, 1e-310, -1e-310, 1 << 40, -(1 << 40) + 0.125, 123.456}
 	for len(src) < 4096 {
@@ -40,7 +36,7 @@ func testSIMDBitIdentical(t *testing.T) {
 	for _, s := range []float64{1, 0.125, math.Sqrt(2.0 / 128)} {
 		for _, n := range []int{len(src), len(src) - 3, len(src) - 5} { // tails: 8 → 4 → scalar
 			clear(got)
-			cosScale(got[:n], src[:n], s)
+			cosScale(lv, got[:n], src[:n], s)
 			for i, v := range src[:n] {
 				want := float64(s * Cos2Pi(v))
 				if math.Float64bits(got[i]) != math.Float64bits(want) {
@@ -64,7 +60,7 @@ func testSIMDBitIdentical(t *testing.T) {
 			z1[i] = rng.Float64()
 		}
 		z2 := slices.Clone(z1)
-		tile4(z1, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
+		tile4(lv, z1, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
 		tile4Go(z2, x[:d], x[d:2*d], x[2*d:3*d], x[3*d:], om, d, nb)
 		if !slices.Equal(z1, z2) {
 			t.Errorf("tile4 d=%d nb=%d differs from tile4Go", d, nb)
@@ -95,16 +91,13 @@ func BenchmarkCos(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*len(src))/b.Elapsed().Seconds()/1e6, "Mcos/s")
 	})
-	saved := useAVX512
-	defer func() { useAVX512 = saved }()
-	for _, wide := range []bool{false, true} {
-		if wide && !saved {
+	for _, lv := range []SIMDLevel{SIMDAVX2, SIMDAVX512} {
+		if lv > maxLevel {
 			continue
 		}
-		useAVX512 = wide
-		b.Run(fmt.Sprintf("cosScale/avx512=%v", wide), func(b *testing.B) {
+		b.Run("cosScale/"+lv.String(), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				cosScale(dst, src, 1)
+				cosScale(lv, dst, src, 1)
 			}
 			b.ReportMetric(float64(b.N*len(src))/b.Elapsed().Seconds()/1e6, "Mcos/s")
 		})
@@ -139,5 +132,60 @@ func TestAddMulBitIdentical(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("rows=%d nb=%d k=%d: AddMul differs from the scalar definition", rows, nb, k)
 		}
+	}
+}
+
+// Map.SIMD selects the kernels per map: features and evaluations of
+// random (float64 and float32) and landmark maps are the same bits at
+// every level the CPU has as in the portable Go code (SIMDGo), and a
+// request above the CPU's level runs at the CPU's.
+func TestMapSIMDLevelsSameBits(t *testing.T) {
+	const d, nb, rows, k = 7, 64, 9, 3
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	coef := make([]float64, 2*nb*k)
+	for i := range coef {
+		coef[i] = rng.NormFloat64()
+	}
+	run := func(m Map, lv SIMDLevel) (phi, h []float64) {
+		m.SIMD = lv
+		var b Block
+		if m.Landmarks {
+			pts := make([]float64, nb*d)
+			for i := range pts {
+				pts[i] = float64(i%13) / 7
+			}
+			lb, err := m.NewLandmarks(pts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.LM = lb
+		} else {
+			m.Generate(&b, 11)
+		}
+		phi = make([]float64, rows*nb)
+		m.PhiTo(phi, make([]float64, m.ScratchLen()), x, rows, &b)
+		h = make([]float64, rows*k)
+		m.AddBlock(h, make([]float64, rows*nb), make([]float64, m.ScratchLen()), x, rows, &b, coef[:nb*k], k)
+		return phi, h
+	}
+	for _, m := range []Map{
+		{Kernel: Kernel{Family: Gaussian, Bandwidth: 1.3}, Dim: d, BlockSize: nb},
+		{Kernel: Kernel{Family: Gaussian, Bandwidth: 1.3}, Dim: d, BlockSize: nb, Float32: true},
+		{Kernel: Kernel{Family: Gaussian, Bandwidth: 1.3}, Dim: d, BlockSize: nb, Landmarks: true},
+	} {
+		wantPhi, wantH := run(m, SIMDGo)
+		for _, lv := range []SIMDLevel{SIMDAuto, SIMDAVX2, SIMDAVX512} {
+			phi, h := run(m, lv)
+			if !slices.Equal(phi, wantPhi) || !slices.Equal(h, wantH) {
+				t.Errorf("float32 %v, landmarks %v: level %v (runs %v) differs from the Go code", m.Float32, m.Landmarks, lv, lv.level())
+			}
+		}
+	}
+	if SIMDAVX512.level() > maxLevel || SIMDAuto.level() != detected {
+		t.Errorf("levels resolve to %v and %v on a CPU with %v", SIMDAVX512.level(), SIMDAuto.level(), maxLevel)
 	}
 }
