@@ -15,6 +15,13 @@ const (
 	nc = 512
 )
 
+// The kernel levels (see level).
+const (
+	levelGo = iota
+	levelAVX2
+	levelAVX512
+)
+
 // Mat is a row-major view of a matrix: element (i, j) is
 // Data[i·Stride + j].
 type Mat struct {

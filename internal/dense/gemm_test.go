@@ -61,8 +61,8 @@ func loops(op Op, a, b, c Mat) {
 func TestMulAddAgainstLoops(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := []struct{ m, n, k int }{{1, 1, 1}, {12, 16, 1}, {13, 17, 5}, {40, 33, 300}, {50, 530, 260}, {100, 100, 513}}
-	avx := hasAVX512
-	defer func() { hasAVX512 = avx }()
+	best := level
+	defer func() { level = best }()
 	for _, sz := range sizes {
 		for _, op := range []Op{{}, {TransA: true}, {TransB: true}, {TransA: true, TransB: true, Sub: true}, {TransA: true, Upper: true}, {Sub: true, Upper: true}} {
 			n := sz.n
@@ -82,11 +82,8 @@ func TestMulAddAgainstLoops(t *testing.T) {
 			c0 := randMat(rng, sz.m, n, n+2)
 			want := Mat{Rows: c0.Rows, Cols: c0.Cols, Stride: c0.Stride, Data: append([]float64(nil), c0.Data...)}
 			loops(op, a, b, want)
-			for _, useAsm := range []bool{true, false} {
-				if useAsm && !avx {
-					continue
-				}
-				hasAVX512 = useAsm
+			for lv := best; lv >= levelGo; lv-- {
+				level = lv
 				for _, workers := range []int{1, 3} {
 					got := Mat{Rows: c0.Rows, Cols: c0.Cols, Stride: c0.Stride, Data: append([]float64(nil), c0.Data...)}
 					ws := Workspace{Workers: workers}
@@ -97,7 +94,7 @@ func TestMulAddAgainstLoops(t *testing.T) {
 								continue
 							}
 							if g, w := got.at(i, j), want.at(i, j); math.Float64bits(g) != math.Float64bits(w) {
-								t.Fatalf("%+v %dx%dx%d asm=%v workers=%d: C[%d,%d] = %v, loops %v", op, sz.m, n, sz.k, useAsm, workers, i, j, g, w)
+								t.Fatalf("%+v %dx%dx%d kernel level %d workers=%d: C[%d,%d] = %v, loops %v", op, sz.m, n, sz.k, lv, workers, i, j, g, w)
 							}
 						}
 					}
@@ -113,8 +110,8 @@ func TestMulAddAgainstLoops(t *testing.T) {
 			}
 		}
 	}
-	if !avx {
-		t.Log("this CPU has no AVX-512: only the Go kernel was checked")
+	if best < levelAVX512 {
+		t.Logf("this CPU's best kernel level is %d: the AVX-512 kernel was not checked", best)
 	}
 }
 
@@ -161,6 +158,22 @@ func BenchmarkMulAdd(b *testing.B) {
 				ws.Gemm(Op{TransA: true, Upper: upper}, phi, phi, c)
 			}
 			flops(b, f)
+		})
+	}
+	for lv, name := range map[int]string{levelAVX2: "upper-avx2", levelGo: "upper-go"} {
+		if lv > level {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			best := level
+			defer func() { level = best }()
+			level = lv
+			ws := Workspace{Workers: 2}
+			defer ws.Close()
+			for b.Loop() {
+				ws.Gemm(Op{TransA: true, Upper: true}, phi, phi, c)
+			}
+			flops(b, 1.0*rows*m*m)
 		})
 	}
 	g := blas64.General{Rows: rows, Cols: m, Stride: m, Data: phi.Data}

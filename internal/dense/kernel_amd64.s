@@ -143,3 +143,106 @@ loop:
 	VMOVUPD     Z23, 64(DI)
 	VZEROUPPER
 	RET
+
+// func mulAdd4AVX2(k int, a *float64, b *float64, c *float64, ldc int)
+// Requires: AVX
+TEXT ·mulAdd4AVX2(SB), NOSPLIT, $0-40
+	MOVQ    k+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+16(FP), DX
+	MOVQ    c+24(FP), BX
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x03, SI
+	MOVQ    BX, DI
+	VMOVUPD (DI), Y0
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y1
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y2
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y3
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y4
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y5
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y6
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y7
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y8
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y9
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y10
+	ADDQ    SI, DI
+	VMOVUPD (DI), Y11
+
+loop:
+	VMOVUPD      (DX), Y12
+	VBROADCASTSD (CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y0, Y0
+	VBROADCASTSD 8(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y1, Y1
+	VBROADCASTSD 16(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y2, Y2
+	VBROADCASTSD 24(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y3, Y3
+	VBROADCASTSD 32(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y4, Y4
+	VBROADCASTSD 40(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y5, Y5
+	VBROADCASTSD 48(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y6, Y6
+	VBROADCASTSD 56(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y7, Y7
+	VBROADCASTSD 64(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y8, Y8
+	VBROADCASTSD 72(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y9, Y9
+	VBROADCASTSD 80(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y10, Y10
+	VBROADCASTSD 88(CX), Y13
+	VMULPD       Y12, Y13, Y13
+	VADDPD       Y13, Y11, Y11
+	ADDQ         $0x00000060, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         BX, DI
+	VMOVUPD      Y0, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y1, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y2, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y3, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y4, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y5, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y6, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y7, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y8, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y9, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y10, (DI)
+	ADDQ         SI, DI
+	VMOVUPD      Y11, (DI)
+	VZEROUPPER
+	RET

@@ -25,6 +25,7 @@ const (
 func main() {
 	ConstraintExpr("amd64,!purego")
 	kernel("mulAddAVX512")
+	kernelAVX2("mulAdd4AVX2")
 	Generate()
 }
 
@@ -78,6 +79,54 @@ func kernel(name string) {
 	for i := range acc {
 		VMOVUPD(acc[i][0], Mem{Base: row})
 		VMOVUPD(acc[i][1], Mem{Base: row, Disp: 64})
+		if i < mr-1 {
+			ADDQ(ldc, row)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// kernelAVX2 writes the AVX2 micro-kernel for a quarter of the tile: mr
+// rows by four columns, c[i·ldc + j] += a[r·mr + i]·b[r·nr + j] for r < k
+// in order, j < 4 (the caller runs it on the four quarters). Twelve YMM
+// accumulators, the B vector and a broadcast fit in sixteen registers;
+// products are rounded before the sums as in the AVX-512 kernel.
+func kernelAVX2(name string) {
+	TEXT(name, NOSPLIT, "func(k int, a, b, c *float64, ldc int)")
+	Doc(fmt.Sprintf("%s: for r < k in order, c[i·ldc+j] += round(a[r·%d+i]·b[r·%d+j]), i < %d, j < 4; k ≥ 1.", name, mr, nr, mr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(3), ldc)
+	var acc [mr]reg.VecVirtual
+	row := GP64()
+	MOVQ(c, row)
+	for i := range acc {
+		acc[i] = YMM()
+		VMOVUPD(Mem{Base: row}, acc[i])
+		if i < mr-1 {
+			ADDQ(ldc, row)
+		}
+	}
+	Label("loop")
+	bv := YMM()
+	VMOVUPD(Mem{Base: b}, bv)
+	for i := range acc {
+		t := YMM()
+		VBROADCASTSD(Mem{Base: a, Disp: 8 * i}, t)
+		VMULPD(bv, t, t)
+		VADDPD(t, acc[i], acc[i])
+	}
+	ADDQ(U32(8*mr), a)
+	ADDQ(U32(8*nr), b)
+	DECQ(k)
+	JNZ(LabelRef("loop"))
+	MOVQ(c, row)
+	for i := range acc {
+		VMOVUPD(acc[i], Mem{Base: row})
 		if i < mr-1 {
 			ADDQ(ldc, row)
 		}
