@@ -137,8 +137,9 @@ type Learner struct {
 	// subspace solver (features must join while the step is still large to
 	// be learned), 128 otherwise (the paper's).
 	Block int `yaml:"block"`
-	// MaxFeatures is the feature budget. Default: 32768 random features,
-	// 4096 landmarks; 2048 per view under kcca's covariance solver.
+	// MaxFeatures is the feature budget. Default: 32768 with the subspace
+	// solver, 4096 landmarks with it; 2048 (per view for kcca) under the
+	// covariance solver.
 	MaxFeatures int `yaml:"max_features"`
 	// Features: random (random features from a seed per block, the
 	// paper's) or landmarks (each block is Block points of the stream and
@@ -148,12 +149,14 @@ type Learner struct {
 	// ksvd and kcca (not ksir). Part of the model. Default: random.
 	Features string `yaml:"features"`
 	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
-	// all feature blocks; needs no tuning) or oja (the paper's rule). Of
+	// all feature blocks; needs no tuning), covariance (PCA of the running
+	// covariance of a fixed feature budget, 2,048 by default: with
+	// landmarks, streaming Nyström PCA) or oja (the paper's rule). Of
 	// kcca: covariance (regularised CCA on the running covariances of a
 	// fixed feature budget, 2,048 per view by default) or oja (the paper's
 	// Alg. 4). ksvd and ksir have the paper's rule only. Part of the
 	// model: a restored snapshot keeps its own. Default: covariance for
-	// kcca, subspace otherwise.
+	// kcca and for kpca/gha with landmark features, subspace otherwise.
 	Solver string `yaml:"solver"`
 	// Ridge of the covariance solver, relative to each view's mean
 	// feature variance. Default: 0.01.
@@ -428,14 +431,14 @@ func (c *Config) Validate() error {
 		bad("learner.features", "landmarks: for kpca, gha, ksvd and kcca, not ksir")
 	}
 	switch p := c.Learner.Solver; {
-	case p == "covariance" && c.Learner.Algorithm != "kcca":
-		bad("learner.solver", "covariance: for kcca only")
+	case p == "covariance" && (c.Learner.Algorithm == "ksvd" || c.Learner.Algorithm == "ksir"):
+		bad("learner.solver", "covariance: for kpca, gha and kcca, not %s", c.Learner.Algorithm)
 	case p == "subspace" && c.Learner.Algorithm == "kcca":
 		bad("learner.solver", "subspace: for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)")
 	case p == "covariance" && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
 		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
 	case p != "" && p != "subspace" && p != "oja" && p != "covariance":
-		bad("learner.solver", "%q: want subspace or oja (kpca, gha), covariance or oja (kcca)", p)
+		bad("learner.solver", "%q: want subspace, covariance or oja (kpca, gha), covariance or oja (kcca)", p)
 	}
 	if !(c.Learner.Ridge > 0) || math.IsInf(c.Learner.Ridge, 0) {
 		bad("learner.ridge", "%v: must be > 0", c.Learner.Ridge)

@@ -207,8 +207,9 @@ func TestExplicitZeroRefused(t *testing.T) {
 }
 
 // TestLandmarksForEveryAlgorithmButKSIR: landmark features load for kpca,
-// gha, ksvd and kcca with the landmark feature budget as default (kcca's
-// covariance solver: its own budget, 2,048 per view).
+// gha, ksvd and kcca; kpca, gha and kcca then default to the covariance
+// solver and its budget (2,048, per view for kcca), ksvd to the landmark
+// feature budget (4,096).
 func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 	for _, alg := range []string{"kpca", "gha", "ksvd", "kcca"} {
 		c, err := Load("", nil, "learner.algorithm="+alg, "learner.features=landmarks", "kafka.format=json")
@@ -216,19 +217,20 @@ func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 			t.Errorf("%s with landmarks: %v", alg, err)
 			continue
 		}
-		want := 4096
-		if alg == "kcca" {
-			want = 2048
+		want, solver := 2048, "covariance"
+		if alg == "ksvd" {
+			want, solver = 4096, "oja"
 		}
-		if c.Learner.MaxFeatures != want {
-			t.Errorf("%s with landmarks: max_features %d, want %d", alg, c.Learner.MaxFeatures, want)
+		if c.Learner.MaxFeatures != want || c.Learner.Solver != solver {
+			t.Errorf("%s with landmarks: max_features %d, solver %q; want %d, %q", alg, c.Learner.MaxFeatures, c.Learner.Solver, want, solver)
 		}
 	}
 }
 
 // TestCovarianceSolver: kcca defaults to the covariance solver with its
-// budget and ridge; the solver is refused for other algorithms and past
-// its feature bound, and a non-positive ridge is refused.
+// budget and ridge; kpca and gha take it on request; it is refused for
+// ksvd and ksir and past its feature bound, and a non-positive ridge is
+// refused.
 func TestCovarianceSolver(t *testing.T) {
 	c, err := Load("", nil, "learner.algorithm=kcca", "kafka.format=json")
 	if err != nil {
@@ -238,13 +240,19 @@ func TestCovarianceSolver(t *testing.T) {
 		t.Errorf("kcca defaults: solver %q, max_features %d, block %d, ridge %v", c.Learner.Solver, c.Learner.MaxFeatures, c.Learner.Block, c.Learner.Ridge)
 	}
 	for _, set := range [][]string{
-		{"learner.algorithm=kpca", "learner.solver=covariance"},
 		{"learner.algorithm=ksvd", "learner.solver=covariance", "kafka.format=json"},
+		{"learner.algorithm=ksir", "learner.solver=covariance", "kafka.format=json"},
+		{"learner.algorithm=kpca", "learner.solver=covariance", "learner.max_features=16384"},
 		{"learner.algorithm=kcca", "learner.max_features=16384", "kafka.format=json"},
 		{"learner.algorithm=kcca", "learner.ridge=-1", "kafka.format=json"},
 	} {
 		if _, err := Load("", nil, set...); err == nil {
 			t.Errorf("%v accepted", set)
+		}
+	}
+	for _, alg := range []string{"kpca", "gha"} {
+		if c, err := Load("", nil, "learner.algorithm="+alg, "learner.solver=covariance"); err != nil || c.Learner.MaxFeatures != 2048 || c.Learner.Features != "random" {
+			t.Errorf("%s with the covariance solver: %v, max_features %d, features %q", alg, err, c.Learner.MaxFeatures, c.Learner.Features)
 		}
 	}
 	if c, err := Load("", nil, "learner.algorithm=kcca", "learner.solver=oja", "kafka.format=json"); err != nil || c.Learner.MaxFeatures != 32768 {

@@ -69,7 +69,9 @@ func TestUpdateAllocatesNothing(t *testing.T) {
 		{K: 3, BlockSize: 32, MaxFeatures: 128},
 		{K: 3, BlockSize: 32, MaxFeatures: 128, Solver: SolverOja, Center: true},
 		{K: 3, BlockSize: 32, MaxFeatures: 128, Precision: Float32, Algorithm: AlgGHA},
-		{K: 3, BlockSize: 32, MaxFeatures: 128, Features: FeaturesLandmarks},
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Features: FeaturesLandmarks}, // the covariance solver
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Features: FeaturesLandmarks, Solver: SolverSubspace, Center: true},
+		{K: 3, BlockSize: 32, MaxFeatures: 128, Solver: SolverCovariance, Center: true, Algorithm: AlgGHA},
 	} {
 		l, err := New(cfg)
 		if err != nil {

@@ -60,12 +60,13 @@ type Config struct {
 	// MaxFeatures caps the features; past it blocks are revisited in turn.
 	// Rounded down to a multiple of BlockSize. Default: 32768.
 	MaxFeatures int
-	// Solver is the update rule of kpca and gha: subspace (the default;
-	// see SolverSubspace) or oja (the paper's rule). The two-view
-	// algorithms have their own rule (TwoView) and ignore both; kcca also
-	// takes covariance (SolverCovariance: regularised CCA on the
-	// statistics of a fixed feature budget, default 2,048 per view in
-	// blocks of 512).
+	// Solver is the update rule of kpca and gha: subspace (the default
+	// with random features; see SolverSubspace), covariance (the default
+	// with landmark features: PCA of the statistics of a fixed feature
+	// budget, default 2,048 in blocks of 512; see SolverCovariance) or oja
+	// (the paper's rule). The two-view algorithms have their own rule
+	// (TwoView); kcca also takes covariance (regularised CCA on the
+	// statistics of a fixed feature budget per view, its default).
 	Solver Solver
 	// Ridge is the covariance solver's regularisation, relative to each
 	// view's mean feature variance. Default: 1e-2 (DefaultRidge).
@@ -174,9 +175,13 @@ func (c *Config) setDefaults() {
 		c.Kernel.Family = features.Gaussian
 	}
 	if c.Solver == "" {
-		c.Solver = SolverSubspace
-		if c.Algorithm == AlgKCCA {
+		switch {
+		case c.Algorithm == AlgKCCA || c.Features == FeaturesLandmarks && !c.Algorithm.TwoView():
 			c.Solver = SolverCovariance
+		case c.Algorithm.TwoView(): // ksvd, ksir: the paper's rules only
+			c.Solver = SolverOja
+		default:
+			c.Solver = SolverSubspace
 		}
 	}
 	if c.BlockSize == 0 {
@@ -203,7 +208,9 @@ func (c *Config) setDefaults() {
 			c.MaxFeatures = DefaultCovarianceMaxFeatures
 		}
 	}
-	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() {
+	if (c.Solver == SolverSubspace || c.Solver == SolverCovariance) && !c.Algorithm.TwoView() {
+		// The covariance solver's steps before its budget is full are
+		// the subspace solver's.
 		if c.Theta0 == 0 {
 			c.Theta0 = DefaultSubspaceTheta0
 		}
@@ -258,8 +265,8 @@ func (c Config) Validate() error {
 		}
 	case SolverOja:
 	case SolverCovariance:
-		if c.Algorithm != AlgKCCA {
-			return fmt.Errorf("%w: the covariance solver is for kcca, not %s", ErrConfig, c.Algorithm)
+		if c.Algorithm != AlgKCCA && c.Algorithm.TwoView() {
+			return fmt.Errorf("%w: the covariance solver is for kpca, gha and kcca, not %s", ErrConfig, c.Algorithm)
 		}
 		if c.MaxFeatures > MaxCovarianceFeatures {
 			return fmt.Errorf("%w: the covariance solver keeps m² statistics; max features must be ≤ %d, got %d", ErrConfig, MaxCovarianceFeatures, c.MaxFeatures)

@@ -86,8 +86,21 @@ type covariance struct {
 	ws       dense.Workspace // the products, factorisations and solves
 }
 
+// basisSize is the number of columns p of the solve's basis: 2k for two
+// views (m_x, m_y), and k + max(k, 10) for one view (m_y = 0), whose
+// solves are cheap enough to carry more oversampling.
+func basisSize(mx, my, k int) int {
+	if my == 0 {
+		return min(k+max(k, 10), mx)
+	}
+	return min(2*k, mx, my)
+}
+
+// newCovariance returns empty statistics for two views of mx and my
+// features, or for one view of mx features when my is 0 (kpca and gha;
+// see solvePCA).
 func newCovariance(mx, my, k int, ridge float64, seed uint64, workers int) *covariance {
-	p := min(2*k, mx, my)
+	p := basisSize(mx, my, k)
 	c := &covariance{m: [2]int{mx, my}, p: p, ridge: ridge, seed: seed, ws: dense.Workspace{Workers: workers}}
 	for i, m := range c.m {
 		c.s[i] = make([]float64, m*m)
@@ -102,27 +115,36 @@ func newCovariance(mx, my, k int, ridge float64, seed uint64, workers int) *cova
 	c.g, c.ev, c.cor, c.tau = make([]float64, p*p), make([]float64, p), make([]float64, p), make([]float64, p)
 	// The first basis: standard normals from the model seed, so that the
 	// solve is deterministic.
-	c.q = make([]float64, my*p)
+	qr := my
+	if my == 0 {
+		qr = mx
+	}
+	c.q = make([]float64, qr*p)
 	rng := rand.New(rand.NewPCG(seed, 0xC0FA))
 	for i := range c.q {
 		c.q[i] = rng.NormFloat64()
 	}
-	orthonormalise(c.q, my, p, c.tau, &c.work)
+	orthonormalise(c.q, qr, p, c.tau, &c.work)
 	return c
 }
 
-// due reports whether a solve is due: during the first four (the basis
+// due reports whether a solve is due. One view: every step (a solve costs
+// a few products of the m×m covariance with the m×p basis, a fraction of
+// adding the batch's b·m²). Two views: during the first four (the basis
 // starts random), then whenever the statistics have grown by (2/3)·m
-// samples since the last, m the larger view's features. A solve's two
+// samples since the last, m the larger view's features: a solve's two
 // Cholesky factorisations cost (2/3)·m³ flops and adding b samples costs
 // about 3·b·m², so solves then take about a quarter of the time.
 func (c *covariance) due() bool {
-	return c.solves < 4 || c.n-c.nSolved >= 2*float64(max(c.m[0], c.m[1]))/3
+	return c.m[1] == 0 || c.solves < 4 || c.n-c.nSolved >= 2*float64(max(c.m[0], c.m[1]))/3
 }
 
 // add accumulates the features phi[i] (rows×m_i) of one batch.
 func (c *covariance) add(rows int) {
 	for i, m := range c.m {
+		if m == 0 {
+			continue
+		}
 		f := dense.Dense(rows, m, c.phi[i][:rows*m])
 		c.ws.Gemm(dense.Op{TransA: true, Upper: true}, f, f, dense.Dense(m, m, c.s[i]))
 		for r := 0; r < rows; r++ {
@@ -132,10 +154,12 @@ func (c *covariance) add(rows int) {
 		}
 	}
 	mx, my := c.m[0], c.m[1]
-	c.ws.Gemm(dense.Op{TransA: true},
-		dense.Dense(rows, mx, c.phi[0][:rows*mx]),
-		dense.Dense(rows, my, c.phi[1][:rows*my]),
-		dense.Dense(mx, my, c.sxy))
+	if my > 0 {
+		c.ws.Gemm(dense.Op{TransA: true},
+			dense.Dense(rows, mx, c.phi[0][:rows*mx]),
+			dense.Dense(rows, my, c.phi[1][:rows*my]),
+			dense.Dense(mx, my, c.sxy))
+	}
 	c.n += float64(rows)
 }
 
@@ -226,6 +250,93 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 			copy(dst[r*k:r*k+k], src[r*p:r*p+k])
 		}
 		c.ws.SolveUpper(dense.Dense(m, m, c.chol[i]), dense.Dense(m, k, dst), false)
+	}
+	c.solves++
+	c.nSolved = c.n
+	return nil
+}
+
+// solvePCA is the one-view solve (kpca and gha): it writes the top-k
+// eigenvectors of the feature covariance C = S/n − μμᵀ (μ = 0 unless
+// center) into a (m×k), each scaled by 1/√blocks, and their eigenvalues
+// divided by blocks into eig (k). Each block's features approximate the
+// kernel on their own, so the concatenated features of n blocks define
+// the averaged kernel (1/n)·Σ_j Φ_jΦ_jᵀ scaled by n: with the 1/√n the
+// functions have unit norm in its RKHS (as the subspace solver's, AᵀA =
+// I/n) and eig estimates the eigenvalues of its covariance operator (the
+// paper's Eq. 1 on the features). This is kernel PCA in the span of the
+// features, computed from everything the statistics hold: with landmark
+// blocks, streaming (ensemble) Nyström PCA.
+//
+// The basis Q (m×p) is warm-started from the previous solve; iters
+// subspace iterations Q ← orth(C·Q) (each column's sign kept so that R's
+// diagonal is positive) and a Rayleigh–Ritz rotation Q ← Q·V with
+// QᵀCQ = VΛVᵀ (each eigenvector's sign chosen so that V's diagonal is
+// non-negative) converge at the rate (λ_{p+1}/λ_k)^iters and keep the
+// served functions from flipping sign between steps.
+func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center bool) error {
+	m, p := c.m[0], c.p
+	mu, cm := c.mu[0], c.chol[0] // C, full, in the Cholesky factor's room
+	for j := range mu {
+		mu[j] = 0
+		if center {
+			mu[j] = c.sum[0][j] / c.n
+		}
+	}
+	for i := 0; i < m; i++ {
+		for j := i; j < m; j++ {
+			v := c.s[0][i*m+j]/c.n - mu[i]*mu[j]
+			cm[i*m+j], cm[j*m+i] = v, v
+		}
+	}
+	cd, q := dense.Dense(m, m, cm), dense.Dense(m, p, c.q)
+	z := dense.Dense(m, p, c.z1[:m*p])
+	for it := 0; it < iters; it++ {
+		clear(z.Data)
+		c.ws.Gemm(dense.Op{}, cd, q, z)
+		copy(q.Data, z.Data)
+		orthonormalise(q.Data, m, p, c.tau, &c.work)
+		for j := 0; j < p; j++ {
+			var s float64
+			for r := 0; r < m; r++ {
+				s += q.Data[r*p+j] * z.Data[r*p+j]
+			}
+			if s < 0 {
+				for r := 0; r < m; r++ {
+					q.Data[r*p+j] = -q.Data[r*p+j]
+				}
+			}
+		}
+	}
+	clear(z.Data)
+	c.ws.Gemm(dense.Op{}, cd, q, z)
+	g := dense.Dense(p, p, c.g)
+	clear(c.g)
+	c.ws.Gemm(dense.Op{TransA: true}, q, z, g)
+	if !c.eigDesc() {
+		return fmt.Errorf("%w: the Rayleigh–Ritz eigenproblem did not converge", ErrDiverged)
+	}
+	for j := 0; j < p; j++ {
+		if c.g[j*p+j] < 0 {
+			for r := 0; r < p; r++ {
+				c.g[r*p+j] = -c.g[r*p+j]
+			}
+		}
+	}
+	clear(z.Data)
+	c.ws.Gemm(dense.Op{}, q, g, z)
+	copy(q.Data, z.Data)
+	if !(c.ev[0] > 0) || math.IsInf(c.ev[0], 0) {
+		return fmt.Errorf("%w: the features have no variance", ErrInput)
+	}
+	sc := 1 / math.Sqrt(float64(blocks))
+	for r := 0; r < m; r++ {
+		for j, v := range q.Data[r*p : r*p+k] {
+			a[r*k+j] = v * sc
+		}
+	}
+	for j := range eig[:k] {
+		eig[j] = math.Max(c.ev[j], 0) / float64(blocks)
 	}
 	c.solves++
 	c.nSolved = c.n
@@ -357,7 +468,7 @@ func (c *covariance) state() (*snapshot.Covariance, []float64) {
 // restoreCovariance rebuilds the statistics from a snapshot's state for a
 // learner with k components whose views have mx and my features.
 func restoreCovariance(h *snapshot.Covariance, st []float64, mx, my, k int, ridge float64, seed uint64, workers int) (*covariance, error) {
-	if h.Features != [2]int{mx, my} || h.Basis != min(2*k, mx, my) {
+	if h.Features != [2]int{mx, my} || h.Basis != basisSize(mx, my, k) {
 		return nil, fmt.Errorf("%w: covariance state for %v features and basis %d, the model has %d, %d and k = %d",
 			snapshot.ErrHeader, h.Features, h.Basis, mx, my, k)
 	}

@@ -17,7 +17,7 @@
 // the median trick, centring's conventions, the divergence guard and the
 // invariants at the end.
 //
-// # Two rules for KCCA
+// # The covariance solver: KCCA's default, and KPCA's with landmarks
 //
 // The two-view learners (TwoView) run the paper's Alg. 3–4 rules. KCCA
 // defaults to SolverCovariance instead: the same blocks up to a fixed
@@ -26,6 +26,16 @@
 // Its directions do not move at a rate bound by their feature variance,
 // which is what keeps Alg. 4 from the canonical directions of real data;
 // its state is the m² statistics, kept in the snapshot for restarts.
+//
+// KPCA and GHA take the same solver (SolverCovariance; their default
+// with landmark blocks): the top-k eigenvectors of the covariance of a
+// fixed budget of features, by warm-started subspace iteration every step
+// (see solvePCA). With landmark blocks this is Nyström kernel PCA,
+// streamed: the statistics hold every point once, the batches that built
+// the landmarks too, so after one pass it is exact kernel PCA under the
+// blocks' averaged Nyström kernel. With random features it is PCA of a
+// fixed set of random features, whose floor (about 1/features) the
+// default subspace solver, whose features keep growing, goes below.
 //
 // # The paper's mini-batch update (Eq. 9, Alg. 1–2; SolverOja)
 //

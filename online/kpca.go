@@ -32,7 +32,8 @@ type KPCA struct {
 	seeds []uint64
 	alpha []float64 // blocks·B rows × k, row-major; cap MaxFeatures·k
 	pre   snapshot.Preprocess
-	sub   *subspace // subspace-solver state; nil for SolverOja
+	sub   *subspace   // subspace-solver state (also the covariance solver's until its budget is full); nil for SolverOja
+	cov   *covariance // the covariance solver's statistics (one view), once the budget is full
 
 	t, samples uint64
 	lambda0    float64 // top eigenvalue of the initial block
@@ -65,6 +66,9 @@ func (l *KPCA) Config() Config { return l.cfg }
 func (l *KPCA) Close() {
 	if l.ev != nil {
 		l.ev.Close()
+	}
+	if l.cov != nil {
+		l.cov.ws.Close()
 	}
 }
 
@@ -174,7 +178,7 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 	if l.cfg.Center {
 		l.center = make([]float64, k)
 	}
-	if l.cfg.Solver == SolverSubspace {
+	if l.cfg.Solver == SolverSubspace || l.cfg.Solver == SolverCovariance {
 		l.sub = newSubspace(k, l.cfg.MaxFeatures, l.cfg.BlockSize, l.cfg.Center)
 	}
 	return nil
@@ -218,6 +222,9 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	l.pre.Apply(l.xs, x)
 	if len(l.seeds) == 0 {
 		return l.first(rows)
+	}
+	if l.cfg.Solver == SolverCovariance && l.Features() >= l.cfg.MaxFeatures {
+		return l.covStep(rows)
 	}
 	if l.sub != nil {
 		return l.updateSubspace(rows)
@@ -403,6 +410,90 @@ func (l *KPCA) updateSubspace(rows int) error {
 	return nil
 }
 
+// covStep is a step of the covariance solver (see covariance and
+// solvePCA): the batch's features of every block join the statistics, and
+// the coefficients become the top-k eigenvectors of their covariance.
+//
+// The steps before the budget filled were the subspace solver's. With
+// landmark blocks, their batches' points are in the statistics all the
+// same: the first covariance step adds the landmarks themselves, which
+// are those batches (a landmark block is the whole batch when the batch
+// has B points, as by default; otherwise B of its points drawn at
+// random). So after one pass over a data set every point is in the
+// statistics once, and a restored learner continues bit for bit (the
+// landmarks are in the snapshot).
+func (l *KPCA) covStep(rows int) error {
+	k, blocks := l.cfg.K, len(l.seeds)
+	if l.cov == nil {
+		c := newCovariance(blocks*l.cfg.BlockSize, 0, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		if l.fm.Landmarks {
+			for j := range blocks {
+				// A block whose features would overflow the sums (an
+				// unbounded kernel) stays out: its batch was learned by
+				// the subspace rule all the same.
+				_, lb := l.ev.Landmarks(j)
+				_ = l.covAdd(c, lb.Z, l.cfg.BlockSize)
+			}
+		}
+		l.cov = c
+	}
+	if err := l.covAdd(l.cov, l.xs, rows); err != nil {
+		l.samples += uint64(rows)
+		l.rejected++
+		return fmt.Errorf("%w: step %d: %w", ErrDiverged, l.t, err)
+	}
+	l.t++
+	l.samples += uint64(rows)
+	c := l.cov
+	iters := 3
+	if c.solves == 0 {
+		iters = 30 // from a random basis
+	}
+	if err := c.solvePCA(l.alpha, l.sub.eig, k, iters, blocks, l.cfg.Center); err != nil {
+		l.rejected++
+		return fmt.Errorf("step %d (its samples are in the statistics; the coefficients are the previous step's): %w", l.t-1, err)
+	}
+	if l.center != nil {
+		clear(l.center)
+		for f, mu := range c.mu[0] {
+			for q, a := range l.alpha[f*k : f*k+k] {
+				l.center[q] += a * mu
+			}
+		}
+	}
+	return nil
+}
+
+// covAdd adds the features of every block at the rows points xs
+// (standardised) to c's statistics. It refuses the points, leaving the
+// statistics alone, when a feature value would overflow the sums.
+func (l *KPCA) covAdd(c *covariance, xs []float64, rows int) error {
+	nb := l.cfg.BlockSize
+	m := c.m[0]
+	if cap(c.phi[0]) < rows*m {
+		c.phi[0] = make([]float64, rows*m)
+	}
+	if cap(l.phi) < rows*nb {
+		l.phi = make([]float64, rows*nb)
+	}
+	phi, one := c.phi[0][:rows*m], l.phi[:rows*nb]
+	for j, seed := range l.seeds {
+		l.ev.PhiTo(one, xs, rows, j, seed)
+		for r := 0; r < rows; r++ {
+			copy(phi[r*m+j*nb:r*m+(j+1)*nb], one[r*nb:(r+1)*nb])
+		}
+	}
+	for _, f := range phi {
+		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e150 {
+			// An unbounded kernel on a huge input: the sums would
+			// overflow. Refuse the batch before it touches them.
+			return fmt.Errorf("a feature value is %v", f)
+		}
+	}
+	c.add(rows)
+	return nil
+}
+
 // colMeans sets dst (nb) to the column means of phi (rows×nb).
 func colMeans(dst, phi []float64, rows, nb int) {
 	clear(dst)
@@ -510,6 +601,17 @@ func (l *KPCA) powerMax(m []float64) float64 { return symNorm(m, l.pv, l.pw, l.c
 // first initialises block 0 by exact PCA of its features on the first batch.
 func (l *KPCA) first(rows int) error {
 	k, nb := l.cfg.K, l.cfg.BlockSize
+	if l.cfg.Solver == SolverCovariance && !l.fm.Landmarks {
+		// Random features need no data: the covariance solver draws its
+		// whole budget now, so that every sample, the first batch's
+		// too, is in the statistics; the coefficients are the solve's.
+		for j := range l.cfg.MaxFeatures / nb {
+			l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
+		}
+		l.alpha = l.alpha[:len(l.seeds)*nb*k]
+		clear(l.alpha)
+		return l.covStep(rows)
+	}
 	seed := features.DeriveSeed(l.cfg.Seed, 0)
 	if l.fm.Landmarks {
 		l.ev.TruncateLandmarks(0) // a first batch that failed may have left one
@@ -612,6 +714,11 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	if l.center != nil {
 		view.Center = append([]float64(nil), l.center...)
 	}
+	var cov *snapshot.Covariance
+	var state []float64
+	if l.cov != nil {
+		cov, state = l.cov.state()
+	}
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model:       l.cfg.Model,
@@ -630,9 +737,11 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected},
 			Running:     append([]float64(nil), l.mrun...),
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
+			Covariance:  cov,
 		},
 		Coef:      [][]float64{append([]float64(nil), l.alpha...)},
 		Landmarks: landmarks,
+		State:     state,
 	}
 }
 

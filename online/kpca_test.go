@@ -155,9 +155,10 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 	batches := hermiteBatches(30, 64)
 	var ref []float64
 	for _, cfg := range []Config{{Workers: 1}, {Workers: 4}, {Workers: 2, CacheBytes: -1},
-		{Workers: 1, Precision: Float32}, {Workers: 3, Precision: Float32, CacheBytes: -1}} {
-		if cfg.Precision == Float32 && ref != nil && cfg.Workers == 1 {
-			ref = nil // a new reference for float32
+		{Workers: 1, Precision: Float32}, {Workers: 3, Precision: Float32, CacheBytes: -1},
+		{Workers: 1, Solver: SolverCovariance}, {Workers: 3, Solver: SolverCovariance}} {
+		if (cfg.Precision == Float32 || cfg.Solver == SolverCovariance) && ref != nil && cfg.Workers == 1 {
+			ref = nil // a new reference for float32 and for the covariance solver
 		}
 		cfg.K, cfg.BlockSize, cfg.MaxFeatures, cfg.Center = 3, 16, 256, true
 		l, err := New(cfg)
@@ -190,6 +191,8 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Compute: ComputeBLAS},
 		{K: 3, BlockSize: 16, MaxFeatures: 256, Features: FeaturesLandmarks},
 		{K: 2, BlockSize: 64, MaxFeatures: 512, Features: FeaturesLandmarks, Center: true, Standardize: true, Algorithm: AlgGHA},
+		{K: 3, BlockSize: 16, MaxFeatures: 256, Features: FeaturesLandmarks, Solver: SolverSubspace},
+		{K: 3, BlockSize: 16, MaxFeatures: 256, Solver: SolverCovariance, Center: true},
 	} {
 		full, err := New(cfg)
 		if err != nil {

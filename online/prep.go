@@ -137,5 +137,17 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if l.sub != nil && len(h.Diagnostics.Eigenvalues) == h.K {
 		copy(l.sub.eig, h.Diagnostics.Eigenvalues)
 	}
+	if h.Covariance != nil {
+		if cfg.Solver != SolverCovariance {
+			l.Close()
+			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
+		}
+		c, err := restoreCovariance(h.Covariance, snap.State, len(l.alpha)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.cov = c
+	}
 	return l, nil
 }

@@ -22,9 +22,10 @@ const (
 	// α ← α(I − ηM). Its step must keep η·λ_max ≤ 1, so a component with a
 	// small eigenvalue moves at η·λ_i and small eigengaps converge slowly.
 	SolverOja Solver = "oja"
-	// SolverCovariance (kcca only) keeps the covariances of a fixed
-	// budget of feature blocks and solves regularised CCA in their span
-	// every step; see covariance.
+	// SolverCovariance keeps the covariances of a fixed budget of feature
+	// blocks and solves in their span every step: PCA for kpca and gha
+	// (the default with landmark blocks: streaming Nyström PCA),
+	// regularised CCA for kcca (its default); see covariance.
 	SolverCovariance Solver = "covariance"
 )
 

@@ -247,12 +247,14 @@ func (e v1Extra) settings() Settings {
 		Slices: int(x["slices"]), Trace0: x["trace0"], WNorm: x["wnorm"], TraceRun: x["tr_run"]}
 }
 
-// Covariance is the state of a kcca learner with the covariance solver
+// Covariance is the state of a learner with the covariance solver
 // (package online, SolverCovariance) that a restored learner needs to
-// continue bit for bit and that projecting does not: Snapshot.State holds,
-// in order, S_xx and S_yy (upper triangles, row by row), S_xy (m_x×m_y),
-// the feature sums s_x and s_y, and the solve's warm-start basis
-// (m_y×Basis), all row-major.
+// continue bit for bit and that projecting does not. For two views
+// (kcca), Snapshot.State holds, in order, S_xx and S_yy (upper
+// triangles, row by row), S_xy (m_x×m_y), the feature sums s_x and s_y,
+// and the solve's warm-start basis (m_y×Basis), all row-major. For one
+// view (kpca, gha; Features[1] = 0) it holds S_xx (upper triangle), s_x
+// and the basis (m_x×Basis).
 type Covariance struct {
 	// Samples in the statistics.
 	Samples float64 `json:"samples"`
@@ -269,6 +271,12 @@ type Covariance struct {
 // Len is the number of float64 values the state holds.
 func (c *Covariance) Len() (int, error) {
 	mx, my, p := c.Features[0], c.Features[1], c.Basis
+	if my == 0 { // one view
+		if mx < 1 || mx > 1<<14 || p < 1 || p > mx {
+			return 0, fmt.Errorf("%w: covariance state with features %v and basis %d", ErrHeader, c.Features, p)
+		}
+		return mx*(mx+1)/2 + mx + mx*p, nil
+	}
 	if mx < 1 || my < 1 || mx > 1<<14 || my > 1<<14 || p < 1 || p > min(mx, my) {
 		return 0, fmt.Errorf("%w: covariance state with features %v and basis %d", ErrHeader, c.Features, p)
 	}
