@@ -82,6 +82,7 @@ type covariance struct {
 	tau      []float64 // p
 	work     []float64
 	cor      []float64 // the last solve's canonical correlations (p)
+	gu       []float64 // one view with landmarks: U, UᵀU = G + δI, the features' Gram matrix in the RKHS (see setGram); nil otherwise
 	solveErr error
 	ws       dense.Workspace // the products, factorisations and solves
 }
@@ -256,22 +257,59 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 	return nil
 }
 
+// setGram gives the one-view solve the features' inner products in the
+// RKHS, G (m×m, upper triangle read): with landmark blocks the features
+// of different blocks are not orthonormal there, and G tells how they
+// overlap (see KPCA.landmarkGram). It factors G + δI, δ = 1e-10 times
+// G's mean diagonal, raised ×100 until the factorisation succeeds, and
+// reports false (the solve then keeps the blocks' averaged kernel) if
+// it never does.
+func (c *covariance) setGram(g []float64) bool {
+	m := c.m[0]
+	var tr float64
+	for i := 0; i < m; i++ {
+		tr += g[i*m+i]
+	}
+	if !(tr > 0) || math.IsInf(tr, 0) {
+		return false
+	}
+	u := make([]float64, m*m)
+	delta := 1e-10 * tr / float64(m)
+	for range 6 {
+		for i := 0; i < m; i++ {
+			copy(u[i*m+i:i*m+m], g[i*m+i:i*m+m])
+			u[i*m+i] += delta
+		}
+		if c.ws.Cholesky(dense.Dense(m, m, u)) {
+			c.gu = u
+			return true
+		}
+		delta *= 100
+	}
+	return false
+}
+
 // solvePCA is the one-view solve (kpca and gha): it writes the top-k
-// eigenvectors of the feature covariance C = S/n − μμᵀ (μ = 0 unless
-// center) into a (m×k), each scaled by 1/√blocks, and their eigenvalues
-// divided by blocks into eig (k). Each block's features approximate the
-// kernel on their own, so the concatenated features of n blocks define
-// the averaged kernel (1/n)·Σ_j Φ_jΦ_jᵀ scaled by n: with the 1/√n the
-// functions have unit norm in its RKHS (as the subspace solver's, AᵀA =
-// I/n) and eig estimates the eigenvalues of its covariance operator (the
-// paper's Eq. 1 on the features). This is kernel PCA in the span of the
-// features, computed from everything the statistics hold: with landmark
-// blocks, streaming (ensemble) Nyström PCA.
+// eigenfunctions of the feature covariance C = S/n − μμᵀ (μ = 0 unless
+// center) into a (m×k), unit-norm in the RKHS, and their eigenvalues
+// into eig (k): kernel PCA (the paper's Eq. 1) in the span of the
+// features, computed from everything the statistics hold.
+//
+// Random features: each block approximates the kernel on its own, so the
+// concatenated features of n blocks define n times the averaged kernel
+// (1/n)·Σ_j Φ_jΦ_jᵀ; a is C's top eigenvectors scaled by 1/√n (unit norm
+// in that kernel's RKHS, AᵀA = I/n as the subspace solver's) and eig is
+// C's eigenvalues divided by n. Landmark blocks (setGram): the features
+// span the kernel's functions at every landmark of every block, with
+// inner products G, and the eigenfunctions solve C·a = λ·G·a with
+// aᵀGa = 1: Nyström kernel PCA on all the landmarks (Williams & Seeger
+// 2001), streamed. Through G + δI = UᵀU it is the symmetric problem
+// T = U⁻ᵀCU⁻¹, a = U⁻¹w.
 //
 // The basis Q (m×p) is warm-started from the previous solve; iters
-// subspace iterations Q ← orth(C·Q) (each column's sign kept so that R's
+// subspace iterations Q ← orth(T·Q) (each column's sign kept so that R's
 // diagonal is positive) and a Rayleigh–Ritz rotation Q ← Q·V with
-// QᵀCQ = VΛVᵀ (each eigenvector's sign chosen so that V's diagonal is
+// QᵀTQ = VΛVᵀ (each eigenvector's sign chosen so that V's diagonal is
 // non-negative) converge at the rate (λ_{p+1}/λ_k)^iters and keep the
 // served functions from flipping sign between steps.
 func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center bool) error {
@@ -289,11 +327,10 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 			cm[i*m+j], cm[j*m+i] = v, v
 		}
 	}
-	cd, q := dense.Dense(m, m, cm), dense.Dense(m, p, c.q)
+	q := dense.Dense(m, p, c.q)
 	z := dense.Dense(m, p, c.z1[:m*p])
 	for it := 0; it < iters; it++ {
-		clear(z.Data)
-		c.ws.Gemm(dense.Op{}, cd, q, z)
+		c.applyPCA(z, q)
 		copy(q.Data, z.Data)
 		orthonormalise(q.Data, m, p, c.tau, &c.work)
 		for j := 0; j < p; j++ {
@@ -308,8 +345,7 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 			}
 		}
 	}
-	clear(z.Data)
-	c.ws.Gemm(dense.Op{}, cd, q, z)
+	c.applyPCA(z, q)
 	g := dense.Dense(p, p, c.g)
 	clear(c.g)
 	c.ws.Gemm(dense.Op{TransA: true}, q, z, g)
@@ -329,18 +365,41 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 	if !(c.ev[0] > 0) || math.IsInf(c.ev[0], 0) {
 		return fmt.Errorf("%w: the features have no variance", ErrInput)
 	}
-	sc := 1 / math.Sqrt(float64(blocks))
+	sc, per := 1/math.Sqrt(float64(blocks)), float64(blocks)
+	if c.gu != nil {
+		sc, per = 1, 1
+	}
 	for r := 0; r < m; r++ {
 		for j, v := range q.Data[r*p : r*p+k] {
 			a[r*k+j] = v * sc
 		}
 	}
+	if c.gu != nil {
+		c.ws.SolveUpper(dense.Dense(m, m, c.gu), dense.Dense(m, k, a[:m*k]), false)
+	}
 	for j := range eig[:k] {
-		eig[j] = math.Max(c.ev[j], 0) / float64(blocks)
+		eig[j] = math.Max(c.ev[j], 0) / per
 	}
 	c.solves++
 	c.nSolved = c.n
 	return nil
+}
+
+// applyPCA sets dst (m×p) to T·src: C·src, or U⁻ᵀ·C·U⁻¹·src with the
+// Gram factor of setGram. C is full in c.chol[0].
+func (c *covariance) applyPCA(dst, src dense.Mat) {
+	m, p := c.m[0], c.p
+	in := src
+	if c.gu != nil {
+		in = dense.Dense(m, p, c.z2[:m*p])
+		copy(in.Data, src.Data)
+		c.ws.SolveUpper(dense.Dense(m, m, c.gu), in, false)
+	}
+	clear(dst.Data)
+	c.ws.Gemm(dense.Op{}, dense.Dense(m, m, c.chol[0]), in, dst)
+	if c.gu != nil {
+		c.ws.SolveUpper(dense.Dense(m, m, c.gu), dst, true)
+	}
 }
 
 // applyT sets dst to T·src (trans false: src m_y×p, dst m_x×p) or Tᵀ·src

@@ -29,21 +29,8 @@ func newExactKPCA(t testing.TB, kern features.Kernel, x []float64, n, d, k int) 
 			K.SetSym(i, j, kern.Eval(x[i*d:i*d+d], x[j*d:j*d+d])/float64(n))
 		}
 	}
-	var es mat.EigenSym
-	if !es.Factorize(K, true) {
-		t.Fatal("EigenSym failed")
-	}
-	all := es.Values(nil)
-	var v mat.Dense
-	es.VectorsTo(&v)
-	e := &exactKPCA{kern: kern, train: x, n: n, d: d, vecs: mat.NewDense(n, k, nil)}
-	for q := 0; q < k; q++ {
-		e.vals = append(e.vals, all[n-1-q])
-		for i := 0; i < n; i++ {
-			e.vecs.Set(i, q, v.At(i, n-1-q))
-		}
-	}
-	return e
+	vals, vecs := topEigen(t, K, k)
+	return &exactKPCA{kern: kern, train: x, n: n, d: d, vals: vals, vecs: vecs}
 }
 
 // at evaluates the exact eigenfunctions at rows points (rows×k).

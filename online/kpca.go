@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/internal/dense"
 	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -427,6 +428,7 @@ func (l *KPCA) covStep(rows int) error {
 	if l.cov == nil {
 		c := newCovariance(blocks*l.cfg.BlockSize, 0, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 		if l.fm.Landmarks {
+			c.setGram(l.landmarkGram(c))
 			for j := range blocks {
 				// A block whose features would overflow the sums (an
 				// unbounded kernel) stays out: its batch was learned by
@@ -462,6 +464,28 @@ func (l *KPCA) covStep(rows int) error {
 		}
 	}
 	return nil
+}
+
+// landmarkGram returns the inner products in the RKHS of the landmark
+// features of every block (m×m, upper triangle; see covariance.setGram):
+// block (i, j) is L_i⁻¹·K(Z_i, Z_j)·L_j⁻ᵀ, that is L_i⁻¹ times block j's
+// features at block i's landmarks. The diagonal blocks are I up to the
+// landmarks' jitter; the others are how the blocks' functions overlap.
+func (l *KPCA) landmarkGram(c *covariance) []float64 {
+	nb, blocks := l.cfg.BlockSize, len(l.seeds)
+	m := blocks * nb
+	g := make([]float64, m*m)
+	psi := make([]float64, nb*nb)
+	gm := dense.Dense(m, m, g)
+	for i := range blocks {
+		_, li := l.ev.Landmarks(i)
+		for j := i; j < blocks; j++ {
+			l.ev.PhiTo(psi, li.Z, nb, j, l.seeds[j])
+			c.ws.Gemm(dense.Op{TransA: true}, dense.Dense(nb, nb, li.InvLT()), dense.Dense(nb, nb, psi),
+				gm.Slice(i*nb, (i+1)*nb, j*nb, (j+1)*nb))
+		}
+	}
+	return g
 }
 
 // covAdd adds the features of every block at the rows points xs

@@ -321,8 +321,11 @@ func TestLandmarksAgainstExactKPCA(t *testing.T) {
 		eHeld := synth.SubspaceError(evalDense(l, exactHeld, exactHeldN), truthHeld)
 		t.Logf("%s: %d features, subspace error train %.3g, held-out %.3g", src, l.Features(), eTrain, eHeld)
 		errs[src] = eHeld
-		if src == FeaturesLandmarks && (eTrain > 1e-4 || eHeld > 1e-4) {
-			t.Errorf("landmarks: subspace error train %.3g held-out %.3g, want ≤ 1e-4", eTrain, eHeld)
+		// 1,000 of the 1,500 points as landmarks: Nyström on them is
+		// exact kernel PCA up to the rest's residual (the covariance
+		// solver, their default, solves it exactly).
+		if src == FeaturesLandmarks && (eTrain > 1e-8 || eHeld > 1e-8) {
+			t.Errorf("landmarks: subspace error train %.3g held-out %.3g, want ≤ 1e-8", eTrain, eHeld)
 		}
 		l.Close()
 	}

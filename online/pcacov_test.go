@@ -3,8 +3,6 @@ package online
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
-	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -60,19 +58,7 @@ func TestCovarianceLinearIsPCA(t *testing.T) {
 				c.SetSym(a, bb, s/n)
 			}
 		}
-		var es mat.EigenSym
-		if !es.Factorize(c, true) {
-			t.Fatal("EigenSym failed")
-		}
-		vals := es.Values(nil)
-		var vecs mat.Dense
-		es.VectorsTo(&vecs)
-		top := mat.NewDense(d, k, nil)
-		for q := 0; q < k; q++ {
-			for a := 0; a < d; a++ {
-				top.Set(a, q, vecs.At(a, d-1-q))
-			}
-		}
+		vals, top := topEigen(t, c, k)
 		// Both as functions on the points: the learner's minus its centre,
 		// the truth's minus the projected mean.
 		xc := mat.NewDense(n, d, nil)
@@ -93,7 +79,7 @@ func TestCovarianceLinearIsPCA(t *testing.T) {
 		}
 		eig, _ := l.Eigenvalues()
 		for q := 0; q < k; q++ {
-			if want := vals[d-1-q]; math.Abs(eig[q]-want) > 1e-10*want {
+			if want := vals[q]; math.Abs(eig[q]-want) > 1e-10*want {
 				t.Errorf("center %v: eigenvalue %d = %.15g, exact %.15g", center, q, eig[q], want)
 			}
 		}
@@ -101,16 +87,18 @@ func TestCovarianceLinearIsPCA(t *testing.T) {
 	}
 }
 
-// TestCovarianceLandmarksIsEnsembleNystrom: kpca with landmark blocks and
-// the covariance solver (their default) is, after one pass, exactly
-// kernel PCA of the stream under the blocks' averaged Nyström kernel
-// k̃(x, y) = (1/n)·Σ_j k(x, Z_j)(K_jj + ε_j·I)⁻¹k(Z_j, y), the batches
-// that built the landmarks included. The truth is computed here from the
-// landmark points and the kernel alone (gonum: Cholesky solves of each
-// block's K_jj and EigenSym of the covariance of the features they give);
-// the functions must match on the points and the eigenvalue estimates to
-// 1e-8.
-func TestCovarianceLandmarksIsEnsembleNystrom(t *testing.T) {
+// TestCovarianceLandmarksIsNystrom: kpca with landmark blocks and the
+// covariance solver (their default) is, after one pass, Nyström kernel
+// PCA of the stream on all the landmarks of all the blocks (Williams &
+// Seeger 2001), the batches that built the landmarks included. The truth
+// is computed here from the landmark points and the kernel alone, the
+// textbook way: φ(x) = K_ZZ^(−½)·k(Z, x) through gonum's EigenSym of the
+// 512×512 K_ZZ (eigenvalues below 1e-10 of the largest dropped), then
+// the top eigenvectors of the covariance of φ over the 1,024 points. The
+// learned functions must match on the points to 1e-9 and the eigenvalue
+// estimates to 1e-7 relative (the learner regularises K_ZZ by a jitter
+// instead of the cut).
+func TestCovarianceLandmarksIsNystrom(t *testing.T) {
 	const n, b, nb, k = 1024, 128, 128, 3
 	rng := rand.New(rand.NewPCG(8, 8))
 	x := curvedData(rng, n)
@@ -133,45 +121,44 @@ func TestCovarianceLandmarksIsEnsembleNystrom(t *testing.T) {
 		if blocks != 4 {
 			t.Fatalf("%d landmark blocks, want 4", blocks)
 		}
-		// Φ̃ (n × 4·nb): block j's columns are k(x, Z_j)·L_j⁻ᵀ/√4 with
-		// L_j·L_jᵀ = K_jj + ε_j·I, so Φ̃Φ̃ᵀ is the averaged kernel.
-		phi := mat.NewDense(n, blocks*nb, nil)
+		m := blocks * nb
+		z := make([]float64, 0, m*d)
 		for j := 0; j < blocks; j++ {
 			_, lb := l.ev.Landmarks(j)
-			kjj := mat.NewSymDense(nb, nil)
-			for a := 0; a < nb; a++ {
-				for c := a; c < nb; c++ {
-					v := kern.Eval(lb.Z[a*d:a*d+d], lb.Z[c*d:c*d+d])
-					if a == c {
-						v += lb.Jitter
-					}
-					kjj.SetSym(a, c, v)
-				}
+			z = append(z, lb.Z...)
+		}
+		kzz := mat.NewSymDense(m, nil)
+		for a := 0; a < m; a++ {
+			for c := a; c < m; c++ {
+				kzz.SetSym(a, c, kern.Eval(z[a*d:a*d+d], z[c*d:c*d+d]))
 			}
-			var ch mat.Cholesky
-			if !ch.Factorize(kjj) {
-				t.Fatal("K_jj not positive definite")
-			}
-			var lo mat.TriDense
-			ch.LTo(&lo)
-			kx := mat.NewDense(nb, n, nil) // k(Z_j, x)
-			for a := 0; a < nb; a++ {
-				for i := 0; i < n; i++ {
-					kx.Set(a, i, kern.Eval(lb.Z[a*d:a*d+d], x[i*d:i*d+d]))
-				}
-			}
-			var f mat.Dense // L⁻¹·k(Z_j, x)
-			if err := f.Solve(&lo, kx); err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < n; i++ {
-				for a := 0; a < nb; a++ {
-					phi.Set(i, j*nb+a, f.At(a, i)/2)
+		}
+		var ek mat.EigenSym
+		if !ek.Factorize(kzz, true) {
+			t.Fatal("EigenSym of K_ZZ failed")
+		}
+		kv := ek.Values(nil)
+		var ku mat.Dense
+		ek.VectorsTo(&ku)
+		// T = U·diag(v^(−½)) over the kept eigenvalues: φ(x) = k(x, Z)·T.
+		tm := mat.NewDense(m, m, nil)
+		for c := 0; c < m; c++ {
+			if kv[c] > 1e-10*kv[m-1] {
+				for a := 0; a < m; a++ {
+					tm.Set(a, c, ku.At(a, c)/math.Sqrt(kv[c]))
 				}
 			}
 		}
+		kx := mat.NewDense(n, m, nil)
+		for i := 0; i < n; i++ {
+			for a := 0; a < m; a++ {
+				kx.Set(i, a, kern.Eval(x[i*d:i*d+d], z[a*d:a*d+d]))
+			}
+		}
+		var phi mat.Dense
+		phi.Mul(kx, tm)
 		if center {
-			for c := 0; c < blocks*nb; c++ {
+			for c := 0; c < m; c++ {
 				var s float64
 				for i := 0; i < n; i++ {
 					s += phi.At(i, c)
@@ -181,32 +168,46 @@ func TestCovarianceLandmarksIsEnsembleNystrom(t *testing.T) {
 				}
 			}
 		}
-		// The operator's eigenfunctions on the points are Φ̃·v for the
-		// eigenvectors v of the feature covariance Φ̃ᵀΦ̃/n (gonum).
-		m := blocks * nb
 		cv := mat.NewSymDense(m, nil)
 		cv.SymOuterK(1.0/n, phi.T())
-		var es mat.EigenSym
-		if !es.Factorize(cv, true) {
-			t.Fatal("EigenSym failed")
-		}
-		vals := es.Values(nil)
-		var vecs mat.Dense
-		es.VectorsTo(&vecs)
+		vals, top := topEigen(t, cv, k)
 		var truth mat.Dense
-		truth.Mul(phi, vecs.Slice(0, m, m-k, m))
+		truth.Mul(&phi, top)
 		got := evalDense(l, x, n)
-		if e := synth.SubspaceError(got, &truth); e > 1e-8 {
-			t.Errorf("center %v: subspace error %.3g vs exact ensemble-Nyström KPCA, want ≤ 1e-8", center, e)
+		e := synth.SubspaceError(got, &truth)
+		t.Logf("center %v: subspace error %.3g vs exact Nyström KPCA", center, e)
+		if e > 1e-9 {
+			t.Errorf("center %v: subspace error %.3g vs exact Nyström KPCA, want ≤ 1e-9", center, e)
 		}
 		eig, _ := l.Eigenvalues()
-		want := slices.Clone(vals[m-k:])
-		sort.Sort(sort.Reverse(sort.Float64Slice(want)))
-		for q := range want {
-			if math.Abs(eig[q]-want[q]) > 1e-8*want[0] {
-				t.Errorf("center %v: eigenvalue %d = %.12g, exact %.12g", center, q, eig[q], want[q])
+		for q := range vals {
+			if math.Abs(eig[q]-vals[q]) > 1e-7*vals[0] {
+				t.Errorf("center %v: eigenvalue %d = %.12g, exact %.12g", center, q, eig[q], vals[q])
 			}
 		}
 		l.Close()
 	}
+}
+
+// topEigen returns the k largest eigenvalues of s, decreasing, and their
+// eigenvectors as the columns of a matrix (gonum EigenSym).
+func topEigen(t testing.TB, s *mat.SymDense, k int) ([]float64, *mat.Dense) {
+	t.Helper()
+	var es mat.EigenSym
+	if !es.Factorize(s, true) {
+		t.Fatal("EigenSym failed")
+	}
+	n := s.SymmetricDim()
+	vals := es.Values(nil)
+	var vecs mat.Dense
+	es.VectorsTo(&vecs)
+	top := mat.NewDense(n, k, nil)
+	out := make([]float64, k)
+	for q := 0; q < k; q++ {
+		out[q] = vals[n-1-q]
+		for a := 0; a < n; a++ {
+			top.Set(a, q, vecs.At(a, n-1-q))
+		}
+	}
+	return out, top
 }

@@ -147,6 +147,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 			l.Close()
 			return nil, err
 		}
+		if l.fm.Landmarks {
+			c.setGram(l.landmarkGram(c)) // a pure function of the landmarks
+		}
 		l.cov = c
 	}
 	return l, nil

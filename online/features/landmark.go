@@ -105,6 +105,11 @@ func (m Map) NewLandmarks(z []float64) (*Landmarks, error) {
 	return lb, nil
 }
 
+// InvLT returns (L⁻¹)ᵀ (B×B, row-major, upper triangular), the map's
+// factor: ψ(x) = k(x, Z)·InvLT(). It is the block's own storage: read it,
+// do not write it.
+func (lb *Landmarks) InvLT() []float64 { return lb.wt }
+
 // sqNorm is Σ v² in order, every product rounded.
 func sqNorm(v []float64) float64 {
 	var s float64
