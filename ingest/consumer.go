@@ -204,6 +204,11 @@ func (c *Consumer) Lag() int64 {
 	return s + c.queue.len()
 }
 
+// QueuedBytes returns the bytes of the fetched messages waiting for the
+// learner, as counted against QueueBytes (a message larger than the bound
+// counts as the bound): never more than QueueBytes.
+func (c *Consumer) QueuedBytes() int64 { return c.queue.heldBytes() }
+
 // Run fetches until ctx is done, following rebalances: for every
 // generation it reads each assigned partition from next(topic, partition)
 // or, for a partition the model has not seen, from the start position.

@@ -125,8 +125,8 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	if n := len(put); n != 3 {
 		t.Fatalf("%d messages of 3,000 bytes queued under a 10,000-byte bound, want 3", n)
 	}
-	if q.len() != 3 {
-		t.Errorf("len %d, want 3", q.len())
+	if q.len() != 3 || q.heldBytes() != 9000 {
+		t.Errorf("len %d, %d bytes held; want 3 and 9,000", q.len(), q.heldBytes())
 	}
 	go q.forward(ctx)
 	for i := range 100 {
@@ -139,7 +139,14 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 			t.Fatalf("message %d never arrived", i)
 		}
 	}
-	// A value larger than the whole bound still passes, alone.
+	for deadline := time.Now().Add(10 * time.Second); q.heldBytes() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if q.heldBytes() != 0 {
+		t.Errorf("%d bytes held with every message taken, want 0", q.heldBytes())
+	}
+	// A value larger than the whole bound still passes, alone, counted
+	// as the bound.
 	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}) }()
 	select {
 	case <-q.out:

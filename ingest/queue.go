@@ -16,6 +16,7 @@ type byteQueue struct {
 	bytes  *semaphore.Weighted
 	limit  int64
 	queued atomic.Int64
+	held   atomic.Int64 // bytes of the queued messages, as counted against limit
 }
 
 type queued struct {
@@ -35,6 +36,7 @@ func (q *byteQueue) put(ctx context.Context, m Message) error {
 	}
 	select {
 	case q.in <- queued{m, n}:
+		q.held.Add(n)
 		q.queued.Add(1)
 		return nil
 	case <-ctx.Done():
@@ -54,6 +56,7 @@ func (q *byteQueue) forward(ctx context.Context) {
 			select {
 			case q.out <- it.m:
 				q.queued.Add(-1)
+				q.held.Add(-it.n)
 				q.bytes.Release(it.n)
 			case <-ctx.Done():
 				return
@@ -64,3 +67,8 @@ func (q *byteQueue) forward(ctx context.Context) {
 
 // len is the number of queued messages (taken ones excluded).
 func (q *byteQueue) len() int64 { return q.queued.Load() }
+
+// heldBytes is the bytes of the queued messages as counted against the
+// bound (a message larger than the bound counts as the bound): never more
+// than QueueBytes.
+func (q *byteQueue) heldBytes() int64 { return q.held.Load() }

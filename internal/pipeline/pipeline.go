@@ -128,6 +128,13 @@ func New(opt Options) (*Pipeline, error) {
 				}
 				return float64(p.lag())
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_queue_bytes", Help: "Bytes of fetched messages waiting for the learner, as counted against kafka.queue_bytes (never above it)."},
+			func() float64 {
+				if q, ok := p.consumer.(interface{ QueuedBytes() int64 }); ok {
+					return float64(q.QueuedBytes())
+				}
+				return 0
+			}),
 		p.served(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_snapshot_age_seconds", Help: "Seconds since the newest persisted snapshot (0 before the first)."},
 			func() float64 {
