@@ -508,8 +508,11 @@ func normaliseColumns(a []float64, m, p int) {
 }
 
 // state returns the statistics in the snapshot's layout (see
-// snapshot.Covariance).
+// snapshot.Covariance); nil and nil for a nil c (no statistics yet).
 func (c *covariance) state() (*snapshot.Covariance, []float64) {
+	if c == nil {
+		return nil, nil
+	}
 	h := &snapshot.Covariance{Samples: c.n, SolvedAt: c.nSolved, Solves: c.solves, Features: c.m, Basis: c.p}
 	n, _ := h.Len()
 	out := make([]float64, 0, n)

@@ -738,11 +738,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	if l.center != nil {
 		view.Center = append([]float64(nil), l.center...)
 	}
-	var cov *snapshot.Covariance
-	var state []float64
-	if l.cov != nil {
-		cov, state = l.cov.state()
-	}
+	cov, state := l.cov.state()
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model:       l.cfg.Model,

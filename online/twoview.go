@@ -608,11 +608,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	if l.cfg.Solver == SolverCovariance {
 		solver = SolverCovariance
 	}
-	var cov *snapshot.Covariance
-	var state []float64
-	if l.cov != nil {
-		cov, state = l.cov.state()
-	}
+	cov, state := l.cov.state()
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model: l.cfg.Model, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
