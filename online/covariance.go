@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/lapack/lapack64"
 
 	"github.com/streamkpca/streamkpca/internal/dense"
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -257,6 +258,29 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 	return nil
 }
 
+// landmarkGram returns the inner products in the RKHS of the features of
+// the landmark blocks of ev (seeds: one per block): an m×m matrix, m =
+// blocks·B, of which the upper triangle is set. Block (i, j) is
+// L_i⁻¹·K(Z_i, Z_j)·L_j⁻ᵀ, that is L_i⁻¹ times block j's features at
+// block i's landmarks. The diagonal blocks are I up to the landmarks'
+// jitter; the others are how the blocks' functions overlap.
+func landmarkGram(ev *features.Evaluator, seeds []uint64, ws *dense.Workspace) []float64 {
+	nb, blocks := ev.Map().BlockSize, len(seeds)
+	m := blocks * nb
+	g := make([]float64, m*m)
+	psi := make([]float64, nb*nb)
+	gm := dense.Dense(m, m, g)
+	for i := range blocks {
+		_, li := ev.Landmarks(i)
+		for j := i; j < blocks; j++ {
+			ev.PhiTo(psi, li.Z, nb, j, seeds[j])
+			ws.Gemm(dense.Op{TransA: true}, dense.Dense(nb, nb, li.InvLT()), dense.Dense(nb, nb, psi),
+				gm.Slice(i*nb, (i+1)*nb, j*nb, (j+1)*nb))
+		}
+	}
+	return g
+}
+
 // setGram gives the one-view solve the features' inner products in the
 // RKHS, G (m×m, upper triangle read): with landmark blocks the features
 // of different blocks are not orthonormal there, and G tells how they
@@ -306,12 +330,15 @@ func (c *covariance) setGram(g []float64) bool {
 // 2001), streamed. Through G + δI = UᵀU it is the symmetric problem
 // T = U⁻ᵀCU⁻¹, a = U⁻¹w.
 //
-// The basis Q (m×p) is warm-started from the previous solve; iters
-// subspace iterations Q ← orth(T·Q) (each column's sign kept so that R's
-// diagonal is positive) and a Rayleigh–Ritz rotation Q ← Q·V with
-// QᵀTQ = VΛVᵀ (each eigenvector's sign chosen so that V's diagonal is
-// non-negative) converge at the rate (λ_{p+1}/λ_k)^iters and keep the
-// served functions from flipping sign between steps.
+// The basis Q (m×p) is warm-started from the previous solve. A solve
+// applies T iters times: iters − 1 subspace iterations Q ← orth(T·Q),
+// then a Rayleigh–Ritz rotation with Z = T·Q, QᵀZ = VΛVᵀ: the Ritz
+// vectors Q·V give the coefficients and Λ the eigenvalues, and
+// orth(Z·V) is the next solve's basis, one power step further. Every
+// column's sign is kept (R's diagonal positive, V's diagonal
+// non-negative), so the served functions do not flip between steps.
+// From solve to solve this is subspace iteration on a slowly changing T,
+// converging at the rate (λ_{p+1}/λ_k) per application.
 func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center bool) error {
 	m, p := c.m[0], c.p
 	mu, cm := c.mu[0], c.chol[0] // C, full, in the Cholesky factor's room
@@ -329,22 +356,16 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 	}
 	q := dense.Dense(m, p, c.q)
 	z := dense.Dense(m, p, c.z1[:m*p])
-	for it := 0; it < iters; it++ {
+	w := dense.Dense(m, p, c.z2[:m*p])
+	for it := 0; it < iters-1; it++ {
 		c.applyPCA(z, q)
 		copy(q.Data, z.Data)
 		orthonormalise(q.Data, m, p, c.tau, &c.work)
-		for j := 0; j < p; j++ {
-			var s float64
-			for r := 0; r < m; r++ {
-				s += q.Data[r*p+j] * z.Data[r*p+j]
-			}
-			if s < 0 {
-				for r := 0; r < m; r++ {
-					q.Data[r*p+j] = -q.Data[r*p+j]
-				}
-			}
-		}
+		alignColumns(q.Data, z.Data, m, p)
 	}
+	// Rayleigh–Ritz on Q with Z = T·Q: QᵀZ = VΛVᵀ, the Ritz vectors Q·V
+	// give the coefficients, and orth(Z·V), one power step further, is
+	// the next solve's start.
 	c.applyPCA(z, q)
 	g := dense.Dense(p, p, c.g)
 	clear(c.g)
@@ -359,9 +380,8 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 			}
 		}
 	}
-	clear(z.Data)
-	c.ws.Gemm(dense.Op{}, q, g, z)
-	copy(q.Data, z.Data)
+	clear(w.Data)
+	c.ws.Gemm(dense.Op{}, q, g, w) // the Ritz vectors
 	if !(c.ev[0] > 0) || math.IsInf(c.ev[0], 0) {
 		return fmt.Errorf("%w: the features have no variance", ErrInput)
 	}
@@ -370,7 +390,7 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 		sc, per = 1, 1
 	}
 	for r := 0; r < m; r++ {
-		for j, v := range q.Data[r*p : r*p+k] {
+		for j, v := range w.Data[r*p : r*p+k] {
 			a[r*k+j] = v * sc
 		}
 	}
@@ -380,9 +400,31 @@ func (c *covariance) solvePCA(a, eig []float64, k, iters, blocks int, center boo
 	for j := range eig[:k] {
 		eig[j] = math.Max(c.ev[j], 0) / per
 	}
+	clear(w.Data)
+	c.ws.Gemm(dense.Op{}, z, g, w)
+	copy(q.Data, w.Data)
+	orthonormalise(q.Data, m, p, c.tau, &c.work)
+	alignColumns(q.Data, w.Data, m, p)
 	c.solves++
 	c.nSolved = c.n
 	return nil
+}
+
+// alignColumns flips each column of q (m×p) whose inner product with the
+// same column of ref is negative: after a QR of ref, R's diagonal is then
+// positive, so a basis keeps its signs from one solve to the next.
+func alignColumns(q, ref []float64, m, p int) {
+	for j := 0; j < p; j++ {
+		var s float64
+		for r := 0; r < m; r++ {
+			s += q[r*p+j] * ref[r*p+j]
+		}
+		if s < 0 {
+			for r := 0; r < m; r++ {
+				q[r*p+j] = -q[r*p+j]
+			}
+		}
+	}
 }
 
 // applyPCA sets dst (m×p) to T·src: C·src, or U⁻ᵀ·C·U⁻¹·src with the

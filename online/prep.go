@@ -148,7 +148,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 			return nil, err
 		}
 		if l.fm.Landmarks {
-			c.setGram(l.landmarkGram(c)) // a pure function of the landmarks
+			c.setGram(landmarkGram(l.ev, l.seeds, &c.ws)) // a pure function of the landmarks
 		}
 		l.cov = c
 	}
