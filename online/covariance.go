@@ -281,6 +281,32 @@ func landmarkGram(ev *features.Evaluator, seeds []uint64, ws *dense.Workspace) [
 	return g
 }
 
+// gatherFeatures sets c.phi[i] (rows × m_i) to the features of every block
+// of one view at the rows points xs: block j (seed seeds[j], evaluated by
+// ev into one, rows×B scratch) fills columns j·B … j·B+B−1. It reports an
+// error, leaving the statistics alone, when a value is not finite or
+// exceeds 1e150 in magnitude: an unbounded kernel on a huge input, whose
+// sums would overflow.
+func (c *covariance) gatherFeatures(i int, one []float64, ev *features.Evaluator, xs []float64, rows int, seeds []uint64) error {
+	m, nb := c.m[i], ev.Map().BlockSize
+	if cap(c.phi[i]) < rows*m {
+		c.phi[i] = make([]float64, rows*m)
+	}
+	phi := c.phi[i][:rows*m]
+	for j, seed := range seeds {
+		ev.PhiTo(one, xs, rows, j, seed)
+		for r := 0; r < rows; r++ {
+			copy(phi[r*m+j*nb:r*m+(j+1)*nb], one[r*nb:(r+1)*nb])
+		}
+	}
+	for _, f := range phi {
+		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e150 {
+			return fmt.Errorf("a feature value is %v", f)
+		}
+	}
+	return nil
+}
+
 // setGram gives the one-view solve the features' inner products in the
 // RKHS, G (m×m, upper triangle read): with landmark blocks the features
 // of different blocks are not orthonormal there, and G tells how they

@@ -465,40 +465,20 @@ func (l *KPCA) covStep(rows int) error {
 	}
 	if l.center != nil {
 		clear(l.center)
-		for f, mu := range c.mu[0] {
-			for q, a := range l.alpha[f*k : f*k+k] {
-				l.center[q] += a * mu
-			}
-		}
+		addMeanTimes(l.center, c.mu[0], l.alpha, k)
 	}
 	return nil
 }
 
 // covAdd adds the features of every block at the rows points xs
-// (standardised) to c's statistics. It refuses the points, leaving the
-// statistics alone, when a feature value would overflow the sums.
+// (standardised) to c's statistics (see gatherFeatures), or reports why
+// it refused them.
 func (l *KPCA) covAdd(c *covariance, xs []float64, rows int) error {
-	nb := l.cfg.BlockSize
-	m := c.m[0]
-	if cap(c.phi[0]) < rows*m {
-		c.phi[0] = make([]float64, rows*m)
-	}
-	if cap(l.phi) < rows*nb {
+	if nb := l.cfg.BlockSize; cap(l.phi) < rows*nb {
 		l.phi = make([]float64, rows*nb)
 	}
-	phi, one := c.phi[0][:rows*m], l.phi[:rows*nb]
-	for j, seed := range l.seeds {
-		l.ev.PhiTo(one, xs, rows, j, seed)
-		for r := 0; r < rows; r++ {
-			copy(phi[r*m+j*nb:r*m+(j+1)*nb], one[r*nb:(r+1)*nb])
-		}
-	}
-	for _, f := range phi {
-		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e150 {
-			// An unbounded kernel on a huge input: the sums would
-			// overflow. Refuse the batch before it touches them.
-			return fmt.Errorf("a feature value is %v", f)
-		}
+	if err := c.gatherFeatures(0, l.phi[:rows*l.cfg.BlockSize], l.ev, xs, rows, l.seeds); err != nil {
+		return err
 	}
 	c.add(rows)
 	return nil

@@ -380,25 +380,10 @@ func (l *TwoView) covStep(rows int) error {
 	c := l.cov
 	for i := range l.v {
 		v := &l.v[i]
-		m, nb := c.m[i], v.fm.BlockSize
-		if cap(c.phi[i]) < rows*m {
-			c.phi[i] = make([]float64, rows*m)
-		}
-		phi := c.phi[i][:rows*m]
-		for j, seed := range v.seeds {
-			v.ev.PhiTo(v.phi, v.xs, rows, j, seed)
-			for r := 0; r < rows; r++ {
-				copy(phi[r*m+j*nb:r*m+(j+1)*nb], v.phi[r*nb:(r+1)*nb])
-			}
-		}
-		for _, f := range phi {
-			if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e150 {
-				// An unbounded kernel on a huge input: the sums would
-				// overflow. Refuse the batch before it touches them.
-				l.samples += uint64(rows)
-				l.rejected++
-				return fmt.Errorf("%w: step %d: view %d has a feature value %v", ErrDiverged, l.t, i, f)
-			}
+		if err := c.gatherFeatures(i, v.phi, v.ev, v.xs, rows, v.seeds); err != nil {
+			l.samples += uint64(rows)
+			l.rejected++
+			return fmt.Errorf("%w: step %d: view %d: %w", ErrDiverged, l.t, i, err)
 		}
 	}
 	c.add(rows)
@@ -418,11 +403,7 @@ func (l *TwoView) covStep(rows int) error {
 	for i := range l.v {
 		if ctr := l.v[i].center; ctr != nil {
 			clear(ctr)
-			for f, mu := range c.mu[i] {
-				for q, a := range l.v[i].coef[f*k : f*k+k] {
-					ctr[q] += a * mu
-				}
-			}
+			addMeanTimes(ctr, c.mu[i], l.v[i].coef, k)
 		}
 	}
 	return nil
