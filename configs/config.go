@@ -41,7 +41,7 @@ type Kafka struct {
 	Topic string `yaml:"topic"`
 	// Group is the consumer group. Default: "streamkpca". One model per
 	// group: several instances in a group split the partitions and each
-	// learns its own model (see README).
+	// learns its own model (see docs/operations.md).
 	Group string `yaml:"group"`
 	// Start for partitions the model has never seen: earliest or latest.
 	// Default: earliest.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's pictures with the CLI alone. Run from the
+# Regenerates the pictures of docs/cli.md with the CLI alone. Run from the
 # repository root: bash docs/make-images.sh   (about a minute)
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -18,8 +18,7 @@ $skpca plot eigenfunctions --model "$tmp/hermite.skpca" --out docs/images/eigenf
 
 # Figure 4: 2-D projections of digit-like images, coloured by class.
 $skpca synth digits --n 3000 --out "$tmp/digits.csv"          # 64 pixels + label
-cut -d, -f1-64 "$tmp/digits.csv" > "$tmp/digits-x.csv"
-$skpca fit --input "$tmp/digits-x.csv" --k 2 --center --epochs 20 --out "$tmp/digits.skpca"
+$skpca fit --input "$tmp/digits.csv" --cols 1-64 --k 2 --center --epochs 20 --out "$tmp/digits.skpca"
 $skpca plot scatter --model "$tmp/digits.skpca" --input "$tmp/digits.csv" --label-col 64 --out docs/images/scatter.png
 
 # KCCA: held-out canonical correlations on the twoview stream.

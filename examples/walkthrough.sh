@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A walk-through of streamkpca with standard tools: kcat and jq (Debian
-# packages kcat, jq), curl, and the project's own NATS subscriber
-# (examples/subscriber; the nats CLI works too if you have it).
+# packages kcat, jq), curl, the project's own NATS subscriber
+# (examples/subscriber; the nats CLI works too if you have it) and the
+# Python client (clients/python; needs numpy, Debian python3-numpy).
 #
 #   ./examples/walkthrough.sh            starts `streamkpca demo` itself and
 #                                        takes every address from its output
@@ -66,4 +67,16 @@ snap=$(mktemp --suffix=.skpca)
 curl -sf -o "$snap" "$HTTP/v1/models/hermite/snapshot"
 go run ./cmd/streamkpca inspect "$snap" | jq -c '{version: .header.step, samples_seen: .header.samples_seen, k: .header.k, features}'
 rm -f "$snap"
+
+echo "6. Python (numpy): fetch the served model, project locally, and check the service's projections are the same bits:"
+py=""
+for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$cand" ] && "$cand" -c 'import numpy' 2>/dev/null && { py=$cand; break; }
+done
+if [ -z "$py" ]; then
+  if [ -n "${CI:-}" ]; then echo "walkthrough: no Python 3 with numpy (Debian: apt-get install python3-numpy)" >&2; exit 1; fi
+  echo "   no Python 3 with numpy here (Debian: apt-get install python3-numpy); step 6 not run"
+else
+  "$py" clients/python/examples/project.py --url "$HTTP" --model hermite --points '[[0.5],[1.5],[-2]]' --check
+fi
 echo "walkthrough: every step worked"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -17,15 +18,31 @@ import (
 // number. It returns the values, the rows and the dimension (dim, or
 // fixed by the first record when dim is 0).
 func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
+	t, err := readAll(r, format, dim)
+	return t.X, t.Rows, t.Dim, err
+}
+
+// Table is what ReadFile read: Rows×Dim values, row-major.
+type Table struct {
+	X         []float64
+	Rows, Dim int
+	// Header is the first line of a csv input when it did not parse as
+	// numbers and was skipped as a header row; empty otherwise.
+	Header string
+}
+
+// readAll is ReadAll, returning a Table.
+func readAll(r io.Reader, format Format, dim int) (Table, error) {
 	dec := &Decoder{Format: format, Dim: dim, MaxBytes: 64 << 20}
 	if err := dec.Validate(); err != nil {
-		return nil, 0, 0, err
+		return Table{}, err
 	}
+	var header string
 	var x []float64
 	rows := 0
-	if format == FormatF32LE || format == FormatF64LE {
+	if format.Raw() {
 		if dim < 1 {
-			return nil, 0, 0, fmt.Errorf("ingest: the dimension is required for %s input", format)
+			return Table{}, fmt.Errorf("ingest: the dimension is required for %s input", format)
 		}
 		w := 4
 		if format == FormatF64LE {
@@ -38,15 +55,15 @@ func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
 				if errors.Is(err, io.EOF) {
 					break
 				}
-				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
+				return Table{}, fmt.Errorf("record %d: %w", rows+1, err)
 			}
 			var err error
 			if x, _, err = dec.Decode(x, nil, buf); err != nil {
-				return nil, 0, 0, fmt.Errorf("record %d: %w", rows+1, err)
+				return Table{}, fmt.Errorf("record %d: %w", rows+1, err)
 			}
 			rows++
 		}
-		return x, rows, dec.Dim, nil
+		return Table{X: x, Rows: rows, Dim: dec.Dim, Header: header}, nil
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -61,16 +78,17 @@ func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
 		if x, _, err = dec.Decode(x, nil, b); err != nil {
 			if line == 1 && format == FormatCSV && Reason(err) == ReasonMalformed {
 				dec.Dim = dim // a header row
+				header = string(b)
 				continue
 			}
-			return nil, 0, 0, fmt.Errorf("line %d: %w", line, err)
+			return Table{}, fmt.Errorf("line %d: %w", line, err)
 		}
 		rows++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, 0, 0, fmt.Errorf("read input: %w", err)
+		return Table{}, fmt.Errorf("read input: %w", err)
 	}
-	return x, rows, dec.Dim, nil
+	return Table{X: x, Rows: rows, Dim: dec.Dim, Header: header}, nil
 }
 
 // ReadFile reads every record of the file at path ("-": standard input)
@@ -78,34 +96,90 @@ func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
 // .json and .ndjson are JSON lines, .f32/.f32le and .f64/.f64le raw
 // little-endian, anything else (and standard input) csv; "jsonl" is
 // accepted for json. The raw formats need dim.
-func ReadFile(path string, format Format, dim int) ([]float64, int, int, error) {
+func ReadFile(path string, format Format, dim int) (Table, error) {
 	var r io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("open input: %w", err)
+			return Table{}, fmt.Errorf("open input: %w", err)
 		}
 		defer f.Close()
 		r = f
-		if format == "" {
-			switch strings.ToLower(filepath.Ext(path)) {
-			case ".jsonl", ".json", ".ndjson":
-				format = FormatJSON
-			case ".f32", ".f32le":
-				format = FormatF32LE
-			case ".f64", ".f64le":
-				format = FormatF64LE
-			}
+	}
+	format = FileFormat(path, format)
+	if format.Raw() && dim < 1 {
+		return Table{}, fmt.Errorf("%s input needs its dimension (--dim): raw records carry none", format)
+	}
+	return readAll(r, format, dim)
+}
+
+// FileFormat is the format ReadFile reads path in: format if given
+// ("jsonl" meaning json), else inferred from the extension (standard
+// input, "-": csv).
+func FileFormat(path string, format Format) Format {
+	if format == "" && path != "-" {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".jsonl", ".json", ".ndjson":
+			format = FormatJSON
+		case ".f32", ".f32le":
+			format = FormatF32LE
+		case ".f64", ".f64le":
+			format = FormatF64LE
 		}
 	}
 	switch format {
 	case "":
-		format = FormatCSV
+		return FormatCSV
 	case "jsonl":
-		format = FormatJSON
+		return FormatJSON
 	}
-	if (format == FormatF32LE || format == FormatF64LE) && dim < 1 {
-		return nil, 0, 0, fmt.Errorf("%s input needs its dimension (--dim): raw records carry none", format)
+	return format
+}
+
+// Raw reports whether f is a raw binary format (f32le, f64le), whose
+// records carry no dimension.
+func (f Format) Raw() bool { return f == FormatF32LE || f == FormatF64LE }
+
+// SelectColumns keeps the columns named by spec of each of rows rows of d
+// values, in spec's order. spec is cut's field list, 1-based: "1-64",
+// "2,5,7-9", "3-" (from 3 to the end), "-4" (1 to 4). It returns the
+// selected values and their count per row, or an error naming what is
+// wrong with spec.
+func SelectColumns(x []float64, rows, d int, spec string) ([]float64, int, error) {
+	if len(x) != rows*d {
+		return nil, 0, fmt.Errorf("select columns: %d values are not %d rows of %d", len(x), rows, d)
 	}
-	return ReadAll(r, format, dim)
+	var cols []int
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, b := 1, d
+		var err error
+		if lo != "" {
+			if a, err = strconv.Atoi(lo); err != nil {
+				return nil, 0, fmt.Errorf("--cols %q: %q is not a column number or a range like 1-64", spec, part)
+			}
+		}
+		if !isRange {
+			b = a
+		} else if hi != "" {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, 0, fmt.Errorf("--cols %q: %q is not a column number or a range like 1-64", spec, part)
+			}
+		}
+		if part == "" || part == "-" || a < 1 || b > d || a > b {
+			return nil, 0, fmt.Errorf("--cols %q: %q is outside the input's columns 1-%d (or empty)", spec, part, d)
+		}
+		for c := a; c <= b; c++ {
+			cols = append(cols, c-1)
+		}
+	}
+	out := make([]float64, 0, rows*len(cols))
+	for r := 0; r < rows; r++ {
+		row := x[r*d : (r+1)*d]
+		for _, c := range cols {
+			out = append(out, row[c])
+		}
+	}
+	return out, len(cols), nil
 }

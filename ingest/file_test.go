@@ -38,17 +38,44 @@ func TestReadFileInfersTheFormat(t *testing.T) {
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		x, rows, d, err := ReadFile(p, "", 3)
+		tb, err := ReadFile(p, "", 3)
+		x, rows, d := tb.X, tb.Rows, tb.Dim
 		if err != nil || rows != 2 || d != 3 || !slices.Equal(x, want) {
 			t.Errorf("%s: %v rows %d d %d, err %v; want %v", name, x, rows, d, err, want)
 		}
+		if wantHeader := filepath.Ext(name) == ".csv"; (tb.Header != "") != wantHeader {
+			t.Errorf("%s: header %q, want one: %v", name, tb.Header, wantHeader)
+		}
 		if strings.HasPrefix(filepath.Ext(name), ".f") {
-			if _, _, _, err := ReadFile(p, "", 0); err == nil || !strings.Contains(err.Error(), "--dim") {
+			if _, err := ReadFile(p, "", 0); err == nil || !strings.Contains(err.Error(), "--dim") {
 				t.Errorf("%s without a dimension: %v, want an error naming --dim", name, err)
 			}
 		}
 	}
-	if _, _, _, err := ReadFile(filepath.Join(dir, "missing.csv"), "", 0); err == nil {
+	if _, err := ReadFile(filepath.Join(dir, "missing.csv"), "", 0); err == nil {
 		t.Error("a missing file read without error")
+	}
+}
+
+// TestSelectColumns: cut's field lists, against columns picked by hand.
+func TestSelectColumns(t *testing.T) {
+	x := []float64{1, 2, 3, 4, 5, 11, 12, 13, 14, 15} // 2 rows of 5
+	for spec, want := range map[string][]float64{
+		"1-4":   {1, 2, 3, 4, 11, 12, 13, 14},
+		"5,1":   {5, 1, 15, 11},
+		"2,4-":  {2, 4, 5, 12, 14, 15},
+		"-2":    {1, 2, 11, 12},
+		" 3 ":   {3, 13},
+		"1-1,5": {1, 5, 11, 15},
+	} {
+		got, d, err := SelectColumns(x, 2, 5, spec)
+		if err != nil || d*2 != len(want) || !slices.Equal(got, want) {
+			t.Errorf("%q: %v (d %d, err %v), want %v", spec, got, d, err, want)
+		}
+	}
+	for _, spec := range []string{"", "0", "6", "3-2", "a", "1,,2", "-", "2-x"} {
+		if _, _, err := SelectColumns(x, 2, 5, spec); err == nil || !strings.Contains(err.Error(), "--cols") {
+			t.Errorf("%q: error %v, want one naming --cols", spec, err)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // later leaves (A gets them back). A resumes each partition from its own
 // consumed offset, not from B's commits, and drops redelivered messages by
 // offset, so A's model holds every message exactly once. (Each instance
-// learns its own model: one model per consumer group, see README.)
+// learns its own model: one model per consumer group, see docs/operations.md.)
 func TestRebalance(t *testing.T) {
 	s := startStack(t, map[string]int32{"rb": 4})
 	const n = 40_000 / raceScale

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +122,50 @@ func TestFitProjectInspect(t *testing.T) {
 	}
 	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "0"}); err == nil {
 		t.Error("k = 0 accepted")
+	}
+}
+
+// TestColumns: fit --cols on a file with an extra (label) column learns
+// exactly the model of the file without it, project --cols projects the
+// same bits, a header row is reported, and a wrong width names --cols.
+func TestColumns(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 3))
+	var narrow, wide [][]float64
+	for i := 0; i < 600; i++ {
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		narrow = append(narrow, []float64{a, b})
+		wide = append(wide, []float64{float64(i % 10), a, b}) // a label first
+	}
+	pn, pw := filepath.Join(dir, "n.csv"), filepath.Join(dir, "w.csv")
+	writeCSV(t, pn, narrow)
+	writeCSV(t, pw, wide)
+	mn, mw := filepath.Join(dir, "n.skpca"), filepath.Join(dir, "w.skpca")
+	if err := cmdFit(context.Background(), []string{"--input", pn, "--k", "2", "--out", mn}); err != nil {
+		t.Fatal(err)
+	}
+	stderr := capture(t, &os.Stderr, func() error {
+		return cmdFit(context.Background(), []string{"--input", pw, "--cols", "2-3", "--k", "2", "--out", mw})
+	})
+	if !strings.Contains(stderr, `header row: "a,b,c"`) {
+		t.Errorf("fit did not say it skipped the header row:\n%s", stderr)
+	}
+	sn, _, _ := snapshot.Load(mn)
+	sw, _, err := snapshot.Load(mw)
+	if err != nil || !slices.Equal(sn.Coef[0], sw.Coef[0]) || sw.Header.Views[0].Dim != 2 {
+		t.Fatalf("fit --cols 2-3 differs from fit on the two columns (%v)", err)
+	}
+	pnOut := captureStdout(t, func() error { return cmdProject([]string{"--model", mn, "--input", pn}) })
+	pwOut := captureStdout(t, func() error { return cmdProject([]string{"--model", mn, "--input", pw, "--cols", "2,3"}) })
+	if pnOut != pwOut || len(pnOut) == 0 {
+		t.Error("project --cols 2,3 differs from project on the two columns")
+	}
+	err = cmdProject([]string{"--model", mn, "--input", pw})
+	if err == nil || !strings.Contains(err.Error(), "3 columns") || !strings.Contains(err.Error(), "--cols") {
+		t.Errorf("project of a wider file: %v, want an error naming the widths and --cols", err)
+	}
+	if err := cmdFit(context.Background(), []string{"--input", pw, "--cols", "4", "--k", "2", "--out", mw}); err == nil || !strings.Contains(err.Error(), "1-3") {
+		t.Errorf("fit --cols 4 of a 3-column file: %v", err)
 	}
 }
 

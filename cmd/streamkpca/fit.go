@@ -28,6 +28,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
 	epochs := fs.Int("epochs", 1, "passes over the input (shuffled after the first)")
 	yCols := fs.Int("y-cols", 0, "two-view algorithms: the last N columns of each row are y (ksir: 1, the target)")
+	cols := fs.String("cols", "", "columns of the input to learn from, 1-based as cut's -f: 1-64 drops digits' label column; default all")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
 	model := fs.String("model", "model", "model name stored in the snapshot")
 	if err := fs.Parse(args); err != nil {
@@ -45,7 +46,7 @@ func cmdFit(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w\n(fit's learner flags are the learner settings of configs/streamkpca.yaml: --max-features is learner.max_features)", err)
 	}
 	cfg := c.Learner.Online(*model, 0)
-	x, rows, d, err := ingest.ReadFile(*input, ingest.Format(*format), *dim)
+	x, rows, d, err := readInput(*input, *format, *dim, *cols)
 	if err != nil {
 		return err
 	}
@@ -92,6 +93,8 @@ func cmdProject(args []string) error {
 	input := fs.String("input", "-", "input file, - for stdin")
 	format := fs.String("format", "", "input format (default: from the extension, csv for stdin)")
 	view := fs.String("view", "x", "view to project: x or y (two-view models)")
+	cols := fs.String("cols", "", "columns of the input to project, 1-based as cut's -f (e.g. 1-64); default all")
+	dim := fs.Int("dim", 0, "the record width of f32le/f64le input (default: the model's dimension)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,14 +113,24 @@ func cmdProject(args []string) error {
 	if *view == "y" {
 		v = 1
 	}
-	x, rows, _, err := ingest.ReadFile(*input, ingest.Format(*format), m.Dim(min(v, m.Views()-1)))
+	d := m.Dim(min(v, m.Views()-1))
+	width := 0 // text input: from the first row
+	if ingest.FileFormat(*input, ingest.Format(*format)).Raw() {
+		width = d
+		if *dim > 0 {
+			width = *dim
+		}
+	}
+	x, rows, got, err := readInput(*input, *format, width, *cols)
 	if err != nil {
 		return err
+	}
+	if got != d {
+		return fmt.Errorf("the input has %d columns, the model's view %s %d; choose them with --cols", got, *view, d)
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	k := m.K()
-	d := m.Dim(min(v, m.Views()-1))
 	const chunk = 1024
 	for s := 0; s < rows; s += chunk {
 		n := min(chunk, rows-s)
@@ -174,4 +187,25 @@ func cmdInspect(args []string) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// readInput reads a file for fit or project, says once that a header row
+// was skipped, and keeps the columns --cols names.
+func readInput(path, format string, dim int, cols string) ([]float64, int, int, error) {
+	tb, err := ingest.ReadFile(path, ingest.Format(format), dim)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if tb.Header != "" {
+		h := tb.Header
+		if len(h) > 60 {
+			h = h[:60] + "…"
+		}
+		fmt.Fprintf(os.Stderr, "skipped the first line as a header row: %q\n", h)
+	}
+	if cols == "" {
+		return tb.X, tb.Rows, tb.Dim, nil
+	}
+	x, d, err := ingest.SelectColumns(tb.X, tb.Rows, tb.Dim, cols)
+	return x, tb.Rows, d, err
 }

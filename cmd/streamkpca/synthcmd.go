@@ -20,7 +20,7 @@ func cmdSynth(args []string) error {
 Columns of the CSV:
   hermite     1 value (the paper's 1-D stream)
   hermite16   16 values
-  digits      64 pixel values, then the digit label (cut it before fit: cut -d, -f1-64)
+  digits      64 pixel values, then the digit label (fit --cols 1-64 leaves it out)
   twoview     6 values of view x, then 6 of view y
   mixture     2 values of view x, then 2 of view y`
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {

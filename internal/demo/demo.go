@@ -96,11 +96,23 @@ func Run(ctx context.Context, args []string) error {
 	for p.HTTPAddr() == "" {
 		time.Sleep(10 * time.Millisecond)
 	}
+	// With --dir from an earlier run the topic already holds a prefix of
+	// the stream: produce only the rest, continuing the same sequence.
+	have, err := stack.Messages(ctx, topic)
+	if err != nil {
+		return err
+	}
+	have = min(have, int64(*points))
+	src := devstack.HermiteJSON(synth.Hermite1D(), 1)
+	for i := range int(have) {
+		src(i)
+	}
 	prodErr := make(chan error, 1)
 	go func() {
-		prodErr <- devstack.Produce(ctx, devstack.HermiteJSON(synth.Hermite1D(), 1),
-			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: *points, Rate: *rate})
+		prodErr <- devstack.Produce(ctx, src,
+			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: *points - int(have), Rate: *rate})
 	}()
+	startSamples := p.Status().Samples
 	http := "http://" + p.HTTPAddr()
 	fmt.Printf(`streamkpca demo — kernel PCA learned online from Kafka, served over NATS and HTTP
 
@@ -114,9 +126,15 @@ Try, in another terminal:
   curl -s %s/metrics | grep ^streamkpca_
   nats --server %s sub 'streamkpca.%s.updates'
   nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'
+  go run ./examples/subscriber --nats %s --model %s --points '[[0.5]]'
+  python3 clients/python/examples/project.py --url %s --model %s --points '[[0.5]]' --check
 
-Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, lower is better):
-`, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model)
+`, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model, stack.NATSURL(), model, http, model)
+	if have > 0 {
+		fmt.Printf("Resuming from %s: the topic holds %d points of an earlier run and the model has learned %d; producing the remaining %d.\n\n",
+			stack.Dir(), have, startSamples, int64(*points)-have)
+	}
+	fmt.Println("Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, lower is better):")
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -129,7 +147,7 @@ Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, l
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "producer: %v\n", err)
 			} else if err == nil {
-				fmt.Printf("producer: all %d points sent\n", *points)
+				fmt.Printf("producer: all %d points sent\n", *points-int(have))
 			}
 			prodErr, produced = nil, true
 		case err := <-runErr:
@@ -157,7 +175,7 @@ Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, l
 			lastVer = s.Version
 			el := time.Since(start).Seconds()
 			fmt.Printf("%6.0fs  samples %9d  %7.0f pts/s  features %6d  lag %7d  version %5d (published %5d)  error %s  eig %.3f\n",
-				el, s.Samples, float64(s.Samples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues)
+				el, s.Samples, float64(s.Samples-startSamples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues)
 		}
 	}
 }

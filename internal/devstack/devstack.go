@@ -157,6 +157,26 @@ func (s *Stack) Close() {
 	}
 }
 
+// Messages returns how many messages the topic holds (the sum of its
+// partitions' end offsets; nothing is ever deleted from the embedded
+// cluster), for a demo resuming from its data directory.
+func (s *Stack) Messages(ctx context.Context, topic string) (int64, error) {
+	var total int64
+	for p := 0; p < int(s.opt.Topics[topic]); p++ {
+		c, err := kafka.DialLeader(ctx, "tcp", s.Brokers()[0], topic, p)
+		if err != nil {
+			return 0, fmt.Errorf("devstack: %s partition %d: %w", topic, p, err)
+		}
+		n, err := c.ReadLastOffset()
+		c.Close()
+		if err != nil {
+			return 0, fmt.Errorf("devstack: %s partition %d: end offset: %w", topic, p, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
 // Source yields message payloads.
 type Source func(i int) []byte
 

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the service's Prometheus metrics (names in README).
+// Metrics are the service's Prometheus metrics (names in docs/operations.md).
 type Metrics struct {
 	Samples        prometheus.Counter
 	Batches        prometheus.Counter

@@ -170,10 +170,14 @@ func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
 	if labelCol >= 0 {
 		width++
 	}
-	raw, rows, _, err := ingest.ReadFile(input, "", width)
+	tb, err := ingest.ReadFile(input, "", width)
 	if err != nil {
+		if ingest.Reason(err) == ingest.ReasonDimension {
+			return nil, fmt.Errorf("%w (the model takes %d values; a label column needs --label-col N, 0-based)", err, d)
+		}
 		return nil, err
 	}
+	raw, rows := tb.X, tb.Rows
 	x := make([]float64, 0, rows*d)
 	labels := make([]int, rows)
 	for r := 0; r < rows; r++ {
@@ -228,10 +232,11 @@ func Correlations(path, input string, yCols int) (*gplot.Plot, error) {
 	if yCols != dy {
 		return nil, fmt.Errorf("--y-cols %d, the model's y has %d", yCols, dy)
 	}
-	raw, rows, _, err := ingest.ReadFile(input, "", dx+dy)
+	tb, err := ingest.ReadFile(input, "", dx+dy)
 	if err != nil {
 		return nil, err
 	}
+	raw, rows := tb.X, tb.Rows
 	x, y := make([]float64, 0, rows*dx), make([]float64, 0, rows*dy)
 	for r := 0; r < rows; r++ {
 		x = append(x, raw[r*(dx+dy):r*(dx+dy)+dx]...)

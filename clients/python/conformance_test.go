@@ -1,0 +1,234 @@
+// Package python_test checks the Python client (clients/python) against
+// the Go model: it learns a snapshot of every kernel and learner with the
+// Go learner, projects points with snapshot.Model, and runs the client's
+// tests, which must reproduce those projections bit for bit (within
+// rounding for the BLAS compute mode and for non-Gaussian landmark
+// kernels, whose exact kernel uses the platform's libm).
+//
+// The tests need a Python 3 with numpy: STREAMKPCA_PYTHON, else python3
+// or /usr/bin/python3 (Debian's python3-numpy). Without one the test
+// says so and skips, unless STREAMKPCA_REQUIRE_PYTHON=1 (set by CI),
+// which makes the missing interpreter a failure.
+package python_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// fixture is one case as the Python tests read it (tests/fixtures.py).
+type fixture struct {
+	Name string `json:"name"`
+	// Exact: the client must give the same bits; otherwise RelTol bounds
+	// the difference relative to the largest projection.
+	Exact  bool        `json:"exact"`
+	RelTol float64     `json:"rel_tol,omitempty"`
+	Views  []viewProbe `json:"views"`
+}
+
+type viewProbe struct {
+	Dim  int       `json:"dim"`
+	X    []float64 `json:"x"`
+	Proj []float64 `json:"proj"`
+}
+
+type conformanceCase struct {
+	name   string
+	cfg    online.Config
+	data   func(r *rand.Rand, rows int) ([]float64, int, int) // rows×d values, d, y columns
+	exact  bool
+	relTol float64
+}
+
+// curved is a 3-D point cloud on a curved sheet; nonneg shifts it to
+// x ≥ 0 for the semigroup kernels.
+func curved(nonneg bool) func(r *rand.Rand, rows int) ([]float64, int, int) {
+	return func(r *rand.Rand, rows int) ([]float64, int, int) {
+		x := make([]float64, 0, rows*3)
+		for i := 0; i < rows; i++ {
+			a, b := r.NormFloat64(), r.NormFloat64()
+			p := []float64{a, b, 0.5*a*a - 0.3*b + 0.1*r.NormFloat64()}
+			if nonneg {
+				for j := range p {
+					p[j] = math.Abs(p[j])
+				}
+			}
+			x = append(x, p...)
+		}
+		return x, 3, 0
+	}
+}
+
+// paired is two 3-D views sharing a latent variable.
+func paired(r *rand.Rand, rows int) ([]float64, int, int) {
+	x := make([]float64, 0, rows*6)
+	for i := 0; i < rows; i++ {
+		z := r.NormFloat64()
+		x = append(x, z+0.3*r.NormFloat64(), r.NormFloat64(), z*z+0.2*r.NormFloat64(),
+			math.Sin(z)+0.3*r.NormFloat64(), r.NormFloat64(), 0.5*z+0.3*r.NormFloat64())
+	}
+	return x, 6, 3
+}
+
+// regression is 4-D x and a scalar target (ksir).
+func regression(r *rand.Rand, rows int) ([]float64, int, int) {
+	x := make([]float64, 0, rows*5)
+	for i := 0; i < rows; i++ {
+		a, b, c, d := r.NormFloat64(), r.NormFloat64(), r.NormFloat64(), r.NormFloat64()
+		x = append(x, a, b, c, d, a*a+0.5*b+0.1*r.NormFloat64())
+	}
+	return x, 5, 1
+}
+
+func cases() []conformanceCase {
+	g := features.Kernel{Family: features.Gaussian}
+	kpca := func(name string, k features.Kernel, mod func(*online.Config)) conformanceCase {
+		cfg := online.Config{K: 3, Kernel: k, BlockSize: 16, MaxFeatures: 160, Seed: 7}
+		nonneg := k.Family == features.ExpSemigroup || k.Family == features.RecSemigroup
+		if mod != nil {
+			mod(&cfg)
+		}
+		return conformanceCase{name: name, cfg: cfg, data: curved(nonneg), exact: true}
+	}
+	std := func(c *online.Config) { c.Standardize, c.Center = true, true }
+	out := []conformanceCase{
+		kpca("gaussian", g, std),
+		kpca("gaussian-gha", g, func(c *online.Config) { c.Algorithm = online.AlgGHA }),
+		kpca("laplacian", features.Kernel{Family: features.Laplacian}, nil),
+		kpca("cauchy", features.Kernel{Family: features.Cauchy}, std),
+		kpca("matern-1.5", features.Kernel{Family: features.Matern, Nu: 1.5}, nil),
+		kpca("matern-0.7", features.Kernel{Family: features.Matern, Nu: 0.7}, nil),
+		kpca("dotproduct", features.Kernel{Family: features.DotProduct, Coefficients: []float64{0.5, 1, 0.5, 0.25}}, std),
+		kpca("dotproduct-p3", features.Kernel{Family: features.DotProduct, Coefficients: []float64{0, 1, 0.5}, P: 3}, nil),
+		kpca("polynomial", features.Kernel{Family: features.Polynomial, Degree: 3, Offset: 1}, std),
+		kpca("expsemigroup", features.Kernel{Family: features.ExpSemigroup, Beta: 0.7}, nil),
+		kpca("recsemigroup", features.Kernel{Family: features.RecSemigroup, Lambda: 2}, nil),
+		kpca("arccosine-0", features.Kernel{Family: features.ArcCosine, Degree: 0}, nil),
+		kpca("arccosine-1", features.Kernel{Family: features.ArcCosine, Degree: 1}, std),
+		kpca("arccosine-2", features.Kernel{Family: features.ArcCosine, Degree: 2}, nil),
+		kpca("float32", g, func(c *online.Config) { c.Precision = online.Float32 }),
+		kpca("landmarks-gaussian", g, func(c *online.Config) {
+			c.Features, c.BlockSize, c.MaxFeatures = online.FeaturesLandmarks, 32, 96
+			std(c)
+		}),
+	}
+	blas := kpca("blas", g, func(c *online.Config) { c.Compute = online.ComputeBLAS })
+	blas.exact, blas.relTol = false, 1e-12
+	lap := kpca("landmarks-laplacian", features.Kernel{Family: features.Laplacian}, func(c *online.Config) {
+		c.Features, c.BlockSize, c.MaxFeatures = online.FeaturesLandmarks, 32, 64
+	})
+	lap.exact, lap.relTol = false, 1e-12
+	two := func(name string, alg online.Algorithm, ky features.Kernel, data func(*rand.Rand, int) ([]float64, int, int)) conformanceCase {
+		return conformanceCase{name: name, data: data, exact: true,
+			cfg: online.Config{Algorithm: alg, K: 2, Kernel: g, KernelY: ky, BlockSize: 16, MaxFeatures: 160, Seed: 9}}
+	}
+	return append(out, blas, lap,
+		two("kcca", online.AlgKCCA, g, paired),
+		two("ksvd-linear-y", online.AlgKSVD, features.Kernel{Family: features.Linear}, paired),
+		two("ksir", online.AlgKSIR, g, regression),
+	)
+}
+
+// TestPythonClientConformance writes a snapshot and Go projections for
+// every case to a temporary directory and runs the client's tests on them.
+func TestPythonClientConformance(t *testing.T) {
+	py := python(t)
+	dir := t.TempDir()
+	var names []string
+	for i, c := range cases() {
+		r := rand.New(rand.NewPCG(uint64(i)+1, 17))
+		const rows = 600
+		x, d, ycols := c.data(r, rows)
+		snap, _, err := online.Fit(context.Background(), c.cfg, x, rows, d, online.FitOptions{Batch: 100, Epochs: 2, YCols: ycols})
+		if err != nil {
+			t.Fatalf("%s: fit: %v", c.name, err)
+		}
+		served := snap.Served()
+		data, err := served.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := snapshot.NewModel(served, snapshot.ModelOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		// Probe points: fresh draws of the same distribution, some of
+		// them far outside it.
+		px, _, _ := c.data(r, 37)
+		for j := 0; j < 3*d; j++ {
+			px[j] *= 4
+		}
+		f := fixture{Name: c.name, Exact: c.exact, RelTol: c.relTol}
+		for v := 0; v < m.Views(); v++ {
+			dv := m.Dim(v)
+			lo, hi := 0, d-ycols
+			if v == 1 {
+				lo, hi = d-ycols, d
+			}
+			var in []float64
+			for row := 0; row < 37; row++ {
+				in = append(in, px[row*d+lo:row*d+hi]...)
+			}
+			if hi-lo != dv {
+				t.Fatalf("%s: view %d has dimension %d, the data %d", c.name, v, dv, hi-lo)
+			}
+			p, err := m.ProjectView(v, nil, in)
+			if err != nil {
+				t.Fatalf("%s: view %d: %v", c.name, v, err)
+			}
+			f.Views = append(f.Views, viewProbe{Dim: dv, X: in, Proj: p})
+		}
+		j, _ := json.Marshal(f)
+		if err := os.WriteFile(filepath.Join(dir, c.name+".skpca"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.name+".json"), j, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.name)
+	}
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Env = append(os.Environ(), "STREAMKPCA_FIXTURES="+dir, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python client tests failed: %v\n%s", err, out)
+	}
+	// Every case must have been compared, not skipped.
+	for _, n := range names {
+		if !strings.Contains(string(out), "case "+n+": ") {
+			t.Errorf("the python tests did not report case %s", n)
+		}
+	}
+	t.Logf("%s", out)
+}
+
+// python returns an interpreter with numpy.
+func python(t *testing.T) string {
+	t.Helper()
+	cands := []string{os.Getenv("STREAMKPCA_PYTHON"), "python3", "/usr/bin/python3"}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if err := exec.Command(c, "-c", "import numpy").Run(); err == nil {
+			return c
+		}
+	}
+	msg := "no Python 3 with numpy (tried STREAMKPCA_PYTHON, python3, /usr/bin/python3); install Debian's python3-numpy to run the Python client's tests"
+	if os.Getenv("STREAMKPCA_REQUIRE_PYTHON") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}

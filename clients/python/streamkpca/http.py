@@ -1,0 +1,90 @@
+"""Fetching models from a running streamkpca service over its HTTP API
+(publish/openapi.yaml): the latest version or a given one, with the bearer
+token when the service has one. Standard library only."""
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .snapshot import Model, loads
+
+
+class APIError(RuntimeError):
+    """The service answered with an error (status and its message)."""
+
+    def __init__(self, status, message, url):
+        super().__init__(f"{url}: HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _token(token):
+    if token is not None:
+        return token
+    path = os.environ.get("STREAMKPCA_TOKEN_FILE")
+    if path:
+        with open(path) as f:
+            t = f.read().strip()
+        if not t:
+            raise ValueError(f"STREAMKPCA_TOKEN_FILE {path} is empty")
+        return t
+    return os.environ.get("STREAMKPCA_TOKEN") or None
+
+
+def _request(url, token=None, body=None, timeout=30):
+    headers = {}
+    tok = _token(token)
+    if tok:
+        headers["Authorization"] = "Bearer " + tok
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode("utf-8")
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read()
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            msg = json.loads(raw).get("error", raw.decode("utf-8", "replace"))
+        except ValueError:
+            msg = raw.decode("utf-8", "replace")
+        raise APIError(e.code, msg, url) from None
+
+
+def _model_url(base, model):
+    return base.rstrip("/") + "/v1/models/" + urllib.parse.quote(model, safe="")
+
+
+def list_models(base, token=None, timeout=30):
+    """The models a service serves (GET /v1/models)."""
+    return json.loads(_request(base.rstrip("/") + "/v1/models", token, timeout=timeout))
+
+
+def fetch_snapshot(base, model, version=None, token=None, timeout=30):
+    """The snapshot of a model: the version served now (version=None), or
+    the given version from the service's history. base is the service's
+    HTTP address, e.g. "http://localhost:8080"; token defaults to the file
+    named by STREAMKPCA_TOKEN_FILE, else STREAMKPCA_TOKEN."""
+    url = _model_url(base, model)
+    url += "/snapshot" if version is None else f"/versions/{int(version)}/snapshot"
+    return loads(_request(url, token, timeout=timeout))
+
+
+def fetch(base, model, version=None, token=None, exact=True, timeout=30):
+    """A Model for the snapshot fetch_snapshot returns."""
+    return Model(fetch_snapshot(base, model, version, token, timeout), exact=exact)
+
+
+def project_remote(base, model, vectors, view="x", version=None, token=None, timeout=30):
+    """Projections computed by the service itself (POST .../project): a
+    check on a local Model, or a client without numpy work."""
+    url = _model_url(base, model)
+    url += "/project" if version is None else f"/versions/{int(version)}/project"
+    body = {"vectors": [list(map(float, v)) for v in vectors]}
+    if view != "x":
+        body["view"] = view
+    return json.loads(_request(url, token, body, timeout=timeout))

@@ -1,0 +1,49 @@
+"""Projections of snapshots the Go learner made (one per kernel and
+learner) against the Go snapshot.Model's, from the fixtures the Go test
+clients/python/conformance_test.go writes to $STREAMKPCA_FIXTURES."""
+
+import glob
+import json
+import os
+import unittest
+
+import numpy as np
+
+import streamkpca
+
+
+def bits(a):
+    return np.asarray(a, dtype=np.float64).view(np.uint64)
+
+
+class Conformance(unittest.TestCase):
+    def test_every_fixture(self):
+        d = os.environ.get("STREAMKPCA_FIXTURES")
+        if not d:
+            self.skipTest("STREAMKPCA_FIXTURES is not set: run `go test ./clients/python`, which makes the fixtures")
+        paths = sorted(glob.glob(os.path.join(d, "*.json")))
+        self.assertTrue(paths, f"no fixtures in {d}")
+        for p in paths:
+            with open(p) as f:
+                fx = json.load(f)
+            name = fx["name"]
+            with self.subTest(case=name):
+                model = streamkpca.Model(streamkpca.load(p[:-5] + ".skpca"))
+                worst = 0.0
+                for v, probe in enumerate(fx["views"]):
+                    x = np.array(probe["x"]).reshape(-1, probe["dim"])
+                    want = np.array(probe["proj"]).reshape(-1, model.k)
+                    got = model.project(x, view=v)
+                    if fx["exact"]:
+                        diff = int(np.count_nonzero(bits(got) != bits(want)))
+                        self.assertEqual(diff, 0, f"{name} view {v}: {diff} of {want.size} projections differ in their bits; max |diff| {np.max(np.abs(got - want)):.3g}")
+                    else:
+                        rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+                        worst = max(worst, rel)
+                        self.assertLessEqual(rel, fx["rel_tol"], f"{name} view {v}")
+                how = "bit for bit" if fx["exact"] else f"relative difference {worst:.1e} <= {fx['rel_tol']:g}"
+                print(f"case {name}: {len(fx['views'])} view(s), {how}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,127 @@
+"""Independent truths recorded by the Go code when it was written: the
+generator's golden values (online/features/golden_test.go) and the golden
+snapshots with their projections (snapshot/testdata)."""
+
+import json
+import os
+import unittest
+
+import numpy as np
+
+import streamkpca
+from streamkpca import features as ft
+from streamkpca import generator as g
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+TESTDATA = os.path.join(ROOT, "snapshot", "testdata")
+
+# online/features/golden_test.go
+GOLDEN_WORDS = [0x33AA906D7B87BF0E, 0xDF307A5B580BBDC1, 0x901A197AFCAAE09B]
+GOLDEN_NORMALS = [1.2396400231236315, -1.289975714495629, 0.9330112434193633, 0.5197700185467364, 0.793284342928164]
+GOLDEN_SEED = 0x8B6C9198506B188
+GOLDEN_OMEGA = [0.05754118497712302, -0.013816809397280957, -0.04836925013041218]
+GOLDEN_PHASE3 = 0.4500370364608974
+GOLDEN_PHI = [-0.14103893827846767, 0.030258033010332315, -0.12252415962399134, -0.48146614319402614]
+
+
+class Generator(unittest.TestCase):
+    def test_golden_values(self):
+        k = g.key(42, g.STREAM_OMEGA)
+        self.assertEqual([int(w) for w in g.word(k, [0, 1, 1 << 40])], GOLDEN_WORDS)
+        draws = list(g.normal(k, np.arange(4))) + [float(g.uniform(g.word(g.key(42, g.STREAM_PHASE), 7)))]
+        self.assertEqual(draws, GOLDEN_NORMALS)
+        seed = int(g.derive_seed(7, 2))
+        self.assertEqual(seed, GOLDEN_SEED)
+        m = ft.Map(ft.Kernel("gaussian", bandwidth=2), 3, 4)
+        b = m.generate(seed)
+        # Omega[c*cols + j]: the first three values of row 0.
+        self.assertEqual(list(b.omega.reshape(-1)[:3]), GOLDEN_OMEGA)
+        self.assertEqual(b.phase[3], GOLDEN_PHASE3)
+        self.assertEqual(list(m.phi(np.array([[0.5, -1, 2]]), b)[0]), GOLDEN_PHI)
+
+    def test_polynomials_against_libm(self):
+        # Log, Cos2Pi and ExpNeg are polynomials of their own; they agree
+        # with the platform's to the bounds the Go tests state.
+        x = np.linspace(1e-6, 50, 10001)
+        self.assertLess(np.max(np.abs(g.log(x) - np.log(x)) / np.abs(np.log(x) + 1e-300)), 1e-14)
+        t = np.linspace(-1000, 1000, 10001) / (2 * np.pi)
+        self.assertLess(np.max(np.abs(g.cos2pi(t) - np.cos(t * 2 * np.pi))), 1e-12)
+        u = np.linspace(0, 700, 10001)
+        self.assertLess(np.max(np.abs(g.expneg(u) / np.exp(-u) - 1)), 4e-16)
+        self.assertTrue(np.isnan(g.expneg(-1.0)))
+        self.assertTrue(np.isnan(g.log(0.0)))
+
+    def test_go_pow(self):
+        for p in (2.0, 3.0, 1.5, 7.25):
+            for n in range(-12, 13):
+                self.assertAlmostEqual(g.go_pow_int(p, n) / p ** n, 1, places=14)
+
+
+class GoldenSnapshots(unittest.TestCase):
+    def test_golden_v2(self):
+        snap = streamkpca.load(os.path.join(TESTDATA, "golden.skpca"))
+        self.assertEqual(snap.format_version, 2)
+        with open(os.path.join(TESTDATA, "golden_projections.json")) as f:
+            want = json.load(f)
+        got = streamkpca.Model(snap).project(np.array([[0, 0], [1, -1], [2.5, 0.25]]))
+        self.assertEqual(got.reshape(-1).tolist(), want)  # bit for bit
+
+    def test_golden_v1_projects_the_same(self):
+        snap = streamkpca.load(os.path.join(TESTDATA, "golden_v1.skpca"))
+        self.assertEqual(snap.format_version, 1)
+        with open(os.path.join(TESTDATA, "golden_projections.json")) as f:
+            want = json.load(f)
+        got = streamkpca.Model(snap).project([0, 0, 1, -1, 2.5, 0.25])
+        self.assertEqual(got.reshape(-1).tolist(), want)
+
+    def test_golden_v1_kcca_both_views(self):
+        snap = streamkpca.load(os.path.join(TESTDATA, "golden_v1_kcca.skpca"))
+        with open(os.path.join(TESTDATA, "golden_v1_kcca.json")) as f:
+            j = json.load(f)
+        m = streamkpca.Model(snap)
+        self.assertEqual(m.project(j["x"], view=0).reshape(-1).tolist(), j["proj_x"])
+        self.assertEqual(m.project(j["y"], view=1).reshape(-1).tolist(), j["proj_y"])
+
+    def test_fast_mode_agrees_to_rounding(self):
+        snap = streamkpca.load(os.path.join(TESTDATA, "golden_v1_kcca.skpca"))
+        with open(os.path.join(TESTDATA, "golden_v1_kcca.json")) as f:
+            j = json.load(f)
+        got = streamkpca.Model(snap, exact=False).project(j["x"])
+        want = np.array(j["proj_x"]).reshape(got.shape)
+        self.assertLess(np.max(np.abs(got - want)) / np.max(np.abs(want)), 1e-13)
+
+
+class Format(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(TESTDATA, "golden.skpca"), "rb") as f:
+            self.data = f.read()
+
+    def test_rejects_damage(self):
+        bad = bytearray(self.data)
+        bad[len(bad) // 2] ^= 1
+        with self.assertRaisesRegex(streamkpca.SnapshotError, "checksum"):
+            streamkpca.loads(bytes(bad))
+        with self.assertRaisesRegex(streamkpca.SnapshotError, "magic"):
+            streamkpca.loads(b"XXXXXXXX" + self.data[8:])
+        with self.assertRaisesRegex(streamkpca.SnapshotError, "sizes"):
+            streamkpca.loads(self.data[:-8])
+        with self.assertRaisesRegex(streamkpca.SnapshotError, "version"):
+            streamkpca.loads(self.data[:8] + b"\x09\x00\x00\x00" + self.data[12:])
+
+    def test_crc32c_check_value(self):
+        from streamkpca.snapshot import crc32c
+
+        self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the CRC-32C check value
+
+    def test_bad_input(self):
+        m = streamkpca.Model(streamkpca.loads(self.data))
+        with self.assertRaisesRegex(ValueError, "NaN"):
+            m.project([[0, float("nan")]])
+        with self.assertRaisesRegex(ValueError, "whole number"):
+            m.project([1, 2, 3])
+        with self.assertRaisesRegex(ValueError, "view"):
+            m.project([[0, 0]], view=1)
+
+
+if __name__ == "__main__":
+    unittest.main()

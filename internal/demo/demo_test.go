@@ -1,0 +1,65 @@
+package demo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/devstack"
+)
+
+// runDemo runs the demo with args and returns what it printed.
+func runDemo(t *testing.T, args ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = f
+	err = Run(context.Background(), args)
+	os.Stdout = old
+	f.Close()
+	b, _ := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("demo %v: %v\n%s", args, err, b)
+	}
+	return string(b)
+}
+
+// Defect: a demo restarted with --dir produced its whole stream again on
+// top of the first run's, and its first rate divided every restored
+// sample by the seconds since the restart. Now the topic ends with
+// exactly --points messages, the rest of the same sequence, and the rate
+// counts this run's samples only.
+func TestDemoResumesFromItsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	runDemo(t, "--dir", dir, "--points", "3000", "--rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
+	out := runDemo(t, "--dir", dir, "--points", "5000", "--rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
+	if !strings.Contains(out, "the topic holds 3000 points of an earlier run") || !strings.Contains(out, "producing the remaining 2000") {
+		t.Errorf("the restarted demo does not say it resumes:\n%s", out)
+	}
+	if !strings.Contains(out, "done: 5000 samples learned") {
+		t.Errorf("the restarted demo did not end with exactly 5000 samples learned:\n%s", out)
+	}
+	// No progress line may claim more points per second than it learned
+	// in this run (2,000 at most, in 2 s or more).
+	for _, m := range regexp.MustCompile(`(\d+) pts/s`).FindAllStringSubmatch(out, -1) {
+		if r, _ := strconv.Atoi(m[1]); r > 1000 {
+			t.Errorf("a progress line says %d pts/s: it counts the restored samples\n%s", r, out)
+		}
+	}
+	st, err := devstack.Start(devstack.Options{Dir: dir, Topics: map[string]int32{"hermite": 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, err := st.Messages(context.Background(), "hermite"); err != nil || n != 5000 {
+		t.Errorf("the topic holds %d messages (%v), want 5000", n, err)
+	}
+}
