@@ -614,12 +614,22 @@ func isZero(v any) bool {
 	return false
 }
 
+// OtherVariables are the project's STREAMKPCA_ variables that are not
+// settings: ApplyEnv leaves them to the code that reads them instead of
+// refusing them as unknown settings. STREAMKPCA_NO_AVX512 (online/
+// features: leave the AVX-512 kernels out), STREAMKPCA_TOKEN and
+// STREAMKPCA_TOKEN_FILE (the Python client's bearer token),
+// STREAMKPCA_PYTHON, STREAMKPCA_REQUIRE_PYTHON and STREAMKPCA_FIXTURES
+// (the Python client's tests).
+var OtherVariables = []string{"STREAMKPCA_NO_AVX512", "STREAMKPCA_TOKEN", "STREAMKPCA_TOKEN_FILE",
+	"STREAMKPCA_PYTHON", "STREAMKPCA_REQUIRE_PYTHON", "STREAMKPCA_FIXTURES"}
+
 // ApplyEnv sets fields from STREAMKPCA_<PATH> variables.
 func ApplyEnv(c *Config, env []string) error {
 	vars := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && strings.HasPrefix(k, "STREAMKPCA_") {
+		if ok && strings.HasPrefix(k, "STREAMKPCA_") && !slices.Contains(OtherVariables, k) {
 			vars[k] = v
 		}
 	}

@@ -41,6 +41,16 @@ func TestEnvOverrides(t *testing.T) {
 	if _, err := Load("", []string{"STREAMKPCA_LEARNER_K=x"}); err == nil {
 		t.Error("non-numeric k accepted")
 	}
+	// Defect: the documented variables that are not settings
+	// (STREAMKPCA_NO_AVX512, the Python client's and its tests') stopped
+	// `run` with "no such setting".
+	env := []string{"STREAMKPCA_LEARNER_K=3"}
+	for _, v := range OtherVariables {
+		env = append(env, v+"=1")
+	}
+	if c, err := Load("", env); err != nil || c.Learner.K != 3 || len(OtherVariables) < 6 {
+		t.Errorf("variables that are not settings: %v", err)
+	}
 }
 
 func TestFlagOverrides(t *testing.T) {
