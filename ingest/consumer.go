@@ -190,8 +190,15 @@ const readerQueue = 16
 // maxBackoff caps the wait between attempts to join the group.
 const maxBackoff = 30 * time.Second
 
-// Messages is the channel the learner reads.
-func (c *Consumer) Messages() <-chan Message { return c.queue.out }
+// Fetch returns the fetched messages waiting, at most max, waiting for the
+// first; their bytes leave the queue's bound.
+func (c *Consumer) Fetch(ctx context.Context, max int) (Batch, error) {
+	msgs, err := c.queue.take(ctx, max)
+	if err != nil {
+		return Batch{}, err
+	}
+	return newBatch(msgs), nil
+}
 
 // Lag returns the sum over partitions of the last known consumer lag.
 func (c *Consumer) Lag() int64 {
@@ -213,7 +220,6 @@ func (c *Consumer) QueuedBytes() int64 { return c.queue.heldBytes() }
 // generation it reads each assigned partition from next(topic, partition)
 // or, for a partition the model has not seen, from the start position.
 func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
-	go c.queue.forward(ctx)
 	backoff := time.Second
 	for {
 		gen, err := c.cg.Next(ctx)
@@ -302,14 +308,23 @@ func (c *Consumer) readPartition(ctx context.Context, partition int, start int64
 // Commit commits offsets (topic → partition → next offset) to the group
 // through the current generation. It is a hint for tooling; an error after
 // a rebalance is expected and harmless.
-func (c *Consumer) Commit(offsets map[string]map[int]int64) error {
+// kafka-go's generation takes no context: a commit that outlives ctx is
+// left to finish on its own and reported as ctx's error.
+func (c *Consumer) Commit(ctx context.Context, offsets map[string]map[int]int64) error {
 	c.mu.Lock()
 	gen := c.gen
 	c.mu.Unlock()
 	if gen == nil {
 		return errors.New("ingest: no group generation to commit through")
 	}
-	return gen.CommitOffsets(offsets)
+	done := make(chan error, 1)
+	go func() { done <- gen.CommitOffsets(offsets) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("ingest: commit: %w", ctx.Err())
+	}
 }
 
 // Close leaves the group.

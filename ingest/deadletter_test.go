@@ -128,15 +128,21 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	if q.len() != 3 || q.heldBytes() != 9000 {
 		t.Errorf("len %d, %d bytes held; want 3 and 9,000", q.len(), q.heldBytes())
 	}
-	go q.forward(ctx)
-	for i := range 100 {
-		select {
-		case m := <-q.out:
+	for i := 0; i < 100; {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ms, err := q.take(tctx, 4)
+		cancel()
+		if err != nil {
+			t.Fatalf("message %d never arrived", i)
+		}
+		if len(ms) > 4 {
+			t.Fatalf("take(4) returned %d messages", len(ms))
+		}
+		for _, m := range ms {
 			if m.Offset != int64(i) {
 				t.Fatalf("message %d has offset %d", i, m.Offset)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("message %d never arrived", i)
+			i++
 		}
 	}
 	for deadline := time.Now().Add(10 * time.Second); q.heldBytes() != 0 && time.Now().Before(deadline); {
@@ -148,9 +154,9 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	// A value larger than the whole bound still passes, alone, counted
 	// as the bound.
 	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}) }()
-	select {
-	case <-q.out:
-	case <-time.After(10 * time.Second):
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := q.take(tctx, 1); err != nil {
 		t.Fatal("a message larger than the byte bound was never delivered")
 	}
 }

@@ -1,10 +1,11 @@
 // Package ingest reads vectors from Kafka: a Source (the kafka-go consumer
-// group Consumer, or MemSource in tests) delivering messages with their
-// partition and offset through a byte-bounded queue, decoders for the
+// group Consumer, or MemSource in tests) that fetches in the background
+// into a byte-bounded queue and hands the waiting messages over in
+// batches (Fetch, with the offsets each batch covers), decoders for the
 // message formats (Decoder: Parse, then Check against the model), the
 // file reader of `fit` (ReadFile) and the asynchronous, batched
-// dead-letter queue. Batching and the offsets a batch covers are the run
-// loop's (internal/pipeline).
+// dead-letter queue. Cutting learning batches and the offsets a snapshot
+// covers are the run loop's (internal/pipeline).
 //
 // # Invariants
 //

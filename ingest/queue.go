@@ -9,10 +9,9 @@ import (
 
 // byteQueue hands fetched messages to the learner, bounded both in count
 // (the channel's capacity) and in bytes of values (a weighted semaphore
-// held from put until the reader takes the message from out).
+// held from put until the reader takes the message with take).
 type byteQueue struct {
 	in     chan queued
-	out    chan Message // unbuffered: a message on it has been taken
 	bytes  *semaphore.Weighted
 	limit  int64
 	queued atomic.Int64
@@ -25,7 +24,7 @@ type queued struct {
 }
 
 func newByteQueue(count int, bytes int64) *byteQueue {
-	return &byteQueue{in: make(chan queued, count), out: make(chan Message), bytes: semaphore.NewWeighted(bytes), limit: bytes}
+	return &byteQueue{in: make(chan queued, count), bytes: semaphore.NewWeighted(bytes), limit: bytes}
 }
 
 // put waits for room and queues m.
@@ -34,35 +33,45 @@ func (q *byteQueue) put(ctx context.Context, m Message) error {
 	if err := q.bytes.Acquire(ctx, n); err != nil {
 		return err
 	}
+	q.held.Add(n)
+	q.queued.Add(1)
 	select {
 	case q.in <- queued{m, n}:
-		q.held.Add(n)
-		q.queued.Add(1)
 		return nil
 	case <-ctx.Done():
+		q.held.Add(-n)
+		q.queued.Add(-1)
 		q.bytes.Release(n)
 		return ctx.Err()
 	}
 }
 
-// forward moves queued messages to out until ctx is done, releasing their
-// bytes once the reader has taken them.
-func (q *byteQueue) forward(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case it := <-q.in:
-			select {
-			case q.out <- it.m:
-				q.queued.Add(-1)
-				q.held.Add(-it.n)
-				q.bytes.Release(it.n)
-			case <-ctx.Done():
-				return
-			}
-		}
+// take waits for a queued message (or ctx) and returns it with the
+// messages queued behind it, at most max in all, in queue order,
+// releasing their bytes: they are the reader's now.
+func (q *byteQueue) take(ctx context.Context, max int) ([]Message, error) {
+	var it queued
+	select {
+	case it = <-q.in:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
+	out := []Message{it.m}
+	n := it.n
+	for len(out) < max {
+		select {
+		case it = <-q.in:
+			out = append(out, it.m)
+			n += it.n
+			continue
+		default:
+		}
+		break
+	}
+	q.queued.Add(-int64(len(out)))
+	q.held.Add(-n)
+	q.bytes.Release(n)
+	return out, nil
 }
 
 // len is the number of queued messages (taken ones excluded).

@@ -10,18 +10,37 @@ import (
 // (Consumer) or, in tests, memory (MemSource). Both pass the same
 // conformance suite (ingest/sourcetest).
 //
-// Run delivers messages on Messages until ctx is done, starting every
-// partition at the offset next gives, or at the source's start position for
-// a partition next does not know. Commit records offsets (topic →
-// partition → next offset) for tooling; the model's snapshot, not the
-// commit, is the truth. Lag counts the messages not yet taken from
-// Messages: those behind the partition ends and those queued.
+// Run fetches in the background until ctx is done, starting every
+// partition at the offset next gives, or at the source's start position
+// for a partition next does not know. Fetch waits for at least one
+// fetched message (or ctx) and returns the messages waiting, at most max,
+// each partition's in offset order, with the offsets they cover. Commit
+// records offsets (topic → partition → next offset) for tooling; the
+// model's snapshot, not the commit, is the truth. Lag counts the messages
+// not yet returned by Fetch: those behind the partition ends and those
+// queued.
 type Source interface {
 	Run(ctx context.Context, next OffsetFunc) error
-	Messages() <-chan Message
-	Commit(offsets map[string]map[int]int64) error
+	Fetch(ctx context.Context, max int) (Batch, error)
+	Commit(ctx context.Context, offsets map[string]map[int]int64) error
 	Lag() int64
 	Close() error
+}
+
+// Batch is what one Fetch returns: messages, and per partition the offset
+// after the last of them (where the partition's next message starts).
+type Batch struct {
+	Messages []Message
+	Next     map[int]int64
+}
+
+// newBatch returns the batch of msgs with its offsets.
+func newBatch(msgs []Message) Batch {
+	b := Batch{Messages: msgs, Next: map[int]int64{}}
+	for _, m := range msgs {
+		b.Next[m.Partition] = max(b.Next[m.Partition], m.Offset+1)
+	}
+	return b
 }
 
 var _ Source = (*Consumer)(nil)
@@ -64,8 +83,27 @@ func (s *MemSource) Produce(partition int, values ...[]byte) int64 {
 	return first
 }
 
-// Messages is the channel Run delivers on.
-func (s *MemSource) Messages() <-chan Message { return s.out }
+// Fetch returns the messages Run has delivered, at most max, waiting for
+// the first.
+func (s *MemSource) Fetch(ctx context.Context, max int) (Batch, error) {
+	var msgs []Message
+	select {
+	case m := <-s.out:
+		msgs = append(msgs, m)
+	case <-ctx.Done():
+		return Batch{}, ctx.Err()
+	}
+	for len(msgs) < max {
+		select {
+		case m := <-s.out:
+			msgs = append(msgs, m)
+			continue
+		default:
+		}
+		break
+	}
+	return newBatch(msgs), nil
+}
 
 // Run replays every partition from next (or from 0) and then follows new
 // messages until ctx is done.
@@ -130,7 +168,7 @@ func (s *MemSource) nextMessage(next OffsetFunc) (Message, bool) {
 }
 
 // Commit records offsets; Committed returns them.
-func (s *MemSource) Commit(offsets map[string]map[int]int64) error {
+func (s *MemSource) Commit(_ context.Context, offsets map[string]map[int]int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -152,7 +190,7 @@ func (s *MemSource) Committed(partition int) int64 {
 	return -1
 }
 
-// Lag counts messages not yet taken by the reader.
+// Lag counts messages not yet returned by Fetch.
 func (s *MemSource) Lag() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

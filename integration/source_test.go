@@ -14,7 +14,7 @@ import (
 // The Kafka consumer group passes the same conformance suite as the
 // in-memory source the run loop's unit tests use.
 func TestConsumerConformance(t *testing.T) {
-	s := startStack(t, map[string]int32{"order": 2, "offsets": 2, "lag": 2})
+	s := startStack(t, map[string]int32{"order": 2, "offsets": 2, "lag": 2, "batches": 2, "empty": 1})
 	sourcetest.Run(t, func(t *testing.T, topic string) (ingest.Source, func(int, ...[]byte)) {
 		c, err := ingest.NewConsumer(ingest.ConsumerConfig{Brokers: s.Brokers(), Topic: topic, GroupID: "conf-" + topic,
 			QueueSize: 8, SessionTimeout: time.Second, RebalanceTimeout: time.Second})

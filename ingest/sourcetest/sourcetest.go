@@ -23,6 +23,62 @@ func Run(t *testing.T, f Factory) {
 	t.Run("StartsAtTheModelsOffsets", func(t *testing.T) { startsAtOffsets(t, f) })
 	t.Run("LagCountsQueuedMessages", func(t *testing.T) { lagCounts(t, f) })
 	t.Run("AsksForOffsetsWithoutItsLocks", func(t *testing.T) { asksWithoutLocks(t, f) })
+	t.Run("FetchReturnsBatchesWithTheirOffsets", func(t *testing.T) { fetchBatches(t, f) })
+	t.Run("FetchEndsWithItsContext", func(t *testing.T) { fetchEnds(t, f) })
+}
+
+// fetchBatches: Fetch never returns more than max messages nor an empty
+// batch, and a batch's Next is, per partition, one past its last offset.
+func fetchBatches(t *testing.T, f Factory) {
+	src, produce := f(t, "batches")
+	produce(0, values("a", 40)...)
+	produce(1, values("b", 40)...)
+	run(t, src, none)
+	got := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for got < 80 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fetched %d of 80 messages", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		b, err := src.Fetch(ctx, 7)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if len(b.Messages) == 0 || len(b.Messages) > 7 {
+			t.Fatalf("Fetch(7) returned %d messages", len(b.Messages))
+		}
+		want := map[int]int64{}
+		for _, m := range b.Messages {
+			want[m.Partition] = m.Offset + 1
+		}
+		if fmt.Sprint(want) != fmt.Sprint(b.Next) {
+			t.Fatalf("batch offsets %v, its messages end at %v", b.Next, want)
+		}
+		got += len(b.Messages)
+	}
+}
+
+// fetchEnds: a Fetch with nothing to return ends when its context does.
+func fetchEnds(t *testing.T, f Factory) {
+	src, _ := f(t, "empty")
+	run(t, src, none)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := src.Fetch(ctx, 10)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Fetch on an empty source returned without a message or an error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Fetch outlived its context by 30 s")
+	}
 }
 
 // asksWithoutLocks: the run loop answers next under its own lock and
@@ -83,10 +139,15 @@ func take(t *testing.T, src ingest.Source, n int) []ingest.Message {
 	deadline := time.After(60 * time.Second)
 	for len(out) < n {
 		select {
-		case m := <-src.Messages():
-			out = append(out, m)
 		case <-deadline:
 			t.Fatalf("received %d of %d messages", len(out), n)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b, err := src.Fetch(ctx, n-len(out))
+		cancel()
+		if err == nil {
+			out = append(out, b.Messages...)
 		}
 	}
 	return out

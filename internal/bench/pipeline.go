@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,6 +39,10 @@ type PipelineConfig struct {
 	// embedded Kafka broker (NATS stays embedded): the service's own
 	// overhead, without a broker sharing the cores.
 	Memory bool
+	// Runs: learner-then-service pairs per d, run one after the other so
+	// that both see the same machine; rates and overhead are medians.
+	// Default: 3.
+	Runs int
 }
 
 // PipelineRow compares the service with the learner alone at one d.
@@ -48,8 +53,16 @@ type PipelineRow struct {
 	// for the service, follows the consumer group's join).
 	LearnerPointsPerSec float64 `json:"learner_points_per_second"`
 	ServicePointsPerSec float64 `json:"service_points_per_second"`
-	// Overhead is learner rate / service rate − 1: what the service adds.
+	// Overhead is learner rate / service rate − 1: what the service adds
+	// (the median over the runs of each pair's ratio).
 	Overhead float64 `json:"overhead"`
+	// Overheads are the runs' own, in order.
+	Overheads []float64 `json:"overheads"`
+	// Steps the learner alone and the service took for the points (the
+	// service's last run): more steps than points/batch mean partial
+	// batches, each adding a feature block.
+	LearnerSteps uint64 `json:"learner_steps"`
+	ServiceSteps uint64 `json:"service_steps"`
 	// StartSeconds is the service's time from Run to its first learned
 	// batch (group join, first fetch).
 	StartSeconds float64 `json:"start_seconds"`
@@ -65,6 +78,7 @@ func (c *PipelineConfig) setDefaults() {
 	orDefault(&c.Points, 80*c.Batch)
 	c.Points -= c.Points % c.Batch
 	orDefault(&c.MaxFeatures, 32768)
+	orDefault(&c.Runs, 3)
 }
 
 // RunPipeline measures, for each d, the end-to-end rate of the streaming
@@ -80,16 +94,45 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) ([]PipelineRow, error)
 	}
 	var rows []PipelineRow
 	for _, d := range cfg.Dims {
-		row, err := runPipelineDim(ctx, cfg, d)
-		if err != nil {
-			return rows, fmt.Errorf("bench: pipeline d=%d: %w", d, err)
+		var runs []PipelineRow
+		for r := range cfg.Runs {
+			row, err := runPipelineDim(ctx, cfg, d, r)
+			if err != nil {
+				return rows, fmt.Errorf("bench: pipeline d=%d: %w", d, err)
+			}
+			runs = append(runs, row)
 		}
-		rows = append(rows, row)
+		rows = append(rows, medianRow(runs))
 	}
 	return rows, nil
 }
 
-func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow, error) {
+// medianRow is the runs' medians: rates, start and the per-run overhead.
+func medianRow(runs []PipelineRow) PipelineRow {
+	med := func(f func(PipelineRow) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	out := runs[len(runs)-1]
+	out.LearnerPointsPerSec = med(func(r PipelineRow) float64 { return r.LearnerPointsPerSec })
+	out.ServicePointsPerSec = med(func(r PipelineRow) float64 { return r.ServicePointsPerSec })
+	out.StartSeconds = med(func(r PipelineRow) float64 { return r.StartSeconds })
+	out.Overhead = med(func(r PipelineRow) float64 { return r.Overhead })
+	out.Overheads = nil
+	for _, r := range runs {
+		out.Overheads = append(out.Overheads, r.Overhead)
+	}
+	return out
+}
+
+func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (PipelineRow, error) {
 	row := PipelineRow{D: d, Points: cfg.Points}
 	rng := rand.New(rand.NewPCG(uint64(d), 11))
 	x := make([]float64, cfg.Points*d)
@@ -114,11 +157,12 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 		}
 	}
 	row.LearnerPointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	row.LearnerSteps = l.Step()
 	l.Close()
 
 	// The service, with the topic filled first.
 	const topic = "bench"
-	dir := filepath.Join(cfg.Dir, "d"+strconv.Itoa(d))
+	dir := filepath.Join(cfg.Dir, "d"+strconv.Itoa(d)+"-"+strconv.Itoa(run))
 	stack, err := devstack.Start(devstack.Options{Dir: dir, Topics: map[string]int32{topic: 1}})
 	if err != nil {
 		return row, err
@@ -194,6 +238,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d int) (PipelineRow
 		return row, err
 	}
 	row.ServicePointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	row.ServiceSteps = p.Status().Step
 	row.Overhead = row.LearnerPointsPerSec/row.ServicePointsPerSec - 1
 	stop()
 	if err := <-done; err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -94,6 +96,31 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	}
 	l.rows++
 	return l.rows == 1
+}
+
+// consume handles the messages of ms in order while the loop may take
+// them, learning each full batch (and snapshotting on the cadence), and
+// releases their budget; it returns the messages it did not take.
+func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighted, linger *time.Timer) []parsed {
+	p := l.p
+	for i, m := range ms {
+		if l.full() || l.fatal != nil {
+			return ms[i:]
+		}
+		sem.Release(m.n)
+		p.ahead.Add(-1)
+		if l.handle(work, m) || l.held {
+			linger.Reset(p.cfg.Learner.Linger)
+		}
+		if l.rows >= p.cfg.Learner.Batch {
+			l.learn()
+			linger.Stop()
+			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches {
+				l.snapshot(false)
+			}
+		}
+	}
+	return nil
 }
 
 // validate checks the decoded pair against the model: dimensions, a y for
@@ -253,7 +280,9 @@ func (l *loop) snapshot(final bool) {
 		}
 		p.pubReq <- pubItem{snap: snap.Served(), data: data}
 	}
-	if err := p.consumer.Commit(map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.consumer.Commit(cctx, map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
 		p.log.Debug().Err(err).Msg("offset commit (a hint for tooling) failed")
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 
@@ -20,33 +21,55 @@ type parsed struct {
 	n int64
 }
 
-// parseAhead parses the messages of in, in order, into out on its own
-// goroutine, so that parsing the next batch's text overlaps learning the
-// current one (on a 2-core machine parsing JSON was most of what the
-// service added to the learner's time at d = 784). It holds at most
-// budget bytes (raw message plus parsed values) that the loop has not
-// released: memory stays bounded when the loop stops taking messages. It
-// returns when ctx is done or in is closed.
-func parseAhead(ctx context.Context, dec ingest.Decoder, in <-chan ingest.Message, out chan<- parsed, sem *semaphore.Weighted, budget int64) {
-	for {
-		var m ingest.Message
-		var ok bool
+// parseAhead fetches batches from src and parses their messages, in
+// order, into slices on out, on its own goroutine, so that parsing the
+// next batch's text overlaps learning the current one (on a 2-core
+// machine parsing JSON was most of what the service added to the
+// learner's time at d = 784). A Fetch returns at most max messages. The
+// messages parsed and not yet handled by the loop hold at most budget
+// bytes (raw message plus parsed values; the loop releases them): memory
+// stays bounded when the loop stops taking messages. ahead counts them.
+// It returns when ctx is done; messages fetched and not handed over are
+// covered by no offset and come again after a restart.
+func parseAhead(ctx context.Context, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64) {
+	send := func(ps []parsed) bool {
+		if len(ps) == 0 {
+			return true
+		}
 		select {
+		case out <- ps:
+			return true
 		case <-ctx.Done():
-			return
-		case m, ok = <-in:
-			if !ok {
+			return false
+		}
+	}
+	for {
+		b, err := src.Fetch(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
 				return
 			}
+			continue
 		}
-		x, y, err := dec.Parse(nil, nil, m.Value)
-		n := min(int64(len(m.Value)+8*(len(x)+len(y))), budget)
-		if sem.Acquire(ctx, n) != nil {
-			return
+		ps := make([]parsed, 0, len(b.Messages))
+		for _, m := range b.Messages {
+			x, y, err := dec.Parse(nil, nil, m.Value)
+			n := min(int64(len(m.Value)+8*(len(x)+len(y))), budget)
+			if !sem.TryAcquire(n) {
+				// Hand over what is parsed first: the loop releases
+				// the budget as it handles messages.
+				if !send(ps) {
+					return
+				}
+				ps = make([]parsed, 0, len(b.Messages))
+				if sem.Acquire(ctx, n) != nil {
+					return
+				}
+			}
+			ahead.Add(1)
+			ps = append(ps, parsed{m: m, x: x, y: y, err: err, n: n})
 		}
-		select {
-		case out <- parsed{m: m, x: x, y: y, err: err, n: n}:
-		case <-ctx.Done():
+		if !send(ps) {
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,8 +71,10 @@ type Pipeline struct {
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
 	dec      *ingest.Decoder
-	// parsed carries messages parsed ahead of the loop (parseAhead).
-	parsed chan parsed
+	// parsed carries messages parsed ahead of the loop (parseAhead);
+	// ahead counts those not yet handled.
+	parsed chan []parsed
+	ahead  atomic.Int64
 	nc     *nats.Conn
 	ownNC  bool
 	pub    *publish.Publisher
@@ -117,7 +120,7 @@ func New(opt Options) (*Pipeline, error) {
 		cfg: cfg, log: log, reg: reg, met: newMetrics(reg),
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
-		parsed: make(chan parsed, min(cfg.Learner.Batch, 4096)),
+		parsed: make(chan []parsed, 1),
 		scorer: scorer{s: opt.Score},
 	}
 	reg.MustRegister(
@@ -360,8 +363,7 @@ func (p *Pipeline) nextOffset(topic string, partition int) (int64, bool) {
 // lag is the consumer's lag plus the messages parsed ahead and not yet
 // taken by the loop.
 func (p *Pipeline) lag() int64 {
-	n := p.consumer.Lag()
-	return n + int64(len(p.parsed))
+	return p.consumer.Lag() + p.ahead.Load()
 }
 
 // errKilled is returned by Run after Kill.
@@ -426,16 +428,23 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	budget := p.cfg.Kafka.QueueBytes
 	sem := semaphore.NewWeighted(budget)
 	g.Go(func() error {
-		parseAhead(fetchCtx, *p.dec, p.consumer.Messages(), msgs, sem, budget)
+		parseAhead(fetchCtx, *p.dec, p.consumer, msgs, sem, budget, p.cfg.Learner.Batch, &p.ahead)
 		return nil
 	})
+	// pending: messages handed over and not yet handled (the loop was
+	// full, or a batch ended inside the slice).
+	var pending []parsed
 	p.log.Info().Str("topic", p.cfg.Kafka.Topic).Strs("brokers", p.cfg.Kafka.Brokers).Str("model", p.cfg.Model).Msg("learning")
 	for {
 		if l.fatal != nil {
 			return fmt.Errorf("pipeline: the model cannot learn this stream with this configuration (nothing was committed): %w", l.fatal)
 		}
+		if len(pending) > 0 && !l.full() {
+			pending = l.consume(work, pending, sem, linger)
+			continue
+		}
 		inbox := msgs
-		if l.full() {
+		if l.full() || len(pending) > 0 {
 			inbox = nil
 		}
 		select {
@@ -456,18 +465,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			stopPub()
 			return nil
-		case m := <-inbox:
-			sem.Release(m.n)
-			if l.handle(work, m) || l.held {
-				linger.Reset(p.cfg.Learner.Linger)
-			}
-			if l.rows >= p.cfg.Learner.Batch {
-				l.learn()
-				linger.Stop()
-				if l.sinceSnap >= p.cfg.Snapshot.EveryBatches {
-					l.snapshot(false)
-				}
-			}
+		case pending = <-inbox:
 		case <-linger.C:
 			l.learn()
 			l.snapshot(false)
