@@ -16,7 +16,11 @@ import json
 import os
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    raise SystemExit("this example needs numpy: Debian python3-numpy, or pip install numpy "
+                     f"(for the interpreter {sys.executable})")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import streamkpca  # noqa: E402
@@ -99,4 +103,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (streamkpca.http.APIError, streamkpca.SnapshotError, ConnectionError, ValueError) as e:
+        raise SystemExit(f"project.py: {e}")

@@ -53,6 +53,8 @@ def _request(url, token=None, body=None, timeout=30):
         except ValueError:
             msg = raw.decode("utf-8", "replace")
         raise APIError(e.code, msg, url) from None
+    except urllib.error.URLError as e:
+        raise ConnectionError(f"{url}: {e.reason} (is the service running, and is this its HTTP address?)") from None
 
 
 def _model_url(base, model):

@@ -67,6 +67,15 @@ class HTTP(unittest.TestCase):
             streamkpca.fetch(self.url, "other", token="s3cret")
         self.assertEqual(e.exception.status, 404)
 
+    def test_unreachable_service_is_named(self):
+        import socket
+
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]  # closed when the block ends: nothing listens
+        with self.assertRaisesRegex(ConnectionError, f"127.0.0.1:{port}.*service running"):
+            streamkpca.fetch(f"http://127.0.0.1:{port}", "golden", token="s3cret")
+
     def test_token_file(self):
         with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
             f.write("s3cret\n")
