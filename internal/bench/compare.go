@@ -141,8 +141,8 @@ type CompareConfig struct {
 	Methods []string
 	// DSGDFeatures is streamkpca's feature budget (0: the case's).
 	DSGDFeatures int
-	// Learner sets streamkpca's Solver, Theta0, Theta1, Precision and
-	// Compute (zero values: the learner's defaults).
+	// Learner sets streamkpca's Solver, Theta0, Theta1, BlockSize,
+	// Precision and Compute (zero values: the learner's defaults).
 	Learner online.Config
 	// RFFFeatures, Landmarks and ExactN size the baselines. Defaults:
 	// 4,096, 512, 2,000.
@@ -222,7 +222,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 		switch name {
 		case "dsgd", "dsgd-landmarks":
 			lcfg := online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(cfg.DSGDFeatures), Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute}
+				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute}
 			if name == "dsgd-landmarks" {
 				lcfg.Features, lcfg.MaxFeatures = online.FeaturesLandmarks, pick(0)
 			}
@@ -242,6 +242,9 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 			}
 			if cfg.Learner.Precision == online.Float32 || cfg.Learner.Compute == online.ComputeBLAS {
 				name = fmt.Sprintf("streamkpca %s/%s (%s, θ₀ = %g, θ₁ = %g)", cfg.Learner.Precision, cfg.Learner.Compute, lc.Solver, lc.Theta0, lc.Theta1)
+			}
+			if cfg.Learner.BlockSize > 0 {
+				name = strings.TrimSuffix(name, ")") + fmt.Sprintf(", B = %d)", lc.BlockSize)
 			}
 		case "rff":
 			r, err := baseline.NewRFF(kern, d, c.k, pick(cfg.RFFFeatures), 128, cfg.Seed)

@@ -39,9 +39,11 @@ func benchMNIST(ctx context.Context, args []string) error {
 	bwScale := fs.Float64("bandwidth-scale", 1, "kcca: multiply the median-trick bandwidths of the learner and the baselines")
 	learner := mnistLearnerFlags(fs)
 	table := fs.Bool("table", true, "print a table to stderr after the JSON")
-	if err := fs.Parse(args); err != nil {
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
+	defer stop()
 	set, err := loadMNIST(*dir)
 	if err != nil {
 		return err
@@ -136,5 +138,6 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 	})
 	fs.BoolVar(&c.Center, "center", false, "kpca: learn the centred operator, scored against exact centred kernel PCA (the uncentred baselines are left out)")
 	fs.IntVar(&c.MaxFeatures, "max-features", 0, "learner feature budget, per view for kcca (0: its default for the feature source)")
+	fs.Float64Var(&c.Ridge, "ridge", 0, "learner ridge of the covariance solver, relative to each view's mean feature variance (0: its default)")
 	return &c
 }

@@ -25,21 +25,11 @@ func benchPipeline(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
 	fs.IntVar(&cfg.MaxFeatures, "max-features", 32768, "feature budget")
 	fs.IntVar(&cfg.Runs, "runs", 3, "learner-then-service pairs per d; rates and overhead are their medians")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	defer stop()
 	dims, err := parseDims(*ds)
 	if err != nil {
 		return err
@@ -71,4 +61,25 @@ func pct(v []float64) []float64 {
 		out[i] = 100 * x
 	}
 	return out
+}
+
+// parseProfiled adds --cpuprofile to fs, parses args and starts the CPU
+// profile the flag asks for; stop ends it (a no-op without the flag).
+func parseProfiled(fs *flag.FlagSet, args []string) (stop func(), err error) {
+	path := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if *path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(*path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
