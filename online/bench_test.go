@@ -37,7 +37,7 @@ func BenchmarkUpdate(b *testing.B) {
 						for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
 							l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
 							for i := 0; i < l.cfg.BlockSize*k; i++ {
-								l.alpha = append(l.alpha, 1e-3*rng.NormFloat64())
+								l.coef = append(l.coef, 1e-3*rng.NormFloat64())
 							}
 						}
 						sinkErr = l.Update(x, rows) // warm the cache and scratch

@@ -5,6 +5,20 @@
 // the old ones. A model is a list of block seeds plus coefficients; it stores
 // no data.
 //
+// # One core, several rules
+//
+// KPCA (one view: KPCA, GHA) and TwoView (KSVD, KCCA, KSIR) are thin
+// configurations of one core: a view (view.go) holds a feature map, the
+// blocks drawn so far (seeds, or landmark blocks) and their coefficients,
+// and draws, revisits and evaluates them, computes the new-block term
+// η·Φ_j(X)ᵀ·R/b for whatever R the rule supplies (H̃ for KPCA, the
+// residual of Alg. 3–4 for the two-view rules) and commits it; progress
+// counts steps, samples and refused batches and keeps the guard's step
+// back-off; decay is the θ₀/(1+θ₁t) schedule every rule scales. What
+// differs between the learners is only the rule: the matrix M or W the
+// batch forms, how the old coefficients move (shrink, orthonormalise, or
+// the covariance solve) and the divergence guard's threshold.
+//
 // # Two update rules for KPCA and GHA
 //
 // Config.Solver picks one. The default, SolverSubspace, applies the

@@ -26,24 +26,18 @@ var (
 // ordered eigenfunctions) of a stream. It is not safe for concurrent use.
 type KPCA struct {
 	cfg Config
-	fm  features.Map
-	ev  *features.Evaluator
+	// The blocks and their coefficients (coef, blocks·B rows × k), the
+	// preprocessing and the centre estimate (an exponential average of h̄).
+	view
+	progress
+	sub *subspace   // subspace-solver state (also the covariance solver's until its budget is full); nil for SolverOja
+	cov *covariance // the covariance solver's statistics (one view), once the budget is full
 
-	seeds []uint64
-	alpha []float64 // blocks·B rows × k, row-major; cap MaxFeatures·k
-	pre   snapshot.Preprocess
-	sub   *subspace   // subspace-solver state (also the covariance solver's until its budget is full); nil for SolverOja
-	cov   *covariance // the covariance solver's statistics (one view), once the budget is full
-
-	t, samples uint64
-	lambda0    float64 // top eigenvalue of the initial block
-	backoff    float64
-	rejected   uint64
-	mrun       []float64 // exponential average of M
-	center     []float64 // exponential average of h̄
+	lambda0 float64   // top eigenvalue of the initial block
+	mrun    []float64 // exponential average of M
 
 	// scratch
-	xs, h, phi, newCoef, m, mUse, tmp, hbar, pv, pw []float64
+	m, mUse, tmp, hbar, pv, pw []float64
 }
 
 // New returns a learner; its feature map is fixed on the first Step.
@@ -56,7 +50,7 @@ func New(cfg Config) (*KPCA, error) {
 		return nil, fmt.Errorf("%w: %s learns from (x, y) pairs: use NewTwoView", ErrConfig, cfg.Algorithm)
 	}
 	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
-	return &KPCA{cfg: cfg, backoff: 1}, nil
+	return &KPCA{cfg: cfg, progress: progress{backoff: 1}}, nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -64,23 +58,14 @@ func (l *KPCA) Config() Config { return l.cfg }
 
 // Close releases the evaluator's workers.
 func (l *KPCA) Close() {
-	if l.ev != nil {
-		l.ev.Close()
-	}
+	l.view.close()
 	if l.cov != nil {
 		l.cov.ws.Close()
 	}
 }
 
-// Step returns the number of learned batches.
-func (l *KPCA) Step() uint64 { return l.t }
-
-// SamplesSeen returns the number of samples passed to Update (including
-// those of rejected batches).
-func (l *KPCA) SamplesSeen() uint64 { return l.samples }
-
-// Features returns the current number of random features.
-func (l *KPCA) Features() int { return len(l.seeds) * l.cfg.BlockSize }
+// Features returns the current number of features.
+func (l *KPCA) Features() int { return l.view.features() }
 
 // Dim returns the input dimension, 0 before the first batch.
 func (l *KPCA) Dim() int { return l.fm.Dim }
@@ -92,9 +77,6 @@ func (l *KPCA) CheckInput(x []float64) error { return l.cfg.Kernel.CheckInput(x)
 
 // Kernel returns the kernel (bandwidth fixed after the first batch).
 func (l *KPCA) Kernel() features.Kernel { return l.fm.Kernel }
-
-// Rejected returns the number of batches the divergence guard refused.
-func (l *KPCA) Rejected() uint64 { return l.rejected }
 
 // MaxUnitStep caps η·λ̂: the update α(I − ηM) amplifies the top direction
 // once η·λ_max exceeds 1 (its factor 1 − ηλ turns negative and, past 2,
@@ -112,9 +94,9 @@ func (l *KPCA) StepSize() float64 {
 		if !(lk > 0) {
 			lk = 1
 		}
-		return l.cfg.Theta0 / (1 + l.cfg.Theta1*float64(l.t)) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
+		return decay(l.cfg, l.t) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
 	}
-	u := math.Min(l.cfg.Theta0/(1+l.cfg.Theta1*float64(l.t)), MaxUnitStep)
+	u := math.Min(decay(l.cfg, l.t), MaxUnitStep)
 	return u * l.backoff / l.scale()
 }
 
@@ -136,62 +118,23 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 		return fmt.Errorf("%w: dimension %d, configured %d", ErrInput, d, l.cfg.Dim)
 	}
 	k := l.cfg.K
-	if l.cfg.Standardize {
-		l.pre = standardizer(x, rows, d)
+	err := l.view.setup(l.cfg, viewSpec{kernel: l.cfg.Kernel, dim: d, block: l.cfg.BlockSize, maxFeatures: l.cfg.MaxFeatures,
+		standardize: l.cfg.Standardize, float32: l.cfg.Precision == Float32, keepBlocks: true, center: l.cfg.Center}, x, rows)
+	if err != nil {
+		return err
 	}
-	kern := l.cfg.Kernel
-	if kern.Family == features.Linear {
-		// The identity map: one block of d features, revisited every step.
-		l.cfg.BlockSize, l.cfg.MaxFeatures = d, d
-		if d < k {
-			return fmt.Errorf("%w: the linear map has %d features, fewer than k = %d", ErrConfig, d, k)
-		}
-	}
-	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {
-		xs := make([]float64, rows*d)
-		l.pre.Apply(xs, x[:rows*d])
-		kern.Bandwidth = MedianDistance(xs, rows, d, 512)
-		if !(kern.Bandwidth > 0) {
-			return fmt.Errorf("%w: the median trick found bandwidth %v on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth)
-		}
-	}
-	l.fm = features.Map{Kernel: kern, Dim: d, BlockSize: l.cfg.BlockSize, Float32: l.cfg.Precision == Float32, BLAS: l.cfg.Compute == ComputeBLAS,
-		Landmarks: l.cfg.Features == FeaturesLandmarks}
-	if err := l.fm.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	l.ev = features.NewEvaluator(l.fm, features.EvaluatorConfig{Workers: l.cfg.Workers, CacheBytes: l.cfg.CacheBytes,
-		KeepBlocks: l.cfg.MaxFeatures / l.cfg.BlockSize})
-	l.alpha = make([]float64, 0, l.cfg.MaxFeatures*k)
-	l.seeds = make([]uint64, 0, l.cfg.MaxFeatures/l.cfg.BlockSize)
+	// The linear map is one block of d features, revisited every step.
+	l.cfg.BlockSize, l.cfg.MaxFeatures = l.fm.BlockSize, l.maxBlock*l.fm.BlockSize
 	l.m = make([]float64, k*k)
 	l.mUse = make([]float64, k*k)
 	l.mrun = make([]float64, k*k)
 	l.tmp = make([]float64, 2*k)
 	l.hbar = make([]float64, k)
-	l.pv = make([]float64, k)
-	l.pw = make([]float64, k)
-	for i := range l.pv {
-		l.pv[i] = 1 / math.Sqrt(float64(k))
-	}
-	l.newCoef = make([]float64, l.cfg.BlockSize*k)
-	if l.cfg.Center {
-		l.center = make([]float64, k)
-	}
+	l.pv, l.pw = unitVector(k), make([]float64, k)
 	if l.cfg.Solver == SolverSubspace || l.cfg.Solver == SolverCovariance {
 		l.sub = newSubspace(k, l.cfg.MaxFeatures, l.cfg.BlockSize, l.cfg.Center)
 	}
 	return nil
-}
-
-func (l *KPCA) ensureScratch(rows int) {
-	d, k, nb := l.fm.Dim, l.cfg.K, l.cfg.BlockSize
-	if cap(l.xs) < rows*d {
-		l.xs = make([]float64, rows*d)
-		l.h = make([]float64, rows*k)
-		l.phi = make([]float64, rows*nb)
-	}
-	l.xs, l.h, l.phi = l.xs[:rows*d], l.h[:rows*k], l.phi[:rows*nb]
 }
 
 // Update learns from one mini-batch x of rows points (rows×d, row-major).
@@ -201,10 +144,8 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	if rows < 1 || len(x) != rows*max(l.fm.Dim, 1) && l.fm.Dim != 0 || len(x)%rows != 0 {
 		return fmt.Errorf("%w: %d values for %d rows (dimension %d)", ErrInput, len(x), rows, l.fm.Dim)
 	}
-	for _, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: non-finite value", ErrInput)
-		}
+	if err := checkValues(x, ""); err != nil {
+		return err
 	}
 	if err := l.cfg.Kernel.CheckInput(x); err != nil {
 		return fmt.Errorf("%w: %w", ErrInput, err)
@@ -218,7 +159,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 			return err
 		}
 	}
-	l.ensureScratch(rows)
+	l.view.scratch(rows, l.cfg.K)
 	l.pre.Apply(l.xs, x)
 	if len(l.seeds) == 0 {
 		return l.first(rows)
@@ -230,7 +171,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 		return l.updateSubspace(rows)
 	}
 	k := l.cfg.K
-	l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
+	l.ev.Eval(l.h, l.xs, rows, l.seeds, l.coef, k)
 	if !l.formM(rows) {
 		return l.reject(rows)
 	}
@@ -238,8 +179,8 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	eta := l.StepSize()
 
 	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
-	j, seed, revisit := l.nextBlock(rows)
-	l.newBlockTerm(rows, j, seed, eta)
+	j, seed, revisit := l.next(l.t, rows)
+	l.blockTerm(rows, k, j, seed, eta, l.h)
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
 	copy(l.mUse, l.m)
@@ -253,45 +194,16 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	for i := range l.mUse {
 		l.mUse[i] = float64(eta * l.mUse[i])
 	}
-	shrink(l.alpha, l.mUse, l.tmp, k)
-
-	if revisit {
-		nb := l.cfg.BlockSize
-		a := l.alpha[j*nb*k : (j+1)*nb*k]
-		for i, v := range l.newCoef {
-			a[i] += v
-		}
-	} else {
-		l.seeds = append(l.seeds, seed)
-		l.alpha = append(l.alpha, l.newCoef...)
-	}
-	l.t++
-	l.samples += uint64(rows)
+	shrink(l.coef, l.mUse, l.tmp, k)
+	l.commit(k, j, seed, revisit)
+	l.learned(rows)
 	return nil
 }
 
 // reject counts a batch the divergence guard refused and halves the step.
 func (l *KPCA) reject(rows int) error {
-	l.samples += uint64(rows)
-	l.rejected++
-	l.backoff *= 0.5
+	l.refused(rows, true)
 	return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
-}
-
-// nextBlock returns the block that receives the new-block term: a new one
-// (revisit false) while the feature budget lasts, then the existing ones
-// in turn (Sec. 6.1).
-//
-// A landmark block is built here from B points of the batch (see
-// addLandmarks); a batch of fewer than B points, or whose points cannot
-// make one, adds no block.
-func (l *KPCA) nextBlock(rows int) (j int, seed uint64, revisit bool) {
-	j = len(l.seeds)
-	if j*l.cfg.BlockSize >= l.cfg.MaxFeatures || l.fm.Landmarks && addLandmarks(l.ev, l.xs, rows, l.cfg.Seed, j) != nil {
-		j = int(l.t % uint64(len(l.seeds)))
-		return j, l.seeds[j], true
-	}
-	return j, features.DeriveSeed(l.cfg.Seed, uint64(j)), false
 }
 
 // addLandmarks adds landmark block j to ev: B of the rows of xs (all of
@@ -330,30 +242,10 @@ func addLandmarks(ev *features.Evaluator, xs []float64, rows int, seed uint64, j
 // feature generator's.
 const landmarkStream = 0x4C414E444D41524B // "LANDMARK"
 
-// newBlockTerm sets newCoef = η·Φ_j(X)ᵀ·H̃/b for block j (paper Eq. 6 on
-// one block), leaving Φ_j(X) in phi.
-func (l *KPCA) newBlockTerm(rows, j int, seed uint64, eta float64) {
-	k, nb := l.cfg.K, l.cfg.BlockSize
-	l.ev.PhiTo(l.phi, l.xs, rows, j, seed)
-	clear(l.newCoef)
-	s := eta / float64(rows)
-	for r := 0; r < rows; r++ {
-		hr := l.h[r*k : r*k+k]
-		pr := l.phi[r*nb : r*nb+nb]
-		for f, p := range pr {
-			ps := float64(p * s)
-			c := l.newCoef[f*k : f*k+k]
-			for q, hv := range hr {
-				c[q] += float64(ps * hv)
-			}
-		}
-	}
-}
-
 // updateSubspace is Update's step for SolverSubspace (see subspace).
 func (l *KPCA) updateSubspace(rows int) error {
 	k, s := l.cfg.K, l.sub
-	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.alpha, k)
+	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.coef, k)
 	if !l.formM(rows) {
 		l.ev.Release()
 		return l.reject(rows)
@@ -370,16 +262,16 @@ func (l *KPCA) updateSubspace(rows int) error {
 		}
 	}
 	eta := l.StepSize()
-	s.grad = s.grad[:len(l.alpha)]
+	s.grad = s.grad[:len(l.coef)]
 	var mean []float64
 	if l.center != nil {
 		mean = s.mean[:len(l.seeds)*l.cfg.BlockSize]
 	}
 	l.ev.Grad(s.grad, l.h, k, eta/float64(rows), mean)
 	l.ev.Release()
-	j, seed, revisit := l.nextBlock(rows)
+	j, seed, revisit := l.next(l.t, rows)
 	if !revisit { // the new block's gradient is the new-block term
-		l.newBlockTerm(rows, j, seed, eta)
+		l.blockTerm(rows, k, j, seed, eta, l.h)
 	}
 	if l.center != nil {
 		// The centre moves with the functions: by the batch mean of the
@@ -387,17 +279,16 @@ func (l *KPCA) updateSubspace(rows int) error {
 		addMeanTimes(l.center, mean, s.grad, k)
 		if !revisit {
 			colMeans(s.newMean, l.phi, rows, l.cfg.BlockSize)
-			addMeanTimes(l.center, s.newMean, l.newCoef, k)
+			addMeanTimes(l.center, s.newMean, l.newc, k)
 		}
 	}
 	for i, g := range s.grad {
-		l.alpha[i] += g
+		l.coef[i] += g
 	}
 	if !revisit {
-		l.seeds = append(l.seeds, seed)
-		l.alpha = append(l.alpha, l.newCoef...)
+		l.commit(k, j, seed, false)
 	}
-	if !s.orthonormalise(l.alpha, len(l.seeds)) {
+	if !s.orthonormalise(l.coef, len(l.seeds)) {
 		// Needs H̃ᵀ-directions that cancel exactly; not reachable with
 		// finite H (the guard ran), but never leave a singular basis.
 		return fmt.Errorf("%w: step %d: the functions became linearly dependent", ErrDiverged, l.t)
@@ -405,8 +296,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 	if l.center != nil {
 		s.rowTimesTm(l.center)
 	}
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	return nil
 }
 
@@ -439,12 +329,10 @@ func (l *KPCA) covStep(rows int) error {
 		l.cov = c
 	}
 	if err := l.covAdd(l.cov, l.xs, rows); err != nil {
-		l.samples += uint64(rows)
-		l.rejected++
+		l.refused(rows, false)
 		return fmt.Errorf("%w: step %d: %w", ErrDiverged, l.t, err)
 	}
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	c := l.cov
 	// Applications of the operator this solve (see solvePCA): 30 from the
 	// random first basis, 8 while the statistics are young and move
@@ -459,13 +347,13 @@ func (l *KPCA) covStep(rows int) error {
 	case c.solves < 8:
 		iters = 8
 	}
-	if err := c.solvePCA(l.alpha, l.sub.eig, k, iters, blocks, l.cfg.Center); err != nil {
+	if err := c.solvePCA(l.coef, l.sub.eig, k, iters, blocks, l.cfg.Center); err != nil {
 		l.rejected++
 		return fmt.Errorf("step %d (its samples are in the statistics; the coefficients are the previous step's): %w", l.t-1, err)
 	}
 	if l.center != nil {
 		clear(l.center)
-		addMeanTimes(l.center, c.mu[0], l.alpha, k)
+		addMeanTimes(l.center, c.mu[0], l.coef, k)
 	}
 	return nil
 }
@@ -595,21 +483,13 @@ func (l *KPCA) first(rows int) error {
 		// Random features need no data: the covariance solver draws its
 		// whole budget now, so that every sample, the first batch's
 		// too, is in the statistics; the coefficients are the solve's.
-		for j := range l.cfg.MaxFeatures / nb {
-			l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
-		}
-		l.alpha = l.alpha[:len(l.seeds)*nb*k]
-		clear(l.alpha)
+		l.drawBudget(k)
 		return l.covStep(rows)
 	}
-	seed := features.DeriveSeed(l.cfg.Seed, 0)
-	if l.fm.Landmarks {
-		l.ev.TruncateLandmarks(0) // a first batch that failed may have left one
-		if err := addLandmarks(l.ev, l.xs, rows, l.cfg.Seed, 0); err != nil {
-			return fmt.Errorf("%w: %w", ErrInput, err)
-		}
+	seed, err := l.firstBlock(rows)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	l.ev.PhiTo(l.phi, l.xs, rows, 0, seed)
 	coef, vals, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
 	if err != nil {
 		return err
@@ -619,19 +499,18 @@ func (l *KPCA) first(rows int) error {
 		copy(l.sub.eig, vals) // the block's eigenvectors are orthonormal (n = 1)
 	}
 	l.lambda0 = top
-	l.seeds = append(l.seeds, seed)
-	l.alpha = append(l.alpha, coef...)
+	copy(l.newc, coef)
+	l.commit(k, 0, seed, false)
 	if l.center != nil {
 		// Centre estimate: the batch mean of the initial functions.
-		l.ev.Eval(l.h, l.xs, rows, l.seeds, l.alpha, k)
+		l.ev.Eval(l.h, l.xs, rows, l.seeds, l.coef, k)
 		for r := 0; r < rows; r++ {
 			for q := 0; q < k; q++ {
 				l.center[q] += l.h[r*k+q] / float64(rows)
 			}
 		}
 	}
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	return nil
 }
 
@@ -639,17 +518,9 @@ func (l *KPCA) first(rows int) error {
 // standardisation) into dst (rows×k), minus the centre estimate when
 // centring: exactly what a snapshot's Model.Project returns.
 func (l *KPCA) EvalTo(dst, x []float64, rows int) {
-	k := l.cfg.K
 	xs := make([]float64, len(x))
 	l.pre.Apply(xs, x)
-	l.ev.Eval(dst, xs, rows, l.seeds, l.alpha, k)
-	if l.center != nil {
-		for r := 0; r < rows; r++ {
-			for q := 0; q < k; q++ {
-				dst[r*k+q] -= l.center[q]
-			}
-		}
-	}
+	l.evalCentred(dst, xs, rows, l.cfg.K)
 }
 
 // Eigenvalues returns the eigenvalue estimates of the running M in
@@ -690,19 +561,10 @@ func (l *KPCA) Eigenvalues() ([]float64, float64) {
 // The caller fills in Offsets.
 func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	eig, drift := l.Eigenvalues()
-	view := snapshot.View{Dim: l.fm.Dim, Kernel: l.fm.Kernel, Preprocess: l.pre, Precision: precisionOf(l.fm), Compute: computeOf(l.fm)}
+	view, z := l.snapshotView()
 	var landmarks [][]float64
-	if l.fm.Landmarks {
-		view.Features = snapshot.FeaturesLandmarks
-		z := make([]float64, 0, len(l.seeds)*l.cfg.BlockSize*l.fm.Dim)
-		for j := range l.seeds {
-			_, lb := l.ev.Landmarks(j)
-			z = append(z, lb.Z...)
-		}
+	if z != nil {
 		landmarks = [][]float64{z}
-	}
-	if l.center != nil {
-		view.Center = append([]float64(nil), l.center...)
 	}
 	cov, state := l.cov.state()
 	return &snapshot.Snapshot{
@@ -725,7 +587,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,
 		},
-		Coef:      [][]float64{append([]float64(nil), l.alpha...)},
+		Coef:      [][]float64{append([]float64(nil), l.coef...)},
 		Landmarks: landmarks,
 		State:     state,
 	}

@@ -128,7 +128,7 @@ func TestDefaultsRobustToTheta0(t *testing.T) {
 		if math.IsNaN(e) || e > 0.2 {
 			t.Errorf("theta0 %.3g: subspace error %.3g", th, e)
 		}
-		for _, v := range l.alpha {
+		for _, v := range l.coef {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				t.Fatalf("theta0 %.3g: non-finite coefficient", th)
 			}
@@ -171,8 +171,8 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 			}
 		}
 		if ref == nil {
-			ref = slices.Clone(l.alpha)
-		} else if !slices.Equal(ref, l.alpha) {
+			ref = slices.Clone(l.coef)
+		} else if !slices.Equal(ref, l.coef) {
 			t.Errorf("workers %d cache %d: coefficients differ", cfg.Workers, cfg.CacheBytes)
 		}
 		l.Close()
@@ -255,7 +255,7 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !slices.Equal(res.alpha, full.alpha) || res.SamplesSeen() != full.SamplesSeen() {
+		if !slices.Equal(res.coef, full.coef) || res.SamplesSeen() != full.SamplesSeen() {
 			t.Errorf("%+v: restored learner diverges from the uninterrupted one", cfg)
 		}
 		full.Close()
@@ -280,15 +280,15 @@ func TestGuardNeverCorrupts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := range l.alpha {
-		l.alpha[i] *= 1e4
+	for i := range l.coef {
+		l.coef[i] *= 1e4
 	}
-	before := slices.Clone(l.alpha)
+	before := slices.Clone(l.coef)
 	eta := l.StepSize()
 	if err := l.Update(bs[10], 64); !errors.Is(err, ErrDiverged) {
 		t.Fatalf("exploded model: Update returned %v, want ErrDiverged", err)
 	}
-	if !slices.Equal(before, l.alpha) {
+	if !slices.Equal(before, l.coef) {
 		t.Error("a rejected batch changed the coefficients")
 	}
 	if l.StepSize() >= eta || l.Rejected() != 1 {

@@ -85,20 +85,11 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
 		Workers: rt.Workers, CacheBytes: rt.CacheBytes,
 	}
-	if v.Float32() {
-		cfg.Precision = Float32
-	}
-	if v.BLAS() {
-		cfg.Compute = ComputeBLAS
-	}
-	if v.Landmarks() {
-		cfg.Features = FeaturesLandmarks
-	}
+	restoredConfig(&cfg, v)
 	l, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	l.pre = v.Preprocess
 	// Rebuild scratch through init with the recorded dimension; x is unused
 	// because bandwidth and standardisation are fixed.
 	l.cfg.Standardize = false
@@ -106,33 +97,18 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		return nil, err
 	}
 	l.cfg.Standardize = len(v.Preprocess.Mean) > 0
-	if len(snap.Coef[0]) > cap(l.alpha) {
-		l.alpha = make([]float64, 0, len(snap.Coef[0]))
+	var z []float64
+	if len(snap.Landmarks) > 0 {
+		z = snap.Landmarks[0]
 	}
-	l.alpha = append(l.alpha, snap.Coef[0]...)
-	if l.fm.Landmarks {
-		z, n := snap.Landmarks[0], h.BlockSize*v.Dim
-		for j := range h.Seeds {
-			lb, err := l.fm.NewLandmarks(z[j*n : (j+1)*n])
-			if err != nil {
-				l.Close()
-				return nil, fmt.Errorf("%w: landmark block %d: %w", snapshot.ErrHeader, j, err)
-			}
-			l.ev.AddLandmarks(lb)
-		}
+	if err := l.view.restore(v, h.Seeds, snap.Coef[0], z, h.K); err != nil {
+		l.Close()
+		return nil, err
 	}
-	l.seeds = append(l.seeds, h.Seeds...)
-	l.t, l.samples = h.Step, h.SamplesSeen
-	l.lambda0, l.backoff = h.Schedule.Scale, h.Schedule.Backoff
-	if l.backoff == 0 {
-		l.backoff = 1
-	}
-	l.rejected = h.Diagnostics.Rejected
+	l.resume(h)
+	l.lambda0 = h.Schedule.Scale
 	if len(h.Running) == h.K*h.K {
 		copy(l.mrun, h.Running)
-	}
-	if l.center != nil && len(v.Center) == h.K {
-		copy(l.center, v.Center)
 	}
 	if l.sub != nil && len(h.Diagnostics.Eigenvalues) == h.K {
 		copy(l.sub.eig, h.Diagnostics.Eigenvalues)
@@ -142,7 +118,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, snap.State, len(l.alpha)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		c, err := restoreCovariance(h.Covariance, snap.State, len(l.coef)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err

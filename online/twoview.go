@@ -41,14 +41,12 @@ import (
 // draw independent features; both seed lists are stored in the snapshot.
 type TwoView struct {
 	cfg Config
-	v   [2]tvView
+	v   [2]view
+	progress
 
-	t, samples uint64
-	lambda0    float64
-	trace0     float64
-	backoff    float64
-	rejected   uint64
-	slices     []float64
+	lambda0 float64
+	trace0  float64
+	slices  []float64
 
 	cov *covariance // the covariance solver's statistics (Config.Solver SolverCovariance), once the budget is full
 
@@ -56,19 +54,9 @@ type TwoView struct {
 	trRun        float64 // exponential average of the functions' variance
 	w, wUse, tmp []float64
 	pv, pw       []float64
-}
-
-type tvView struct {
-	fm       features.Map
-	ev       *features.Evaluator
-	seeds    []uint64
-	coef     []float64
-	pre      snapshot.Preprocess
-	center   []float64
-	maxBlock int
-	seedBase uint64
-
-	xs, h, hc, res, phi, newc, mean []float64
+	// per view: the batch-centred functions, the residual that multiplies
+	// the new features, the batch mean
+	hc, res, mean [2][]float64
 }
 
 // Two-view step defaults (see NewTwoView).
@@ -76,9 +64,6 @@ const (
 	DefaultTwoViewTheta0 = 1.0
 	DefaultTwoViewTheta1 = 1e-3
 )
-
-// viewTag separates view y's seeds from view x's.
-const viewTag = 0x9E3779B97F4A7C15
 
 // NewTwoView returns a two-view learner (Algorithm ksvd, kcca or ksir).
 func NewTwoView(cfg Config) (*TwoView, error) {
@@ -101,7 +86,7 @@ func NewTwoView(cfg Config) (*TwoView, error) {
 		return nil, fmt.Errorf("%w: %s is not a two-view algorithm", ErrConfig, cfg.Algorithm)
 	}
 	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
-	return &TwoView{cfg: cfg, backoff: 1}, nil
+	return &TwoView{cfg: cfg, progress: progress{backoff: 1}}, nil
 }
 
 // Config returns the configuration with defaults.
@@ -110,20 +95,15 @@ func (l *TwoView) Config() Config { return l.cfg }
 // Close releases the evaluators' workers.
 func (l *TwoView) Close() {
 	for i := range l.v {
-		if l.v[i].ev != nil {
-			l.v[i].ev.Close()
-		}
+		l.v[i].close()
 	}
 	if l.cov != nil {
 		l.cov.ws.Close()
 	}
 }
 
-// Step, SamplesSeen, Features, Rejected: as for KPCA.
-func (l *TwoView) Step() uint64        { return l.t }
-func (l *TwoView) SamplesSeen() uint64 { return l.samples }
-func (l *TwoView) Features() int       { return len(l.v[0].seeds) * l.v[0].fm.BlockSize }
-func (l *TwoView) Rejected() uint64    { return l.rejected }
+// Features returns the current number of features of view x.
+func (l *TwoView) Features() int { return l.v[0].features() }
 
 // Dims returns the input dimensions of x and y (y: 1 for ksir's target).
 func (l *TwoView) Dims() (int, int) {
@@ -137,7 +117,7 @@ func (l *TwoView) centered() bool { return !l.cfg.Uncentered }
 
 // StepSize returns η for the next batch.
 func (l *TwoView) StepSize() float64 {
-	u := math.Min(l.cfg.Theta0/(1+l.cfg.Theta1*float64(l.t)), MaxUnitStep)
+	u := math.Min(decay(l.cfg, l.t), MaxUnitStep)
 	s := l.lambda0
 	// The update multiplies by I − ηW (KSVD) or subtracts η·C·G·W (KCCA,
 	// KSIR); once the functions grow, ‖W‖ grows and a fixed η would flip
@@ -155,58 +135,23 @@ func (l *TwoView) StepSize() float64 {
 }
 
 func (l *TwoView) initView(i int, kern features.Kernel, x []float64, rows, d, nb, maxF int, standardize bool) error {
-	v := &l.v[i]
-	if standardize {
-		v.pre = standardizer(x, rows, d)
-	}
-	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {
-		xs := make([]float64, rows*d)
-		v.pre.Apply(xs, x[:rows*d])
-		kern.Bandwidth = MedianDistance(xs, rows, d, 512)
-		if !(kern.Bandwidth > 0) {
-			return fmt.Errorf("%w: the median trick found bandwidth %v for view %d; set a bandwidth", ErrInput, kern.Bandwidth, i)
-		}
-	}
-	if kern.Family == features.Linear {
-		nb, maxF = d, d
-	}
-	if nb < l.cfg.K {
-		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, i, nb, l.cfg.K)
-	}
-	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb,
-		Float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), BLAS: l.cfg.Compute == ComputeBLAS,
-		Landmarks: l.cfg.Features == FeaturesLandmarks}
-	if err := v.fm.Validate(); err != nil {
-		return fmt.Errorf("%w: view %d: %w", ErrConfig, i, err)
-	}
-	v.maxBlock = maxF / nb
-	v.ev = features.NewEvaluator(v.fm, features.EvaluatorConfig{Workers: l.cfg.Workers, CacheBytes: l.cfg.CacheBytes})
-	k := l.cfg.K
-	v.coef = make([]float64, 0, v.maxBlock*nb*k)
-	v.newc = make([]float64, nb*k)
-	v.mean = make([]float64, k)
-	if l.centered() {
-		v.center = make([]float64, k)
-	}
-	v.seedBase = l.cfg.Seed
-	if i == 1 {
-		v.seedBase ^= viewTag
-	}
-	return nil
+	return l.v[i].setup(l.cfg, viewSpec{index: i, kernel: kern, dim: d, block: nb, maxFeatures: maxF, standardize: standardize,
+		float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), center: l.centered()}, x, rows)
 }
 
-func (v *tvView) scratch(rows, k int) {
-	d, nb := v.fm.Dim, v.fm.BlockSize
-	if cap(v.xs) < rows*d {
-		v.xs = make([]float64, rows*d)
+// scratch sizes the batch buffers of both views for rows pairs.
+func (l *TwoView) scratch(rows int) {
+	k := l.cfg.K
+	for i := range l.v {
+		l.v[i].scratch(rows, k)
+		if cap(l.hc[i]) < rows*k {
+			l.hc[i], l.res[i] = make([]float64, rows*k), make([]float64, rows*k)
+		}
+		l.hc[i], l.res[i] = l.hc[i][:rows*k], l.res[i][:rows*k]
+		if l.mean[i] == nil {
+			l.mean[i] = make([]float64, k)
+		}
 	}
-	if cap(v.h) < rows*k {
-		v.h, v.hc, v.res = make([]float64, rows*k), make([]float64, rows*k), make([]float64, rows*k)
-	}
-	if cap(v.phi) < rows*nb {
-		v.phi = make([]float64, rows*nb)
-	}
-	v.xs, v.h, v.hc, v.res, v.phi = v.xs[:rows*d], v.h[:rows*k], v.hc[:rows*k], v.res[:rows*k], v.phi[:rows*nb]
 }
 
 // inputs writes view i's feature-space inputs for the batch into v.xs.
@@ -226,15 +171,11 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		return fmt.Errorf("%w: %d x values and %d y values for %d rows", ErrInput, len(x), len(y), rows)
 	}
 	dx, dy := len(x)/rows, len(y)/rows
-	for _, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: non-finite x value", ErrInput)
-		}
+	if err := checkValues(x, "x "); err != nil {
+		return err
 	}
-	for _, v := range y {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: non-finite y value", ErrInput)
-		}
+	if err := checkValues(y, "y "); err != nil {
+		return err
 	}
 	if l.cfg.Features == FeaturesLandmarks && len(l.v[0].seeds) == 0 && rows < l.cfg.BlockSize {
 		// Not an error in the data: the first landmark blocks need B pairs.
@@ -257,9 +198,7 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		}
 	}
 	k := l.cfg.K
-	for i := range l.v {
-		l.v[i].scratch(rows, k)
-	}
+	l.scratch(rows)
 	l.inputs(0, x)
 	l.inputs(1, y)
 	if len(l.v[0].seeds) == 0 {
@@ -270,34 +209,32 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 	}
 	var tr float64
 	for i := range l.v {
-		v := &l.v[i]
+		v, hc, mean := &l.v[i], l.hc[i], l.mean[i]
 		v.ev.Eval(v.h, v.xs, rows, v.seeds, v.coef, k)
-		copy(v.hc, v.h)
-		clear(v.mean)
+		copy(hc, v.h)
+		clear(mean)
 		for r := 0; r < rows; r++ {
 			for q := 0; q < k; q++ {
-				v.mean[q] += v.h[r*k+q] / float64(rows)
+				mean[q] += v.h[r*k+q] / float64(rows)
 			}
 		}
 		if l.centered() {
 			for r := 0; r < rows; r++ {
 				for q := 0; q < k; q++ {
-					v.hc[r*k+q] -= v.mean[q]
+					hc[r*k+q] -= mean[q]
 				}
 			}
 		}
-		for _, h := range v.hc {
+		for _, h := range hc {
 			tr += float64(h*h) / float64(rows)
 		}
 	}
 	if math.IsNaN(tr) || math.IsInf(tr, 0) || tr > 100*math.Max(l.trace0, l.trRun) {
-		l.samples += uint64(rows)
-		l.rejected++
-		l.backoff *= 0.5
+		l.refused(rows, true)
 		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
 	}
 	// W = (ŨᵀṼ + ṼᵀŨ)/b.
-	u, vv := l.v[0].hc, l.v[1].hc
+	u, vv := l.hc[0], l.hc[1]
 	clear(l.w)
 	for r := 0; r < rows; r++ {
 		ur, vr := u[r*k:r*k+k], vv[r*k:r*k+k]
@@ -318,9 +255,7 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 	eta := l.StepSize()
 	// Residuals that multiply the new features.
 	for i := range l.v {
-		other := l.v[1-i].hc
-		me := l.v[i].hc
-		res := l.v[i].res
+		other, me, res := l.hc[1-i], l.hc[i], l.res[i]
 		copy(res, other)
 		if l.cfg.Algorithm != AlgKSVD { // KCCA, KSIR: other − self·W
 			for r := 0; r < rows; r++ {
@@ -343,18 +278,22 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		}
 	}
 	for i := range l.v {
-		l.appendBlock(i, rows, eta)
+		// The new-block term, added as a new block of view i or to the
+		// block revisited in turn once the view's budget is reached.
+		v := &l.v[i]
+		j, seed, revisit := v.next(l.t, rows)
+		v.blockTerm(rows, k, j, seed, eta, l.res[i])
+		v.commit(k, j, seed, revisit)
 	}
 	rho := math.Max(1/float64(l.t+1), 0.01)
 	for i := range l.v {
 		if c := l.v[i].center; c != nil {
 			for q := range c {
-				c[q] += rho * (l.v[i].mean[q] - c[q])
+				c[q] += rho * (l.mean[i][q] - c[q])
 			}
 		}
 	}
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	return nil
 }
 
@@ -381,14 +320,12 @@ func (l *TwoView) covStep(rows int) error {
 	for i := range l.v {
 		v := &l.v[i]
 		if err := c.gatherFeatures(i, v.phi, v.ev, v.xs, rows, v.seeds); err != nil {
-			l.samples += uint64(rows)
-			l.rejected++
+			l.refused(rows, false)
 			return fmt.Errorf("%w: step %d: view %d: %w", ErrDiverged, l.t, i, err)
 		}
 	}
 	c.add(rows)
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	if !c.due() {
 		return nil
 	}
@@ -407,46 +344,6 @@ func (l *TwoView) covStep(rows int) error {
 		}
 	}
 	return nil
-}
-
-// appendBlock adds η·Φ_newᵀ·res/b as a new block of view i, or to the block
-// revisited in turn once the view's budget is reached.
-func (l *TwoView) appendBlock(i, rows int, eta float64) {
-	v := &l.v[i]
-	k, nb := l.cfg.K, v.fm.BlockSize
-	j := len(v.seeds)
-	// A landmark block is B points of this batch (addLandmarks); a batch
-	// that cannot make one revisits instead.
-	revisit := j >= v.maxBlock || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.seedBase, j) != nil
-	var seed uint64
-	if revisit {
-		j = int(l.t % uint64(len(v.seeds)))
-		seed = v.seeds[j]
-	} else {
-		seed = features.DeriveSeed(v.seedBase, uint64(j))
-	}
-	v.ev.PhiTo(v.phi, v.xs, rows, j, seed)
-	clear(v.newc)
-	s := eta / float64(rows)
-	for r := 0; r < rows; r++ {
-		hr := v.res[r*k : r*k+k]
-		for f, p := range v.phi[r*nb : r*nb+nb] {
-			ps := float64(p * s)
-			c := v.newc[f*k : f*k+k]
-			for q, h := range hr {
-				c[q] += float64(ps * h)
-			}
-		}
-	}
-	if revisit {
-		a := v.coef[j*nb*k : (j+1)*nb*k]
-		for x, c := range v.newc {
-			a[x] += c
-		}
-		return
-	}
-	v.seeds = append(v.seeds, seed)
-	v.coef = append(v.coef, v.newc...)
 }
 
 func (l *TwoView) init(x, y []float64, rows, dx, dy int) error {
@@ -470,10 +367,7 @@ func (l *TwoView) init(x, y []float64, rows, dx, dy int) error {
 	}
 	k := l.cfg.K
 	l.w, l.wUse, l.tmp = make([]float64, k*k), make([]float64, k*k), make([]float64, 2*k)
-	l.pv, l.pw = make([]float64, k), make([]float64, k)
-	for i := range l.pv {
-		l.pv[i] = 1 / math.Sqrt(float64(k))
-	}
+	l.pv, l.pw = unitVector(k), make([]float64, k)
 	return nil
 }
 
@@ -495,26 +389,16 @@ func (l *TwoView) first(rows int) error {
 		// whole budget now, so that every sample, the first batch's
 		// too, is in the statistics; the coefficients are the solve's.
 		for i := range l.v {
-			v := &l.v[i]
-			for j := range v.maxBlock {
-				v.seeds = append(v.seeds, features.DeriveSeed(v.seedBase, uint64(j)))
-			}
-			v.coef = v.coef[:v.maxBlock*v.fm.BlockSize*k]
-			clear(v.coef)
+			l.v[i].drawBudget(k)
 		}
 		return l.covStep(rows)
 	}
 	var seeds [2]uint64
 	for i := range l.v {
-		v := &l.v[i]
-		seeds[i] = features.DeriveSeed(v.seedBase, 0)
-		if v.fm.Landmarks {
-			v.ev.TruncateLandmarks(0) // a first batch that failed may have left one
-			if err := addLandmarks(v.ev, v.xs, rows, v.seedBase, 0); err != nil {
-				return fmt.Errorf("%w: view %d: %w", ErrInput, i, err)
-			}
+		var err error
+		if seeds[i], err = l.v[i].firstBlock(rows); err != nil {
+			return fmt.Errorf("%w: view %d: %w", ErrInput, i, err)
 		}
-		v.ev.PhiTo(v.phi, v.xs, rows, 0, seeds[i])
 	}
 	ax, ay, top, err := initPair(l.v[0].phi, l.v[1].phi, rows, l.v[0].fm.BlockSize, l.v[1].fm.BlockSize, k,
 		l.centered(), l.cfg.Algorithm != AlgKSVD)
@@ -524,8 +408,8 @@ func (l *TwoView) first(rows int) error {
 	l.lambda0 = top
 	for i, coef := range [][]float64{ax, ay} {
 		v := &l.v[i]
-		v.seeds = append(v.seeds, seeds[i])
-		v.coef = append(v.coef, coef...)
+		copy(v.newc, coef)
+		v.commit(k, 0, seeds[i], false)
 		v.ev.Eval(v.h, v.xs, rows, v.seeds, v.coef, k)
 		for r := 0; r < rows; r++ {
 			for q := 0; q < k; q++ {
@@ -537,8 +421,7 @@ func (l *TwoView) first(rows int) error {
 			}
 		}
 	}
-	l.t++
-	l.samples += uint64(rows)
+	l.learned(rows)
 	return nil
 }
 
@@ -554,14 +437,7 @@ func (l *TwoView) EvalTo(i int, dst, x []float64, rows int) {
 		xs = make([]float64, len(x))
 		v.pre.Apply(xs, x)
 	}
-	v.ev.Eval(dst, xs, rows, v.seeds, v.coef, l.cfg.K)
-	if v.center != nil {
-		for r := 0; r < rows; r++ {
-			for q := 0; q < l.cfg.K; q++ {
-				dst[r*l.cfg.K+q] -= v.center[q]
-			}
-		}
-	}
+	v.evalCentred(dst, xs, rows, l.cfg.K)
 }
 
 // Snapshot returns a snapshot of the current model (coefficients copied).
@@ -569,14 +445,10 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	views := make([]snapshot.View, 2)
 	var landmarks [][]float64
 	for i := range l.v {
-		v := &l.v[i]
-		views[i] = snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm), Compute: computeOf(v.fm)}
-		if v.center != nil {
-			views[i].Center = slices.Clone(v.center)
-		}
-		if v.fm.Landmarks {
-			views[i].Features = snapshot.FeaturesLandmarks
-			landmarks = append(landmarks, v.landmarkPoints())
+		var z []float64
+		views[i], z = l.v[i].snapshotView()
+		if z != nil {
+			landmarks = append(landmarks, z)
 		}
 	}
 	views[1].Seeds = slices.Clone(snapshot.Seeds(l.v[1].seeds))
@@ -615,16 +487,6 @@ func ridgeOf(c Config) float64 {
 	return 0
 }
 
-// landmarkPoints returns the view's landmark points, block after block.
-func (v *tvView) landmarkPoints() []float64 {
-	z := make([]float64, 0, len(v.seeds)*v.fm.BlockSize*v.fm.Dim)
-	for j := range v.seeds {
-		_, lb := v.ev.Landmarks(j)
-		z = append(z, lb.Z...)
-	}
-	return z
-}
-
 // RestoreTwoView returns a two-view learner that continues from snap.
 // Runtime settings (Workers, CacheBytes) come from rt.
 func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
@@ -650,17 +512,12 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if Solver(h.Schedule.Solver) == SolverCovariance {
 		cfg.Solver = SolverCovariance
 	}
-	if vx.Float32() || vy.Float32() {
+	restoredConfig(&cfg, vx)
+	if vy.Float32() {
 		cfg.Precision = Float32
-	}
-	if vx.BLAS() {
-		cfg.Compute = ComputeBLAS
 	}
 	if alg != AlgKSIR {
 		cfg.DimY = vy.Dim
-	}
-	if vx.Landmarks() {
-		cfg.Features = FeaturesLandmarks
 	}
 	l, err := NewTwoView(cfg)
 	if err != nil {
@@ -674,35 +531,19 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if err := l.initView(1, vy.Kernel, nil, 0, vy.Dim, yBlock, h.MaxFeatures, false); err != nil {
 		return nil, err
 	}
-	l.v[0].pre, l.v[1].pre = vx.Preprocess, vy.Preprocess
 	l.slices = slices.Clone(vy.Slices)
 	l.w, l.wUse, l.tmp = make([]float64, k*k), make([]float64, k*k), make([]float64, 2*k)
-	l.pv, l.pw = make([]float64, k), make([]float64, k)
-	for i := range l.pv {
-		l.pv[i] = 1 / math.Sqrt(float64(k))
-	}
+	l.pv, l.pw = unitVector(k), make([]float64, k)
 	l.wnorm, l.trRun = h.Settings.WNorm, h.Settings.TraceRun
 	for i, v := range []snapshot.View{vx, vy} {
 		seeds, _ := h.ViewSeeds(i)
-		l.v[i].seeds = append(l.v[i].seeds, seeds...)
-		l.v[i].coef = append(l.v[i].coef, snap.Coef[i]...)
+		var z []float64
 		if v.Landmarks() {
-			n := h.BlockSize * v.Dim
-			if i == 1 {
-				n = yBlock * v.Dim
-			}
-			z := snap.Landmarks[i]
-			for j := range seeds {
-				lb, err := l.v[i].fm.NewLandmarks(z[j*n : (j+1)*n])
-				if err != nil {
-					l.Close()
-					return nil, fmt.Errorf("%w: view %d landmark block %d: %w", snapshot.ErrHeader, i, j, err)
-				}
-				l.v[i].ev.AddLandmarks(lb)
-			}
+			z = snap.Landmarks[i]
 		}
-		if l.v[i].center != nil && len(v.Center) == k {
-			copy(l.v[i].center, v.Center)
+		if err := l.v[i].restore(v, seeds, snap.Coef[i], z, k); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("view %d: %w", i, err)
 		}
 	}
 	if h.Covariance != nil {
@@ -717,12 +558,19 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		}
 		l.cov = c
 	}
-	l.t, l.samples, l.rejected = h.Step, h.SamplesSeen, h.Diagnostics.Rejected
-	l.lambda0, l.backoff, l.trace0 = h.Schedule.Scale, h.Schedule.Backoff, h.Settings.Trace0
-	if l.backoff == 0 {
-		l.backoff = 1
-	}
+	l.resume(h)
+	l.lambda0, l.trace0 = h.Schedule.Scale, h.Settings.Trace0
 	return l, nil
+}
+
+// unitVector returns the k-vector with every entry 1/√k: the start of
+// symNorm's power iteration.
+func unitVector(k int) []float64 {
+	v := make([]float64, k)
+	for i := range v {
+		v[i] = 1 / math.Sqrt(float64(k))
+	}
+	return v
 }
 
 // symNorm returns the spectral norm (largest |eigenvalue|; for a PSD matrix
