@@ -36,10 +36,16 @@ func TestPlots(t *testing.T) {
 		return benchcli.Run(context.Background(), []string{"hermite", "--points", "20000", "--max-features", "2048"})
 	})
 	os.WriteFile(p("bench.json"), []byte(bench), 0o644)
+	compare := captureStdout(t, func() error {
+		return benchcli.Run(context.Background(), []string{"compare", "--case", "hermite1", "--points", "6000", "--methods", "dsgd,rff=256,nystrom=64",
+			"--dsgd-features", "1024", "--isolate=false", "--table=false"})
+	})
+	os.WriteFile(p("compare.json"), []byte(compare), 0o644)
 
 	for _, tc := range [][]string{
 		{"eigenfunctions", "--model", p("h.skpca")},
 		{"convergence", "--bench", p("bench.json")},
+		{"compare", "--bench", p("compare.json")},
 		{"scatter", "--model", p("d.skpca"), "--input", p("d2.csv"), "--label-col", "64"},
 		{"correlations", "--model", p("tv.skpca"), "--input", p("tv.csv"), "--y-cols", "6"},
 	} {

@@ -1,6 +1,7 @@
 // Package plot draws streamkpca's figures (`streamkpca plot`): learned
-// against closed-form eigenfunctions, convergence curves, projections and
-// canonical correlations, with gonum's plot package.
+// against closed-form eigenfunctions, convergence curves, the methods of
+// `bench compare` side by side, projections and canonical correlations,
+// with gonum's plot package.
 package plot
 
 import (
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"gonum.org/v1/gonum/mat"
 	gplot "gonum.org/v1/plot"
@@ -107,26 +109,41 @@ func Eigenfunctions(path string, s float64) (*gplot.Plot, error) {
 	return p, nil // legend bottom right, where the curves are flat
 }
 
-// Convergence draws a bench JSON's error curve on log–log axes with a
-// 1/t reference line through its first point.
-func Convergence(path string) (*gplot.Plot, error) {
-	if path == "" {
-		return nil, errors.New("--bench is required (the JSON of `streamkpca bench hermite`)")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r bench.HermiteResult
-	if err := json.Unmarshal(b, &r); err != nil || len(r.Curve) < 2 {
-		return nil, fmt.Errorf("%s: not a bench hermite result with a curve (%v)", path, err)
-	}
+// errorPlot returns an empty log–log plot of the subspace error against x.
+func errorPlot(title, x string) *gplot.Plot {
 	p := gplot.New()
-	p.Title.Text = fmt.Sprintf("Convergence: hermite, k = %d, %d-D, %d features", r.K, r.Dims, r.MaxFeatures)
-	p.X.Label.Text = "points"
+	p.Title.Text = title
+	p.X.Label.Text = x
 	p.Y.Label.Text = "subspace error 1 − cos²θ_max"
 	p.X.Scale, p.Y.Scale = gplot.LogScale{}, gplot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = gplot.LogTicks{Prec: -1}, gplot.LogTicks{Prec: -1}
+	return p
+}
+
+// readBench reads the JSON that `streamkpca bench <name>` wrote at path
+// into v, and reports it as not such a result unless ok says it is.
+func readBench(path, name string, v any, ok func() bool) error {
+	if path == "" {
+		return fmt.Errorf("--bench is required (the JSON of `streamkpca bench %s`)", name)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil || !ok() {
+		return fmt.Errorf("%s: not a bench %s result with a curve (%v)", path, name, err)
+	}
+	return nil
+}
+
+// Convergence draws a bench JSON's error curve on log–log axes with a
+// 1/t reference line through its first point.
+func Convergence(path string) (*gplot.Plot, error) {
+	var r bench.HermiteResult
+	if err := readBench(path, "hermite", &r, func() bool { return len(r.Curve) >= 2 }); err != nil {
+		return nil, err
+	}
+	p := errorPlot(fmt.Sprintf("Convergence: hermite, k = %d, %d-D, %d features", r.K, r.Dims, r.MaxFeatures), "points")
 	var pts, ref plotter.XYs
 	for _, c := range r.Curve {
 		if c.Error > 0 {
@@ -270,4 +287,72 @@ func Correlations(path, input string, yCols int) (*gplot.Plot, error) {
 	}
 	p.NominalX(names...)
 	return p, nil
+}
+
+// Compare draws a `bench compare` JSON: each method's held-out subspace
+// error against its compute seconds, log–log, one line per method, with
+// a dashed vertical line at the budget.
+func Compare(path string) (*gplot.Plot, error) {
+	var r bench.CompareResult
+	if err := readBench(path, "compare", &r, func() bool { return r.Bench == "compare" }); err != nil {
+		return nil, err
+	}
+	series := compareSeries(r)
+	if len(series) == 0 {
+		return nil, fmt.Errorf("%s: no method has a checkpoint with positive seconds and error", path)
+	}
+	p := errorPlot(fmt.Sprintf("bench compare --case %s: %d points\n%s", r.Case, r.Points, r.About), "compute seconds")
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, s := range series {
+		l, sc, err := plotter.NewLinePoints(s.pts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		c := palette[i%len(palette)]
+		l.Color, l.Width = c, vg.Points(1.5)
+		sc.GlyphStyle.Color, sc.GlyphStyle.Radius = c, vg.Points(1.5)
+		p.Add(l, sc)
+		p.Legend.Add(s.name, l, sc)
+		for _, q := range s.pts {
+			lo, hi = math.Min(lo, q.Y), math.Max(hi, q.Y)
+		}
+	}
+	if r.BudgetSeconds > 0 {
+		bl, _ := plotter.NewLine(plotter.XYs{{X: r.BudgetSeconds, Y: lo}, {X: r.BudgetSeconds, Y: hi}})
+		bl.Color, bl.Dashes = palette[7], []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(bl)
+		p.Legend.Add(fmt.Sprintf("budget (%.0f s)", r.BudgetSeconds), bl)
+	}
+	p.Legend.Left = true // errors fall to the right: the lower left is free
+	return p, nil
+}
+
+// compareLine is one method's curve in Compare.
+type compareLine struct {
+	name string
+	pts  plotter.XYs
+}
+
+// compareSeries turns each method of r into a curve of (seconds, error),
+// leaving out the checkpoints a log axis cannot show (zero seconds or
+// error, NaN); a method with none left is left out.
+func compareSeries(r bench.CompareResult) []compareLine {
+	var out []compareLine
+	for _, m := range r.Methods {
+		var pts plotter.XYs
+		for _, c := range m.Curve {
+			if c.Seconds > 0 && c.Error > 0 && !math.IsInf(c.Error, 0) {
+				pts = append(pts, plotter.XY{X: c.Seconds, Y: c.Error})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		name := m.Method
+		if m.Size > 0 && !strings.Contains(name, fmt.Sprint(m.Size)) {
+			name = fmt.Sprintf("%s (%d %s)", name, m.Size, m.SizeOf)
+		}
+		out = append(out, compareLine{name: name, pts: pts})
+	}
+	return out
 }
