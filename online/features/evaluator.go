@@ -337,18 +337,35 @@ func (e *Evaluator) run(n int, grad bool) {
 func (e *Evaluator) EvalKeep(h, x []float64, rows int, seeds []uint64, coef []float64, k int) {
 	e.keep = nil
 	n := rows * len(seeds) * e.m.BlockSize
-	if int64(n)*8 <= e.keepMax {
+	if int64(n)*8 > e.keepMax {
+		// Past the bound for good while the blocks grow: Grad
+		// regenerates the features, and the buffer would only hold
+		// memory.
+		e.keepBuf = nil
+	} else {
 		if cap(e.keepBuf) < n {
-			size := n
-			if full := rows * e.keepBlocks * e.m.BlockSize; full > n && int64(full)*8 <= e.keepMax {
-				size = full
-			}
-			e.keepBuf = make([]float64, size)
+			e.keepBuf = make([]float64, keepSize(n, cap(e.keepBuf), rows*e.keepBlocks*e.m.BlockSize, int(e.keepMax/8)))
 		}
 		e.keep = e.keepBuf[:n]
 	}
 	e.eval(h, x, rows, seeds, coef, k)
 	e.x, e.seeds = x, seeds // for Grad, kept or not
+}
+
+// keepSize is the length of a new keep buffer that must hold n values,
+// replacing one of capacity old: the whole budget's (full) when it fits
+// within limit values, otherwise twice the old one, within limit. A budget
+// past the bound then costs a few buffers while its blocks grow, not one
+// per block (with 512 rows and blocks of 512, one per step: 2 MiB, 4 MiB,
+// …, 512 MiB, 64 GiB allocated in all).
+func keepSize(n, old, full, limit int) int {
+	if full >= n && full <= limit {
+		return full
+	}
+	if full < n { // the budget is not known (or already passed)
+		full = limit
+	}
+	return max(n, min(limit, full, 2*old))
 }
 
 // Grad sets g_j = Φ_j(x)ᵀ·(s·r) (B×k, row-major, at g[j·B·k:]) for every

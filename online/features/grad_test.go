@@ -73,3 +73,55 @@ func TestGradMatchesNaive(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepBufferGrowsGeometrically grows a model block by block past the
+// keep bound, as the subspace solver does while its budget fills: the
+// kept features' buffer must be replaced a logarithmic number of times
+// (not once per block: with 512 rows and blocks of 512 that was a new
+// buffer of up to 512 MiB every step, and GiBs of resident memory), and
+// dropped once the blocks no longer fit, since Grad then regenerates
+// them.
+func TestKeepBufferGrowsGeometrically(t *testing.T) {
+	const d, nb, rows, k, blocks = 2, 16, 32, 3, 64
+	const fitBlocks = 24 // the bound holds 24 blocks' features of the batch
+	m := Map{Kernel: Kernel{Family: Gaussian, Bandwidth: 1}, Dim: d, BlockSize: nb}
+	ev := NewEvaluator(m, EvaluatorConfig{Workers: 1, KeepBytes: fitBlocks * rows * nb * 8, KeepBlocks: blocks})
+	defer ev.Close()
+	rng := rand.New(rand.NewPCG(3, 3))
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	seeds := make([]uint64, blocks)
+	for j := range seeds {
+		seeds[j] = DeriveSeed(9, uint64(j))
+	}
+	coef := make([]float64, blocks*nb*k)
+	h := make([]float64, rows*k)
+	g := make([]float64, blocks*nb*k)
+	r := make([]float64, rows*k)
+	replaced, lastCap := 0, 0
+	for j := 1; j <= blocks; j++ {
+		ev.EvalKeep(h, x, rows, seeds[:j], coef[:j*nb*k], k)
+		ev.Grad(g[:j*nb*k], r, k, 1, nil)
+		ev.Release()
+		c := cap(ev.keepBuf)
+		if j <= fitBlocks {
+			if c < j*rows*nb {
+				t.Fatalf("%d blocks: keep buffer of %d values, fewer than the %d kept", j, c, j*rows*nb)
+			}
+			if c != lastCap {
+				replaced++
+				lastCap = c
+			}
+			if c > fitBlocks*rows*nb {
+				t.Fatalf("%d blocks: keep buffer of %d values, past the bound (%d)", j, c, fitBlocks*rows*nb)
+			}
+		} else if ev.keepBuf != nil {
+			t.Fatalf("%d blocks, past the bound: the keep buffer (%d values) is still held", j, c)
+		}
+	}
+	if replaced > 6 { // 1, 2, 4, 8, 16, 24 blocks
+		t.Errorf("the keep buffer was replaced %d times while 24 blocks grew, want at most 6 (doubling)", replaced)
+	}
+}
