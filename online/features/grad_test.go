@@ -13,14 +13,7 @@ func TestGradMatchesNaive(t *testing.T) {
 	const d, nb, rows, k, blocks = 5, 24, 37, 6, 11
 	rng := rand.New(rand.NewPCG(1, 1))
 	m := Map{Kernel: Kernel{Family: Gaussian, Bandwidth: 1.3}, Dim: d, BlockSize: nb}
-	x := make([]float64, rows*d)
-	for i := range x {
-		x[i] = rng.NormFloat64()
-	}
-	seeds := make([]uint64, blocks)
-	for j := range seeds {
-		seeds[j] = DeriveSeed(7, uint64(j))
-	}
+	x, seeds := gradInputs(rng, rows*d, blocks, 7)
 	coef := make([]float64, blocks*nb*k)
 	for i := range coef {
 		coef[i] = rng.NormFloat64()
@@ -88,14 +81,7 @@ func TestKeepBufferGrowsGeometrically(t *testing.T) {
 	ev := NewEvaluator(m, EvaluatorConfig{Workers: 1, KeepBytes: fitBlocks * rows * nb * 8, KeepBlocks: blocks})
 	defer ev.Close()
 	rng := rand.New(rand.NewPCG(3, 3))
-	x := make([]float64, rows*d)
-	for i := range x {
-		x[i] = rng.NormFloat64()
-	}
-	seeds := make([]uint64, blocks)
-	for j := range seeds {
-		seeds[j] = DeriveSeed(9, uint64(j))
-	}
+	x, seeds := gradInputs(rng, rows*d, blocks, 9)
 	coef := make([]float64, blocks*nb*k)
 	h := make([]float64, rows*k)
 	g := make([]float64, blocks*nb*k)
@@ -124,4 +110,18 @@ func TestKeepBufferGrowsGeometrically(t *testing.T) {
 	if replaced > 6 { // 1, 2, 4, 8, 16, 24 blocks
 		t.Errorf("the keep buffer was replaced %d times while 24 blocks grew, want at most 6 (doubling)", replaced)
 	}
+}
+
+// gradInputs returns n standard normal inputs and the seeds of blocks
+// blocks derived from seed.
+func gradInputs(rng *rand.Rand, n, blocks int, seed uint64) ([]float64, []uint64) {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	seeds := make([]uint64, blocks)
+	for j := range seeds {
+		seeds[j] = DeriveSeed(seed, uint64(j))
+	}
+	return x, seeds
 }
