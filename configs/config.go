@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
 )
@@ -64,6 +65,10 @@ type Kafka struct {
 	// fetch of max_message_bytes and 16 messages. Defaults: 4096, 64 MiB.
 	QueueSize  int   `yaml:"queue_size"`
 	QueueBytes int64 `yaml:"queue_bytes"`
+	// FetchMaxWait bounds one fetch: a broker slower than min(1 s,
+	// fetch_max_wait/4) to answer is never read, and shutdown and
+	// rebalances wait up to this long for a fetch in flight. Default: 1.5s.
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
 	// SessionTimeout: a crashed instance holds its partitions this long
 	// before the group reassigns them. Default: 10s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
@@ -297,6 +302,9 @@ func (c *Config) SetDefaults() {
 	if c.Kafka.MaxAbs == 0 {
 		c.Kafka.MaxAbs = 1e12
 	}
+	if c.Kafka.FetchMaxWait == 0 {
+		c.Kafka.FetchMaxWait = ingest.DefaultFetchMaxWait
+	}
 	if c.Kafka.SessionTimeout == 0 {
 		c.Kafka.SessionTimeout = 10 * time.Second
 	}
@@ -379,6 +387,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.QueueBytes < 1 {
 		bad("kafka.queue_bytes", "%d: must be ≥ 1", c.Kafka.QueueBytes)
+	}
+	if c.Kafka.FetchMaxWait < 10*time.Millisecond {
+		bad("kafka.fetch_max_wait", "%v: must be ≥ 10ms", c.Kafka.FetchMaxWait)
 	}
 	if !(c.Kafka.MaxAbs > 0) {
 		bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
@@ -577,7 +588,7 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 var noZero = []string{
 	"learner.k", "learner.block", "learner.batch", "learner.max_features",
 	"snapshot.keep", "snapshot.every_batches", "nats.keep",
-	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs",
+	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs", "kafka.fetch_max_wait",
 	"http.max_vectors", "http.max_body_bytes",
 }
 
@@ -608,6 +619,9 @@ func isZero(v any) bool {
 	case float64:
 		return x == 0
 	case string:
+		if d, err := time.ParseDuration(x); err == nil {
+			return d == 0
+		}
 		f, err := strconv.ParseFloat(x, 64)
 		return err == nil && f == 0
 	}

@@ -124,6 +124,7 @@ func TestValidateRejectsUnrunnableCombinations(t *testing.T) {
 		{[]string{"kafka.queue_size=-1"}, "kafka.queue_size"},
 		{[]string{"kafka.queue_bytes=-5"}, "kafka.queue_bytes"},
 		{[]string{"kafka.max_abs=-1"}, "kafka.max_abs"},
+		{[]string{"kafka.fetch_max_wait=1ms"}, "kafka.fetch_max_wait"},
 		{[]string{"learner.batch=100000000000"}, "learner.batch"},
 		{[]string{"kafka.dim=1000000000"}, "kafka.dim"},
 		{[]string{"learner.workers=-2"}, "learner.workers"},
@@ -209,6 +210,9 @@ func TestExplicitZeroRefused(t *testing.T) {
 	}
 	if _, err := Load("", nil, "learner.batch=0"); err == nil || !strings.Contains(err.Error(), "--set learner.batch") {
 		t.Errorf("--set learner.batch=0: %v", err)
+	}
+	if _, err := Load("", nil, "kafka.fetch_max_wait=0s"); err == nil || !strings.Contains(err.Error(), "--set kafka.fetch_max_wait") {
+		t.Errorf("--set kafka.fetch_max_wait=0s: %v", err)
 	}
 	// 0 stays meaningful where it is documented: dim, bandwidth, theta.
 	if _, err := Load("", nil, "kafka.dim=0", "learner.bandwidth=0", "learner.theta0=0"); err != nil {

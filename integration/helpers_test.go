@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/internal/synth"
@@ -190,10 +191,14 @@ func startStackWith(t *testing.T, topics map[string]int32, natsOpt func(*server.
 }
 
 // deadLetters reads n messages from a dead-letter topic: each one's
-// headers by source offset, and its value's length.
+// headers by source offset, and its value's length. The reader's wait is
+// ingest.DefaultFetchMaxWait: kafka-go makes it the deadline of a fetch's
+// answer, and at 100 ms (a 25 ms margin) a loaded CI machine answering a
+// 4 MiB fetch more slowly read nothing for a minute.
 func deadLetters(t *testing.T, s *devstack.Stack, topic string, n int) (map[int64]map[string]string, map[int64]int) {
 	t.Helper()
-	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: s.Brokers(), Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: s.Brokers(), Topic: topic, Partition: 0, MaxWait: ingest.DefaultFetchMaxWait, MaxBytes: 4 << 20,
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { t.Logf("dead-letter reader: "+f, a...) })})
 	defer rd.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -223,7 +223,7 @@ func New(opt Options) (*Pipeline, error) {
 	}
 	cc := ingest.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, GroupID: cfg.Kafka.Group, Start: cfg.Kafka.Start,
-		QueueSize: cfg.Kafka.QueueSize, QueueBytes: cfg.Kafka.QueueBytes, SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
+		QueueSize: cfg.Kafka.QueueSize, QueueBytes: cfg.Kafka.QueueBytes, FetchMaxWait: cfg.Kafka.FetchMaxWait, SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
 		SASLPassword: pass, Logger: &log,
 	}
 	p.consumer = opt.Source
