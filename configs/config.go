@@ -190,6 +190,10 @@ type Learner struct {
 	Workers int `yaml:"workers"`
 	// CacheBytes for generated features. Default: 1 GiB.
 	CacheBytes int64 `yaml:"cache_bytes"`
+	// KeepBytes bounds the batch's features kept between evaluating the
+	// functions and the gradient (batch × features × 8 bytes); past it a
+	// step evaluates them twice. -1 keeps none. Default: 512 MiB.
+	KeepBytes int64 `yaml:"keep_bytes"`
 }
 
 // Snapshot configures persistence.
@@ -327,6 +331,9 @@ func (c *Config) SetDefaults() {
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
+	}
+	if c.Learner.KeepBytes == 0 {
+		c.Learner.KeepBytes = features.DefaultKeepBytes
 	}
 	def(&c.Snapshot.Dir, "./snapshots")
 	defI(&c.Snapshot.Keep, 5)
@@ -481,6 +488,7 @@ func (c *Config) Validate() error {
 	}{
 		{"learner.workers", int64(c.Learner.Workers), 0}, // 0 = one per CPU
 		{"learner.cache_bytes", c.Learner.CacheBytes, 0},
+		{"learner.keep_bytes", c.Learner.KeepBytes, -1},
 		{"learner.linger", int64(c.Learner.Linger), 1},
 		{"nats.keep", int64(c.NATS.Keep), 1},
 		{"http.max_vectors", int64(c.HTTP.MaxVectors), 1},
@@ -806,7 +814,7 @@ func (l Learner) Online(model string, dim int) online.Config {
 		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Seed: l.Seed,
 		Standardize: l.Standardize, Center: l.Center,
 		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
-		Workers: l.Workers, CacheBytes: l.CacheBytes,
+		Workers: l.Workers, CacheBytes: l.CacheBytes, KeepBytes: l.KeepBytes,
 	}
 }
 

@@ -2,7 +2,9 @@ package online
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/streamkpca/streamkpca/online/features"
@@ -126,5 +128,47 @@ func TestUpdateAllocatesNothing(t *testing.T) {
 			t.Errorf("covariance solver, %d features per view: %.1f allocations per step, want 0", m, a)
 		}
 		l.Close()
+	}
+}
+
+// TestKeepBytesTradesTimeNotBits: with KeepBytes negative the subspace
+// solver keeps no features between evaluating the functions and the
+// gradient (each step evaluates them twice); the model is the same bits,
+// and the step no longer allocates the batch × features buffer.
+func TestKeepBytesTradesTimeNotBits(t *testing.T) {
+	const rows, steps = 256, 6
+	x := curvedData(rand.New(rand.NewPCG(5, 5)), rows)
+	learn := func(keep int64) ([]float64, uint64) {
+		l, err := New(Config{K: 3, BlockSize: 64, MaxFeatures: 1024, KeepBytes: keep, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range steps {
+			if err := l.Update(x, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return l.Snapshot().Coef[0], after.TotalAlloc - before.TotalAlloc
+	}
+	kept, keptBytes := learn(0)
+	none, noneBytes := learn(-1)
+	if len(kept) != len(none) {
+		t.Fatalf("%d coefficients kept vs %d without", len(kept), len(none))
+	}
+	for i := range kept {
+		if math.Float64bits(kept[i]) != math.Float64bits(none[i]) {
+			t.Fatalf("coefficient %d: %v with the features kept, %v without", i, kept[i], none[i])
+		}
+	}
+	// The kept buffer is sized once for the budget: rows × 1,024 × 8 bytes
+	// (2 MiB). The other allocations of a run (the runtime's, other
+	// goroutines') vary by tens of KB, so half of it is the bound.
+	t.Logf("allocated %d bytes keeping, %d without", keptBytes, noneBytes)
+	if want := uint64(rows * 1024 * 8 / 2); keptBytes < noneBytes+want {
+		t.Errorf("keeping allocated %d bytes more than not keeping, want ≥ %d (half the buffer)", int64(keptBytes)-int64(noneBytes), want)
 	}
 }

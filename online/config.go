@@ -119,6 +119,13 @@ type Config struct {
 	Workers int
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
 	CacheBytes int64
+	// KeepBytes bounds the batch's features the subspace and covariance
+	// solvers keep from evaluating the functions for the gradient of every
+	// block (b × features × 8 bytes); past it each step evaluates the
+	// features a second time, trading time for memory. Default:
+	// features.DefaultKeepBytes (512 MiB). Negative: keep none. A runtime
+	// setting, not part of the model.
+	KeepBytes int64
 }
 
 // FeatureSource names where feature blocks come from.

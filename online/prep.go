@@ -67,7 +67,7 @@ func standardizer(x []float64, rows, d int) snapshot.Preprocess {
 }
 
 // Restore returns a learner that continues from snap. Runtime settings
-// (Workers, CacheBytes) come from rt; everything that defines the model
+// (Workers, CacheBytes, KeepBytes) come from rt; everything that defines the model
 // comes from the snapshot.
 func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if err := snap.Validate(); err != nil {
@@ -83,7 +83,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
 		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
-		Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+		Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes,
 	}
 	restoredConfig(&cfg, v)
 	l, err := New(cfg)

@@ -488,7 +488,7 @@ func ridgeOf(c Config) float64 {
 }
 
 // RestoreTwoView returns a two-view learner that continues from snap.
-// Runtime settings (Workers, CacheBytes) come from rt.
+// Runtime settings (Workers, CacheBytes, KeepBytes) come from rt.
 func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if err := snap.Validate(); err != nil {
 		return nil, err
@@ -506,7 +506,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
-		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes,
+		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes,
 		Solver: SolverOja, Ridge: h.Schedule.Ridge,
 	}
 	if Solver(h.Schedule.Solver) == SolverCovariance {

@@ -74,7 +74,7 @@ func (v *view) setup(c Config, s viewSpec, x []float64, rows int) error {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, s.index, err)
 	}
 	v.maxBlock = maxF / nb
-	ec := features.EvaluatorConfig{Workers: c.Workers, CacheBytes: c.CacheBytes}
+	ec := features.EvaluatorConfig{Workers: c.Workers, CacheBytes: c.CacheBytes, KeepBytes: c.KeepBytes}
 	if s.keepBlocks {
 		ec.KeepBlocks = v.maxBlock
 	}

@@ -142,7 +142,8 @@ type CompareConfig struct {
 	// DSGDFeatures is streamkpca's feature budget (0: the case's).
 	DSGDFeatures int
 	// Learner sets streamkpca's Solver, Theta0, Theta1, BlockSize,
-	// Precision and Compute (zero values: the learner's defaults).
+	// KeepBytes, Precision and Compute (zero values: the learner's
+	// defaults).
 	Learner online.Config
 	// RFFFeatures, Landmarks and ExactN size the baselines. Defaults:
 	// 4,096, 512, 2,000.
@@ -222,7 +223,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 		switch name {
 		case "dsgd", "dsgd-landmarks":
 			lcfg := online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute}
+				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute, KeepBytes: cfg.Learner.KeepBytes}
 			if name == "dsgd-landmarks" {
 				lcfg.Features, lcfg.MaxFeatures = online.FeaturesLandmarks, pick(0)
 			}

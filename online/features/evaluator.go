@@ -26,6 +26,9 @@ func (m Map) Chunk() int {
 // DefaultCacheBytes is EvaluatorConfig.CacheBytes' default: 1 GiB.
 const DefaultCacheBytes = 1 << 30
 
+// DefaultKeepBytes is EvaluatorConfig.KeepBytes' default: 512 MiB.
+const DefaultKeepBytes = 512 << 20
+
 // EvaluatorConfig configures an [Evaluator].
 type EvaluatorConfig struct {
 	// Workers is the number of goroutines evaluating chunks of blocks in
@@ -38,7 +41,8 @@ type EvaluatorConfig struct {
 	CacheBytes int64
 	// KeepBytes bounds the features EvalKeep keeps for Grad (rows × blocks
 	// × B float64s). Past it Grad regenerates each block's features, which
-	// costs as much as the evaluation again. Default: 512 MiB.
+	// costs as much as the evaluation again. Default: DefaultKeepBytes.
+	// A negative value keeps nothing.
 	KeepBytes int64
 	// KeepBlocks is the number of blocks EvalKeep's buffer is sized for
 	// when it first grows (the learner's feature budget), so that it is
@@ -110,7 +114,7 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 		cfg.CacheBytes = DefaultCacheBytes
 	}
 	if cfg.KeepBytes == 0 {
-		cfg.KeepBytes = 512 << 20
+		cfg.KeepBytes = DefaultKeepBytes
 	}
 	e := &Evaluator{m: m, workers: cfg.Workers, keepMax: cfg.KeepBytes, keepBlocks: cfg.KeepBlocks}
 	if cfg.CacheBytes > 0 && !m.Landmarks {
