@@ -672,6 +672,17 @@ func splitViews(coef []float64, h *Header) (out, landmarks [][]float64, state []
 	return out, landmarks, state
 }
 
+// readFull fills buf from r, adding what it read to *read; a short read
+// is ErrTruncated, naming what was being read.
+func readFull(r io.Reader, buf []byte, read *int64, what string) error {
+	m, err := io.ReadFull(r, buf)
+	*read += int64(m)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrTruncated, what, err)
+	}
+	return nil
+}
+
 // ReadFrom decodes a v1 or v2 snapshot from r. It allocates for the payload only
 // as the bytes arrive, so a lying header cannot force a large allocation.
 func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
@@ -679,10 +690,8 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	tr := io.TeeReader(r, crc)
 	var read int64
 	var pre [16]byte
-	m, err := io.ReadFull(tr, pre[:])
-	read += int64(m)
-	if err != nil {
-		return read, fmt.Errorf("%w: %w", ErrTruncated, err)
+	if err := readFull(tr, pre[:], &read, "prefix"); err != nil {
+		return read, err
 	}
 	hlen, version, err := checkPrefix(pre[:])
 	if err != nil {
@@ -694,10 +703,8 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 		return read, err
 	}
 	var n8 [8]byte
-	m, err = io.ReadFull(tr, n8[:])
-	read += int64(m)
-	if err != nil {
-		return read, fmt.Errorf("%w: %w", ErrTruncated, err)
+	if err := readFull(tr, n8[:], &read, "coefficient count"); err != nil {
+		return read, err
 	}
 	n := binary.LittleEndian.Uint64(n8[:])
 	if n > MaxCoef {
@@ -713,10 +720,8 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 		return read, err
 	}
 	var sum [4]byte
-	m, err = io.ReadFull(r, sum[:])
-	read += int64(m)
-	if err != nil {
-		return read, fmt.Errorf("%w: checksum: %w", ErrTruncated, err)
+	if err := readFull(r, sum[:], &read, "checksum"); err != nil {
+		return read, err
 	}
 	if got, want := crc.Sum32(), binary.LittleEndian.Uint32(sum[:]); got != want {
 		return read, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)

@@ -87,9 +87,16 @@ func (r *RFF) Fit() error {
 
 // Eval sets dst (rows×k) to Φ(x)·V.
 func (r *RFF) Eval(dst, x []float64, rows int) {
-	phi := r.features(x, rows)
-	out := mat.NewDense(rows, r.K, dst[:rows*r.K])
-	out.Mul(mat.NewDense(rows, r.M, phi), r.v)
+	project(dst, r.features(x, rows), rows, r.M, r.v)
+}
+
+// project sets dst (rows×k, k = w's columns) to the product of f
+// (rows×m, row-major) with w (m×k): a method's features at a batch times
+// its eigenvectors.
+func project(dst, f []float64, rows, m int, w mat.Matrix) {
+	_, k := w.Dims()
+	out := mat.NewDense(rows, k, dst[:rows*k])
+	out.Mul(mat.NewDense(rows, m, f), w)
 }
 
 // Nystrom is Nyström + exact PCA: the first m points become landmarks z,
@@ -225,9 +232,7 @@ func (n *Nystrom) Fit() error {
 
 // Eval sets dst (rows×k) to k_z(x)·T·V.
 func (n *Nystrom) Eval(dst, x []float64, rows int) {
-	kb := n.gram(x, rows)
-	out := mat.NewDense(rows, n.K, dst[:rows*n.K])
-	out.Mul(mat.NewDense(rows, n.M, kb), n.w)
+	project(dst, n.gram(x, rows), rows, n.M, n.w)
 }
 
 // Exact is kernel PCA of the first N points: the Gram matrix K, its top-k
@@ -332,6 +337,5 @@ func (e *Exact) Eval(dst, x []float64, rows int) {
 			}
 		}
 	}
-	out := mat.NewDense(rows, e.K, dst[:rows*e.K])
-	out.Mul(mat.NewDense(rows, n, kb), e.u)
+	project(dst, kb, rows, n, e.u)
 }

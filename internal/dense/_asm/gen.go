@@ -40,12 +40,7 @@ func main() {
 func kernel(name string) {
 	TEXT(name, NOSPLIT, "func(k int, a, b, c *float64, ldc int)")
 	Doc(fmt.Sprintf("%s: for r < k in order, c[i·ldc+j] += round(a[r·%d+i]·b[r·%d+j]), i < %d, j < %d; k ≥ 1.", name, mr, nr, mr, nr))
-	k := Load(Param("k"), GP64())
-	a := Load(Param("a"), GP64())
-	b := Load(Param("b"), GP64())
-	c := Load(Param("c"), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(3), ldc)
+	k, a, b, c, ldc := params()
 
 	var acc [mr][2]reg.VecVirtual
 	row := GP64()
@@ -70,10 +65,7 @@ func kernel(name string) {
 			VADDPD(t, acc[i][h], acc[i][h])
 		}
 	}
-	ADDQ(U32(8*mr), a)
-	ADDQ(U32(8*nr), b)
-	DECQ(k)
-	JNZ(LabelRef("loop"))
+	nextStep(k, a, b)
 
 	MOVQ(c, row)
 	for i := range acc {
@@ -87,6 +79,26 @@ func kernel(name string) {
 	RET()
 }
 
+// params loads the kernels' arguments, ldc scaled from elements to bytes.
+func params() (k, a, b, c, ldc reg.Register) {
+	k = Load(Param("k"), GP64())
+	a = Load(Param("a"), GP64())
+	b = Load(Param("b"), GP64())
+	c = Load(Param("c"), GP64())
+	ldc = Load(Param("ldc"), GP64())
+	SHLQ(U8(3), ldc)
+	return
+}
+
+// nextStep moves a and b to the panels' next step (mr and nr values on)
+// and loops back while steps remain.
+func nextStep(k, a, b reg.Register) {
+	ADDQ(U32(8*mr), a)
+	ADDQ(U32(8*nr), b)
+	DECQ(k)
+	JNZ(LabelRef("loop"))
+}
+
 // kernelAVX2 writes the AVX2 micro-kernel for a quarter of the tile: mr
 // rows by four columns, c[i·ldc + j] += a[r·mr + i]·b[r·nr + j] for r < k
 // in order, j < 4 (the caller runs it on the four quarters). Twelve YMM
@@ -95,12 +107,7 @@ func kernel(name string) {
 func kernelAVX2(name string) {
 	TEXT(name, NOSPLIT, "func(k int, a, b, c *float64, ldc int)")
 	Doc(fmt.Sprintf("%s: for r < k in order, c[i·ldc+j] += round(a[r·%d+i]·b[r·%d+j]), i < %d, j < 4; k ≥ 1.", name, mr, nr, mr))
-	k := Load(Param("k"), GP64())
-	a := Load(Param("a"), GP64())
-	b := Load(Param("b"), GP64())
-	c := Load(Param("c"), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(3), ldc)
+	k, a, b, c, ldc := params()
 	var acc [mr]reg.VecVirtual
 	row := GP64()
 	MOVQ(c, row)
@@ -120,10 +127,7 @@ func kernelAVX2(name string) {
 		VMULPD(bv, t, t)
 		VADDPD(t, acc[i], acc[i])
 	}
-	ADDQ(U32(8*mr), a)
-	ADDQ(U32(8*nr), b)
-	DECQ(k)
-	JNZ(LabelRef("loop"))
+	nextStep(k, a, b)
 	MOVQ(c, row)
 	for i := range acc {
 		VMOVUPD(acc[i], Mem{Base: row})
