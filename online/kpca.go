@@ -38,6 +38,7 @@ type KPCA struct {
 
 	// scratch
 	m, mUse, tmp, hbar, pv, pw []float64
+	parRows                    int // rows of the batch Moments evaluated, until Partial
 }
 
 // New returns a learner; its feature map is fixed on the first Step.
@@ -87,17 +88,22 @@ const MaxUnitStep = 1.0
 // StepSize returns η for the next batch.
 func (l *KPCA) StepSize() float64 {
 	if l.sub != nil {
-		// η = θ_t/(n·λ̂_k), uncapped: the basis is orthonormalised every
-		// step. λ̂_k is floored at 1e-4·λ̂_1 so that a rank-deficient
-		// stream (λ̂_k ≈ 0) does not make the step a pure power step.
-		lk := math.Max(l.sub.eig[l.cfg.K-1], 1e-4*l.sub.eig[0])
-		if !(lk > 0) {
-			lk = 1
-		}
-		return decay(l.cfg, l.t) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
+		return l.subspaceStep(l.sub.eig)
 	}
 	u := math.Min(decay(l.cfg, l.t), MaxUnitStep)
 	return u * l.backoff / l.scale()
+}
+
+// subspaceStep is the subspace solver's η = θ_t/(n·λ̂_k) for eigenvalue
+// estimates eig, uncapped: the basis is orthonormalised every step. λ̂_k
+// is floored at 1e-4·λ̂_1 so that a rank-deficient stream (λ̂_k ≈ 0) does
+// not make the step a pure power step.
+func (l *KPCA) subspaceStep(eig []float64) float64 {
+	lk := math.Max(eig[l.cfg.K-1], 1e-4*eig[0])
+	if !(lk > 0) {
+		lk = 1
+	}
+	return decay(l.cfg, l.t) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
 }
 
 func (l *KPCA) scale() float64 {
@@ -141,14 +147,8 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 // It returns ErrInput (model unchanged) for non-finite values or a wrong
 // dimension, and ErrDiverged when the guard rejects the batch.
 func (l *KPCA) Update(x []float64, rows int) error {
-	if rows < 1 || len(x) != rows*max(l.fm.Dim, 1) && l.fm.Dim != 0 || len(x)%rows != 0 {
-		return fmt.Errorf("%w: %d values for %d rows (dimension %d)", ErrInput, len(x), rows, l.fm.Dim)
-	}
-	if err := checkValues(x, ""); err != nil {
+	if err := l.checkBatch(x, rows); err != nil {
 		return err
-	}
-	if err := l.cfg.Kernel.CheckInput(x); err != nil {
-		return fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	if l.cfg.Features == FeaturesLandmarks && len(l.seeds) == 0 && rows < l.cfg.BlockSize {
 		// Not an error in the data: the first landmark block needs B points.
@@ -180,7 +180,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 
 	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
 	j, seed, revisit := l.next(l.t, rows)
-	l.blockTerm(rows, k, j, seed, eta, l.h)
+	l.blockTerm(rows, k, j, seed, eta/float64(rows), l.h)
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
 	copy(l.mUse, l.m)
@@ -197,6 +197,22 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	shrink(l.coef, l.mUse, l.tmp, k)
 	l.commit(k, j, seed, revisit)
 	l.learned(rows)
+	return nil
+}
+
+// checkBatch returns ErrInput for a batch the learner cannot take: a
+// shape that is not rows points of its dimension, non-finite values, or
+// inputs outside the kernel's domain.
+func (l *KPCA) checkBatch(x []float64, rows int) error {
+	if rows < 1 || len(x) != rows*max(l.fm.Dim, 1) && l.fm.Dim != 0 || len(x)%rows != 0 {
+		return fmt.Errorf("%w: %d values for %d rows (dimension %d)", ErrInput, len(x), rows, l.fm.Dim)
+	}
+	if err := checkValues(x, ""); err != nil {
+		return err
+	}
+	if err := l.cfg.Kernel.CheckInput(x); err != nil {
+		return fmt.Errorf("%w: %w", ErrInput, err)
+	}
 	return nil
 }
 
@@ -250,17 +266,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 		l.ev.Release()
 		return l.reject(rows)
 	}
-	// Eigenvalue and centre estimates from this batch, which the current
-	// functions were not fitted to.
-	rho := math.Max(1/float64(l.t+1), 0.01)
-	for q := range s.eig {
-		s.eig[q] += rho * (l.m[q*k+q] - s.eig[q])
-	}
-	if l.center != nil {
-		for q, v := range l.hbar {
-			l.center[q] += rho * (v - l.center[q])
-		}
-	}
+	l.subspaceEstimates(s.eig, true)
 	eta := l.StepSize()
 	s.grad = s.grad[:len(l.coef)]
 	var mean []float64
@@ -271,18 +277,46 @@ func (l *KPCA) updateSubspace(rows int) error {
 	l.ev.Release()
 	j, seed, revisit := l.next(l.t, rows)
 	if !revisit { // the new block's gradient is the new-block term
-		l.blockTerm(rows, k, j, seed, eta, l.h)
+		l.blockTerm(rows, k, j, seed, eta/float64(rows), l.h)
+		if l.center != nil {
+			colMeans(s.newMean, l.phi, rows, l.cfg.BlockSize)
+		}
 	}
+	return l.subspaceApply(rows, s.grad, mean, j, seed, revisit)
+}
+
+// subspaceEstimates moves the eigenvalue estimates eig (and, with centre
+// set, the centre estimate when centring) towards this batch's M and h̄,
+// which the current functions were not fitted to.
+func (l *KPCA) subspaceEstimates(eig []float64, centre bool) {
+	k := l.cfg.K
+	rho := math.Max(1/float64(l.t+1), 0.01)
+	for q := range eig {
+		eig[q] += rho * (l.m[q*k+q] - eig[q])
+	}
+	if centre && l.center != nil {
+		for q, v := range l.hbar {
+			l.center[q] += rho * (v - l.center[q])
+		}
+	}
+}
+
+// subspaceApply ends a subspace step over rows points: the gradient grad
+// of every existing block and, unless revisiting, the new block j (seed,
+// its term in newc) join the coefficients, the centre moves with them
+// (mean: the blocks' feature means, sub.newMean the new block's), and the
+// basis is orthonormalised.
+func (l *KPCA) subspaceApply(rows int, grad, mean []float64, j int, seed uint64, revisit bool) error {
+	k, s := l.cfg.K, l.sub
 	if l.center != nil {
 		// The centre moves with the functions: by the batch mean of the
 		// update, then through the orthonormalisation below.
-		addMeanTimes(l.center, mean, s.grad, k)
+		addMeanTimes(l.center, mean, grad, k)
 		if !revisit {
-			colMeans(s.newMean, l.phi, rows, l.cfg.BlockSize)
 			addMeanTimes(l.center, s.newMean, l.newc, k)
 		}
 	}
-	for i, g := range s.grad {
+	for i, g := range grad {
 		l.coef[i] += g
 	}
 	if !revisit {
@@ -374,14 +408,20 @@ func (l *KPCA) covAdd(c *covariance, xs []float64, rows int) error {
 
 // colMeans sets dst (nb) to the column means of phi (rows×nb).
 func colMeans(dst, phi []float64, rows, nb int) {
+	colSums(dst, phi, rows, nb)
+	for f := range dst {
+		dst[f] /= float64(rows)
+	}
+}
+
+// colSums sets dst (nb) to the column sums of phi (rows×nb), summed over
+// the rows in order.
+func colSums(dst, phi []float64, rows, nb int) {
 	clear(dst)
 	for r := 0; r < rows; r++ {
 		for f, v := range phi[r*nb : r*nb+nb] {
 			dst[f] += v
 		}
-	}
-	for f := range dst {
-		dst[f] /= float64(rows)
 	}
 }
 
@@ -389,12 +429,7 @@ func colMeans(dst, phi []float64, rows, nb int) {
 // the guard trips.
 func (l *KPCA) formM(rows int) bool {
 	k := l.cfg.K
-	clear(l.hbar)
-	for r := 0; r < rows; r++ {
-		for q, v := range l.h[r*k : r*k+k] {
-			l.hbar[q] += v
-		}
-	}
+	sumRows(l.hbar, l.h, rows, k)
 	for q := range l.hbar {
 		l.hbar[q] /= float64(rows)
 		if math.IsNaN(l.hbar[q]) || math.IsInf(l.hbar[q], 0) {
@@ -409,21 +444,48 @@ func (l *KPCA) formM(rows int) bool {
 			}
 		}
 	}
-	clear(l.m)
+	outerUpper(l.m, l.h, rows, k)
+	return l.finishM(float64(rows), nil)
+}
+
+// sumRows sets dst (k) to the sums of h's rows (rows×k), in row order.
+func sumRows(dst, h []float64, rows, k int) {
+	clear(dst)
 	for r := 0; r < rows; r++ {
-		hr := l.h[r*k : r*k+k]
+		for q, v := range h[r*k : r*k+k] {
+			dst[q] += v
+		}
+	}
+}
+
+// outerUpper sets the upper triangle of m (k×k) to Σ_rows h_r·h_rᵀ, in
+// row order, and its lower triangle to zero.
+func outerUpper(m, h []float64, rows, k int) {
+	clear(m)
+	for r := 0; r < rows; r++ {
+		hr := h[r*k : r*k+k]
 		for a, va := range hr {
-			ma := l.m[a*k : a*k+k]
+			ma := m[a*k : a*k+k]
 			for b := a; b < k; b++ {
 				ma[b] += float64(va * hr[b])
 			}
 		}
 	}
+}
+
+// finishM turns l.m's upper triangle, a sum over b rows, into
+// M = sum/b − c·cᵀ (c nil: M = sum/b), mirrored, and reports whether the
+// divergence guard passes: tr M finite and ≤ 1e3·k·λ̂.
+func (l *KPCA) finishM(b float64, c []float64) bool {
+	k := l.cfg.K
 	var tr float64
 	for a := 0; a < k; a++ {
-		for b := a; b < k; b++ {
-			v := l.m[a*k+b] / float64(rows)
-			l.m[a*k+b], l.m[b*k+a] = v, v
+		for j := a; j < k; j++ {
+			v := l.m[a*k+j] / b
+			if c != nil {
+				v -= float64(c[a] * c[j])
+			}
+			l.m[a*k+j], l.m[j*k+a] = v, v
 		}
 		tr += l.m[a*k+a]
 	}

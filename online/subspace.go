@@ -78,11 +78,12 @@ type subspace struct {
 	newMean  []float64 // the same for the new block
 	gram, tm []float64 // k×k: AᵀA then L; L⁻ᵀ/√n
 	eig      []float64 // eigenvalue estimates: running average of diag M
+	eigNext  []float64 // a data-parallel step's estimates before it is applied
 	v        []float64 // k scratch
 }
 
 func newSubspace(k, maxRows, nb int, center bool) *subspace {
-	s := &subspace{k: k, gram: make([]float64, k*k), tm: make([]float64, k*k), eig: make([]float64, k), v: make([]float64, k),
+	s := &subspace{k: k, gram: make([]float64, k*k), tm: make([]float64, k*k), eig: make([]float64, k), eigNext: make([]float64, k), v: make([]float64, k),
 		grad: make([]float64, 0, maxRows*k)}
 	if center {
 		s.mean = make([]float64, 0, maxRows)

@@ -282,7 +282,7 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		// block revisited in turn once the view's budget is reached.
 		v := &l.v[i]
 		j, seed, revisit := v.next(l.t, rows)
-		v.blockTerm(rows, k, j, seed, eta, l.res[i])
+		v.blockTerm(rows, k, j, seed, eta/float64(rows), l.res[i])
 		v.commit(k, j, seed, revisit)
 	}
 	rho := math.Max(1/float64(l.t+1), 0.01)

@@ -136,14 +136,13 @@ func (v *view) next(t uint64, rows int) (j int, seed uint64, revisit bool) {
 	return j, features.DeriveSeed(v.seedBase, uint64(j)), false
 }
 
-// blockTerm sets newc = η·Φ_j(X)ᵀ·R/b for block j at the batch's inputs
-// (paper Eq. 6 on one block; R, rows×k, is H̃ for KPCA and the residual of
-// Alg. 3–4 for the two-view rules), leaving Φ_j(X) in phi.
-func (v *view) blockTerm(rows, k, j int, seed uint64, eta float64, res []float64) {
+// blockTerm sets newc = Φ_j(X)ᵀ·(s·R) for block j at the batch's inputs,
+// s = η/b (paper Eq. 6 on one block; R, rows×k, is H̃ for KPCA and the
+// residual of Alg. 3–4 for the two-view rules), leaving Φ_j(X) in phi.
+func (v *view) blockTerm(rows, k, j int, seed uint64, s float64, res []float64) {
 	nb := v.fm.BlockSize
 	v.ev.PhiTo(v.phi, v.xs, rows, j, seed)
 	clear(v.newc)
-	s := eta / float64(rows)
 	for r := 0; r < rows; r++ {
 		hr := res[r*k : r*k+k]
 		for f, p := range v.phi[r*nb : r*nb+nb] {

@@ -86,6 +86,7 @@ type Evaluator struct {
 	gradK      int
 	gradScal   float64
 	gradMean   []float64
+	gradDiv    float64
 	gradKPad   int
 	residT     []float64
 
@@ -383,6 +384,18 @@ func keepSize(n, old, full, limit int) int {
 // (block j's at mean[j·B:]): what a centring learner needs to move its
 // centre estimate with the functions.
 func (e *Evaluator) Grad(g, r []float64, k int, s float64, mean []float64) {
+	e.gradWith(g, r, k, s, mean, float64(e.rows))
+}
+
+// GradSums is Grad with sums, if not nil, receiving the column sums of the
+// blocks' features rather than their means: the numbers a data-parallel
+// step adds across the members' batches before dividing by their total.
+func (e *Evaluator) GradSums(g, r []float64, k int, s float64, sums []float64) {
+	e.gradWith(g, r, k, s, sums, 1)
+}
+
+// gradWith is Grad, with the column sums divided by div.
+func (e *Evaluator) gradWith(g, r []float64, k int, s float64, mean []float64, div float64) {
 	nb := e.m.BlockSize
 	if e.x == nil || len(g) < len(e.seeds)*nb*k || len(r) < e.rows*k {
 		panic("features: Grad without EvalKeep, or buffer too small")
@@ -390,7 +403,7 @@ func (e *Evaluator) Grad(g, r []float64, k int, s float64, mean []float64) {
 	if mean != nil && len(mean) < len(e.seeds)*nb {
 		panic("features: Grad mean buffer too small")
 	}
-	e.resid, e.gradDst, e.gradK, e.gradScal, e.gradMean = r[:e.rows*k], g, k, s, mean
+	e.resid, e.gradDst, e.gradK, e.gradScal, e.gradMean, e.gradDiv = r[:e.rows*k], g, k, s, mean, div
 	// residT = (s·r)ᵀ, k rows padded with zeros to a multiple of four.
 	e.gradKPad = (k + 3) &^ 3
 	if need := e.gradKPad * e.rows; cap(e.residT) < need {
@@ -441,8 +454,10 @@ func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 					mean[f] += v
 				}
 			}
-			for f := range mean {
-				mean[f] /= float64(rows)
+			if e.gradDiv != 1 {
+				for f := range mean {
+					mean[f] /= e.gradDiv
+				}
 			}
 		}
 		g := e.gradDst[j*nb*k : (j+1)*nb*k]
