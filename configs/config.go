@@ -294,14 +294,14 @@ func (c *Config) SetDefaults() {
 		c.Kafka.Brokers = []string{"localhost:9092"}
 	}
 	def(&c.Kafka.Topic, "vectors")
-	def(&c.Kafka.Group, "streamkpca")
+	def(&c.Kafka.Group, ingest.DefaultGroupID)
 	def(&c.Kafka.Start, "earliest")
 	def(&c.Kafka.Format, "json")
 	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
-	defI(&c.Kafka.MaxMessageBytes, 1<<20)
-	defI(&c.Kafka.QueueSize, 4096)
+	defI(&c.Kafka.MaxMessageBytes, ingest.DefaultMaxMessageBytes)
+	defI(&c.Kafka.QueueSize, ingest.DefaultQueueSize)
 	if c.Kafka.QueueBytes == 0 {
-		c.Kafka.QueueBytes = 64 << 20
+		c.Kafka.QueueBytes = ingest.DefaultQueueBytes
 	}
 	if c.Kafka.MaxAbs == 0 {
 		c.Kafka.MaxAbs = 1e12
@@ -310,10 +310,10 @@ func (c *Config) SetDefaults() {
 		c.Kafka.FetchMaxWait = ingest.DefaultFetchMaxWait
 	}
 	if c.Kafka.SessionTimeout == 0 {
-		c.Kafka.SessionTimeout = 10 * time.Second
+		c.Kafka.SessionTimeout = ingest.DefaultGroupTimeout
 	}
 	if c.Kafka.RebalanceTimeout == 0 {
-		c.Kafka.RebalanceTimeout = 10 * time.Second
+		c.Kafka.RebalanceTimeout = ingest.DefaultGroupTimeout
 	}
 	def(&c.Learner.Algorithm, "kpca")
 	defI(&c.Learner.K, 3) // the service's; the library requires k

@@ -38,10 +38,12 @@ type ConsumerConfig struct {
 	// larger than QueueBytes alone still passes, on its own). Resident
 	// memory for fetched messages stays below QueueBytes plus, per
 	// assigned partition, the reader's buffer of readerQueue messages
-	// and one fetch of MaxMessageBytes. Defaults: 4096 and 64 MiB.
+	// and one fetch of MaxMessageBytes. Defaults: DefaultQueueSize and
+	// DefaultQueueBytes.
 	QueueSize  int
 	QueueBytes int64
-	// MaxMessageBytes is the largest fetch per partition. Default: 10 MiB.
+	// MaxMessageBytes is the largest fetch per partition (a larger
+	// message still arrives, alone). Default: DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// FetchMaxWait bounds one fetch: kafka-go makes it the read deadline
 	// of the fetch response and asks the broker to hold an idle fetch for
@@ -144,25 +146,25 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	if cfg.GroupID == "" {
-		cfg.GroupID = "streamkpca"
+		cfg.GroupID = DefaultGroupID
 	}
 	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 4096
+		cfg.QueueSize = DefaultQueueSize
 	}
 	if cfg.QueueBytes <= 0 {
 		cfg.QueueBytes = DefaultQueueBytes
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 10 << 20
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = DefaultFetchMaxWait
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
+		cfg.SessionTimeout = DefaultGroupTimeout
 	}
 	if cfg.RebalanceTimeout <= 0 {
-		cfg.RebalanceTimeout = 10 * time.Second
+		cfg.RebalanceTimeout = DefaultGroupTimeout
 	}
 	log := zerolog.Nop()
 	if cfg.Logger != nil {
@@ -190,6 +192,18 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, queue: newByteQueue(cfg.QueueSize, cfg.QueueBytes), lag: map[int]int64{}}, nil
 }
+
+// The consumer's defaults, which the service's configuration (configs)
+// takes as its own: stated here once.
+const (
+	DefaultGroupID   = "streamkpca"
+	DefaultQueueSize = 4096
+	// DefaultMaxMessageBytes is the broker default message.max.bytes
+	// (1 MiB): the largest message decoded and the size of one fetch.
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultGroupTimeout is the default session and rebalance timeout.
+	DefaultGroupTimeout = 10 * time.Second
+)
 
 // DefaultFetchMaxWait is the default ConsumerConfig.FetchMaxWait: a
 // broker answering a fetch within 1 s is read; an idle partition's fetch

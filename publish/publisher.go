@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -38,17 +39,18 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // SetDefaults fills zero fields and validates.
 func (c *Config) SetDefaults() error {
+	d := configs.Default().NATS // the defaults are stated there, once
 	if c.Prefix == "" {
-		c.Prefix = "streamkpca"
+		c.Prefix = d.Prefix
 	}
 	if c.ObjectBucket == "" {
-		c.ObjectBucket = "streamkpca-snapshots"
+		c.ObjectBucket = d.ObjectBucket
 	}
 	if c.KVBucket == "" {
-		c.KVBucket = "streamkpca-latest"
+		c.KVBucket = d.KVBucket
 	}
 	if c.Keep <= 0 {
-		c.Keep = 10
+		c.Keep = d.Keep
 	}
 	if !nameRE.MatchString(c.Model) {
 		return fmt.Errorf("publish: model name %q must be letters, digits, '-' or '_'", c.Model)
