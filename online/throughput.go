@@ -27,7 +27,8 @@ func (r ThroughputResult) GEMMFlops() float64 {
 // MeasureStep times steps of a learner holding the given number of
 // Gaussian features (coefficients random, revisiting so the count stays
 // fixed), on standard normal data: the setup of BenchmarkUpdate. rt
-// supplies BlockSize, Workers, Precision, Compute and CacheBytes.
+// supplies BlockSize, Workers, Precision, Compute, CacheBytes and
+// KeepBytes.
 func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := make([]float64, b*d)
@@ -35,7 +36,7 @@ func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 		x[i] = rng.NormFloat64()
 	}
 	l, err := New(Config{K: k, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute,
-		CacheBytes: rt.CacheBytes, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
+		CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
 	if err != nil {
 		return ThroughputResult{}, err
 	}

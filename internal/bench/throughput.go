@@ -44,6 +44,9 @@ type ThroughputConfig struct {
 	// Precision (float64, float32) and Compute (exact, blas) of the step.
 	// Defaults: float64, exact.
 	Precision, Compute string
+	// KeepBytes is the learner's online.Config.KeepBytes (0: its
+	// default; -1: the features are evaluated twice a step).
+	KeepBytes int64
 	// Progress, if set, is called with every row.
 	Progress func(ThroughputRow)
 }
@@ -67,7 +70,7 @@ func RunThroughput(cfg ThroughputConfig) ([]ThroughputRow, error) {
 	orDefault(&cfg.Compute, "exact")
 	var rows []ThroughputRow
 	for _, d := range cfg.Dims {
-		rt := online.Config{BlockSize: cfg.Block, Precision: online.Precision(cfg.Precision), Compute: online.Compute(cfg.Compute)}
+		rt := online.Config{BlockSize: cfg.Block, Precision: online.Precision(cfg.Precision), Compute: online.Compute(cfg.Compute), KeepBytes: cfg.KeepBytes}
 		if rt.Compute == online.ComputeBLAS {
 			// The evaluator's workers each call the BLAS: one BLAS thread
 			// each, or the two levels oversubscribe the cores.
