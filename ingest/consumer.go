@@ -148,24 +148,12 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.GroupID == "" {
 		cfg.GroupID = DefaultGroupID
 	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = DefaultQueueSize
-	}
-	if cfg.QueueBytes <= 0 {
-		cfg.QueueBytes = DefaultQueueBytes
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if cfg.FetchMaxWait <= 0 {
-		cfg.FetchMaxWait = DefaultFetchMaxWait
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = DefaultGroupTimeout
-	}
-	if cfg.RebalanceTimeout <= 0 {
-		cfg.RebalanceTimeout = DefaultGroupTimeout
-	}
+	positive(&cfg.QueueSize, DefaultQueueSize)
+	positive(&cfg.QueueBytes, DefaultQueueBytes)
+	positive(&cfg.MaxMessageBytes, DefaultMaxMessageBytes)
+	positive(&cfg.FetchMaxWait, DefaultFetchMaxWait)
+	positive(&cfg.SessionTimeout, DefaultGroupTimeout)
+	positive(&cfg.RebalanceTimeout, DefaultGroupTimeout)
 	log := zerolog.Nop()
 	if cfg.Logger != nil {
 		log = *cfg.Logger
@@ -191,6 +179,13 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest: join consumer group %q: %w", cfg.GroupID, err)
 	}
 	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, queue: newByteQueue(cfg.QueueSize, cfg.QueueBytes), lag: map[int]int64{}}, nil
+}
+
+// positive sets *v to def unless it is positive.
+func positive[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // The consumer's defaults, which the service's configuration (configs)

@@ -697,8 +697,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	if err != nil {
 		return read, err
 	}
-	hdr, err := readGrow(tr, hlen)
-	read += int64(len(hdr))
+	hdr, err := readGrow(tr, hlen, &read)
 	if err != nil {
 		return read, err
 	}
@@ -714,8 +713,7 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	if err := decodeHeader(hdr, version, &h, n); err != nil {
 		return read, err
 	}
-	p, err := readGrow(tr, int(8*n))
-	read += int64(len(p))
+	p, err := readGrow(tr, int(8*n), &read)
 	if err != nil {
 		return read, err
 	}
@@ -739,8 +737,16 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // readGrow reads exactly n bytes, growing its buffer in steps of at most
-// 1 MiB so that memory follows the bytes actually present.
-func readGrow(r io.Reader, n int) ([]byte, error) {
+// 1 MiB so that memory follows the bytes actually present, and adds what
+// it read to *read.
+func readGrow(r io.Reader, n int, read *int64) ([]byte, error) {
+	buf, err := growRead(r, n)
+	*read += int64(len(buf))
+	return buf, err
+}
+
+// growRead is readGrow without the count.
+func growRead(r io.Reader, n int) ([]byte, error) {
 	const step = 1 << 20
 	buf := make([]byte, 0, min(n, step))
 	for len(buf) < n {
