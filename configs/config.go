@@ -315,7 +315,6 @@ func (c *Config) SetDefaults() {
 	if c.Kafka.RebalanceTimeout == 0 {
 		c.Kafka.RebalanceTimeout = ingest.DefaultGroupTimeout
 	}
-	def(&c.Learner.Algorithm, "kpca")
 	defI(&c.Learner.K, 3) // the service's; the library requires k
 	defI(&c.Learner.Batch, 512)
 	if c.Learner.Linger == 0 {
@@ -324,6 +323,7 @@ func (c *Config) SetDefaults() {
 	// Everything the learner defaults itself comes from online: one
 	// statement of each default (online.Config.WithDefaults).
 	o := c.Learner.Online(c.Model, 0).WithDefaults()
+	c.Learner.Algorithm = string(o.Algorithm)
 	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
 	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
 	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
@@ -401,8 +401,8 @@ func (c *Config) Validate() error {
 	if !(c.Kafka.MaxAbs > 0) {
 		bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
 	}
-	switch c.Learner.Algorithm {
-	case "ksvd", "kcca", "ksir":
+	alg, solver := online.Algorithm(c.Learner.Algorithm), online.Solver(c.Learner.Solver)
+	if alg.TwoView() {
 		if c.Kafka.Format != "json" {
 			bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", c.Kafka.Format, c.Learner.Algorithm)
 		}
@@ -412,10 +412,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
 	}
-	switch c.Learner.Algorithm {
-	case "kpca", "gha", "ksvd", "kcca", "ksir":
-	default:
-		bad("learner.algorithm", "%q: want kpca, gha, ksvd, kcca or ksir", c.Learner.Algorithm)
+	// Enumerations: the learner's lists (online), under the YAML names.
+	if !slices.Contains(online.Algorithms, alg) {
+		bad("learner.algorithm", "%q: want %s", alg, online.OneOf(online.Algorithms))
 	}
 	if c.Learner.K < 1 {
 		bad("learner.k", "%d: must be ≥ 1", c.Learner.K)
@@ -437,26 +436,26 @@ func (c *Config) Validate() error {
 	if c.Learner.Block < c.Learner.K {
 		bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
 	}
-	if p := c.Learner.Precision; p != "float64" && p != "float32" {
-		bad("learner.precision", "%q: want float64 or float32", p)
+	if p := online.Precision(c.Learner.Precision); !slices.Contains(online.Precisions, p) {
+		bad("learner.precision", "%q: want %s", p, online.OneOf(online.Precisions))
 	}
-	if p := c.Learner.Compute; p != "exact" && p != "blas" {
-		bad("learner.compute", "%q: want exact or blas", p)
+	if p := online.Compute(c.Learner.Compute); !slices.Contains(online.Computes, p) {
+		bad("learner.compute", "%q: want %s", p, online.OneOf(online.Computes))
 	}
-	if p := c.Learner.Features; p != "random" && p != "landmarks" {
-		bad("learner.features", "%q: want random or landmarks", p)
-	} else if p == "landmarks" && c.Learner.Algorithm == "ksir" {
+	if p := online.FeatureSource(c.Learner.Features); !slices.Contains(online.FeatureSources, p) {
+		bad("learner.features", "%q: want %s", p, online.OneOf(online.FeatureSources))
+	} else if p == online.FeaturesLandmarks && alg == online.AlgKSIR {
 		bad("learner.features", "landmarks: for kpca, gha, ksvd and kcca, not ksir")
 	}
-	switch p := c.Learner.Solver; {
-	case p == "covariance" && (c.Learner.Algorithm == "ksvd" || c.Learner.Algorithm == "ksir"):
-		bad("learner.solver", "covariance: for kpca, gha and kcca, not %s", c.Learner.Algorithm)
-	case p == "subspace" && c.Learner.Algorithm == "kcca":
+	switch {
+	case solver == online.SolverCovariance && alg.TwoView() && alg != online.AlgKCCA:
+		bad("learner.solver", "covariance: for kpca, gha and kcca, not %s", alg)
+	case solver == online.SolverSubspace && alg == online.AlgKCCA:
 		bad("learner.solver", "subspace: for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)")
-	case p == "covariance" && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
+	case solver == online.SolverCovariance && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
 		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
-	case p != "" && p != "subspace" && p != "oja" && p != "covariance":
-		bad("learner.solver", "%q: want subspace, covariance or oja (kpca, gha), covariance or oja (kcca)", p)
+	case solver != "" && !slices.Contains(online.Solvers, solver):
+		bad("learner.solver", "%q: want %s (kpca, gha), covariance or oja (kcca)", solver, online.OneOf(online.Solvers))
 	}
 	if !(c.Learner.Ridge > 0) || math.IsInf(c.Learner.Ridge, 0) {
 		bad("learner.ridge", "%v: must be > 0", c.Learner.Ridge)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamkpca/streamkpca/online"
 )
 
 // TestExampleIsTheDefault: configs/streamkpca.yaml documents the defaults;
@@ -316,4 +318,35 @@ func TestLearnerFlags(t *testing.T) {
 	if _, err := Load("", nil, "learner.k=0"); err == nil || !strings.Contains(err.Error(), "learner.k") {
 		t.Errorf("k=0: %v, want an error naming learner.k", err)
 	}
+}
+
+// TestEnumerationsAreTheLearners: the values a learner setting accepts are
+// online's lists, stated there once: each is accepted under its YAML name,
+// and a value outside them is refused with the list.
+func TestEnumerationsAreTheLearners(t *testing.T) {
+	lists := map[string][]string{
+		"algorithm": strs(online.Algorithms), "solver": strs(online.Solvers), "features": strs(online.FeatureSources),
+		"precision": strs(online.Precisions), "compute": strs(online.Computes),
+	}
+	for key, values := range lists {
+		field := "learner." + key
+		for _, v := range values {
+			_, err := Load("", nil, field+"="+v)
+			if err != nil && strings.Contains(err.Error(), field+": ") && strings.Contains(err.Error(), "want") {
+				t.Errorf("%s=%s refused as not one of the values: %v", field, v, err)
+			}
+		}
+		_, err := Load("", nil, field+"=nonsense")
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), values[len(values)-1]) {
+			t.Errorf("%s=nonsense: %v, want an error naming the field and listing %v", field, err, values)
+		}
+	}
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

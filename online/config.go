@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/streamkpca/streamkpca/online/features"
 )
@@ -155,6 +157,33 @@ const (
 	ComputeBLAS  Compute = "blas"
 )
 
+// The valid values of each enumeration: what Validate accepts, and what
+// the service's configuration (package configs) checks its YAML fields
+// against.
+var (
+	Algorithms     = []Algorithm{AlgKPCA, AlgGHA, AlgKSVD, AlgKCCA, AlgKSIR}
+	Solvers        = []Solver{SolverSubspace, SolverCovariance, SolverOja}
+	FeatureSources = []FeatureSource{FeaturesRandom, FeaturesLandmarks}
+	Precisions     = []Precision{Float64, Float32}
+	Computes       = []Compute{ComputeExact, ComputeBLAS}
+)
+
+// OneOf lists vs for a message: "a, b or c".
+func OneOf[T ~string](vs []T) string {
+	var b strings.Builder
+	for i, v := range vs {
+		switch {
+		case i == 0:
+		case i == len(vs)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(v))
+	}
+	return b.String()
+}
+
 // WithDefaults returns c with every zero field set to its default, as New
 // sets it: the one statement of the learner's defaults, which the service
 // configuration (package configs) takes its own from. (Two-view learners
@@ -245,10 +274,8 @@ func (c *Config) setDefaults() {
 // Validate reports the first invalid field, after defaults.
 func (c Config) Validate() error {
 	c.setDefaults()
-	switch c.Algorithm {
-	case AlgKPCA, AlgGHA, AlgKSVD, AlgKCCA, AlgKSIR:
-	default:
-		return fmt.Errorf("%w: algorithm %q (want kpca, gha, ksvd, kcca or ksir)", ErrConfig, c.Algorithm)
+	if !slices.Contains(Algorithms, c.Algorithm) {
+		return fmt.Errorf("%w: algorithm %q (want %s)", ErrConfig, c.Algorithm, OneOf(Algorithms))
 	}
 	if c.Algorithm == AlgKSIR && c.Slices <= c.K {
 		return fmt.Errorf("%w: ksir needs more slices (%d) than components (k=%d)", ErrConfig, c.Slices, c.K)
@@ -279,7 +306,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: the covariance solver keeps m² statistics; max features must be ≤ %d, got %d", ErrConfig, MaxCovarianceFeatures, c.MaxFeatures)
 		}
 	default:
-		return fmt.Errorf("%w: solver must be subspace, oja or covariance, got %q", ErrConfig, c.Solver)
+		return fmt.Errorf("%w: solver must be %s, got %q", ErrConfig, OneOf(Solvers), c.Solver)
 	}
 	if !(c.Ridge > 0) || math.IsInf(c.Ridge, 0) {
 		return fmt.Errorf("%w: ridge must be > 0, got %v", ErrConfig, c.Ridge)
@@ -293,11 +320,11 @@ func (c Config) Validate() error {
 	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
 		return fmt.Errorf("%w: theta0 must be > 0 and theta1 ≥ 0, got %v and %v", ErrConfig, c.Theta0, c.Theta1)
 	}
-	if c.Precision != Float64 && c.Precision != Float32 {
-		return fmt.Errorf("%w: precision must be float64 or float32, got %q", ErrConfig, c.Precision)
+	if !slices.Contains(Precisions, c.Precision) {
+		return fmt.Errorf("%w: precision must be %s, got %q", ErrConfig, OneOf(Precisions), c.Precision)
 	}
-	if c.Compute != ComputeExact && c.Compute != ComputeBLAS {
-		return fmt.Errorf("%w: compute must be exact or blas, got %q", ErrConfig, c.Compute)
+	if !slices.Contains(Computes, c.Compute) {
+		return fmt.Errorf("%w: compute must be %s, got %q", ErrConfig, OneOf(Computes), c.Compute)
 	}
 	if c.Dim < 0 {
 		return fmt.Errorf("%w: dim must be ≥ 0, got %d", ErrConfig, c.Dim)
@@ -315,7 +342,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: the linear kernel has no landmark features (its identity map is exact)", ErrConfig)
 		}
 	default:
-		return fmt.Errorf("%w: features must be random or landmarks, got %q", ErrConfig, c.Features)
+		return fmt.Errorf("%w: features must be %s, got %q", ErrConfig, OneOf(FeatureSources), c.Features)
 	}
 	kern := c.Kernel
 	if kern.Family.HasBandwidth() && kern.Bandwidth == 0 {
