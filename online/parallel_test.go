@@ -151,13 +151,19 @@ func TestParallelMembersAreOneModel(t *testing.T) {
 func TestParallelRefusals(t *testing.T) {
 	x := curvedData(rand.New(rand.NewPCG(9, 9)), 200)
 	var mom Moments
-	fresh, _ := New(Config{K: 2, BlockSize: 32, MaxFeatures: 128})
-	defer fresh.Close()
+	learner := func(cfg Config) *KPCA {
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		return l
+	}
+	fresh := learner(Config{K: 2, BlockSize: 32, MaxFeatures: 128})
 	if err := fresh.Moments(&mom, x, 200); !errors.Is(err, ErrNotParallel) {
 		t.Errorf("before the first step: %v, want ErrNotParallel", err)
 	}
-	oja, _ := New(Config{K: 2, BlockSize: 32, MaxFeatures: 128, Solver: SolverOja})
-	defer oja.Close()
+	oja := learner(Config{K: 2, BlockSize: 32, MaxFeatures: 128, Solver: SolverOja})
 	if err := oja.Update(x, 200); err != nil {
 		t.Fatal(err)
 	}
