@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +59,16 @@ type PipelineRow struct {
 	Overhead float64 `json:"overhead"`
 	// Overheads are the runs' own, in order.
 	Overheads []float64 `json:"overheads"`
+	// LearnerCPUMicros and ServiceCPUMicros are the process's CPU time
+	// (user + system, every goroutine: with Kafka, the in-process broker's
+	// too; NATS's always) per point over the same steady state, and
+	// CPUOverhead = service / learner − 1 (medians over the runs): what
+	// the service costs in work, whatever the scheduling of 2 cores made
+	// of it in wall time. Zero where the CPU time cannot be read.
+	LearnerCPUMicros float64   `json:"learner_cpu_us_per_point"`
+	ServiceCPUMicros float64   `json:"service_cpu_us_per_point"`
+	CPUOverhead      float64   `json:"cpu_overhead"`
+	CPUOverheads     []float64 `json:"cpu_overheads"`
 	// Steps the learner alone and the service took for the points (the
 	// service's last run): more steps than points/batch mean partial
 	// batches, each adding a feature block.
@@ -125,9 +136,13 @@ func medianRow(runs []PipelineRow) PipelineRow {
 	out.ServicePointsPerSec = med(func(r PipelineRow) float64 { return r.ServicePointsPerSec })
 	out.StartSeconds = med(func(r PipelineRow) float64 { return r.StartSeconds })
 	out.Overhead = med(func(r PipelineRow) float64 { return r.Overhead })
-	out.Overheads = nil
+	out.LearnerCPUMicros = med(func(r PipelineRow) float64 { return r.LearnerCPUMicros })
+	out.ServiceCPUMicros = med(func(r PipelineRow) float64 { return r.ServiceCPUMicros })
+	out.CPUOverhead = med(func(r PipelineRow) float64 { return r.CPUOverhead })
+	out.Overheads, out.CPUOverheads = nil, nil
 	for _, r := range runs {
 		out.Overheads = append(out.Overheads, r.Overhead)
+		out.CPUOverheads = append(out.CPUOverheads, r.CPUOverhead)
 	}
 	return out
 }
@@ -147,9 +162,10 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 		return row, err
 	}
 	var t0 time.Time
+	var cpu0 float64
 	for i := 0; i < cfg.Points; i += cfg.Batch {
 		if i == cfg.Batch {
-			t0 = time.Now()
+			t0, cpu0 = time.Now(), cpuNow()
 		}
 		if err := l.Update(x[i*d:(i+cfg.Batch)*d], cfg.Batch); err != nil {
 			l.Close()
@@ -157,6 +173,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 		}
 	}
 	row.LearnerPointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	row.LearnerCPUMicros = perPoint(cpuNow()-cpu0, cfg.Points-cfg.Batch)
 	row.LearnerSteps = l.Step()
 	l.Close()
 
@@ -232,12 +249,16 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	if err := wait(uint64(cfg.Batch)); err != nil {
 		return row, err
 	}
-	t0 = time.Now()
+	t0, cpu0 = time.Now(), cpuNow()
 	row.StartSeconds = t0.Sub(start).Seconds()
 	if err := wait(uint64(cfg.Points)); err != nil {
 		return row, err
 	}
 	row.ServicePointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
+	row.ServiceCPUMicros = perPoint(cpuNow()-cpu0, cfg.Points-cfg.Batch)
+	if row.LearnerCPUMicros > 0 {
+		row.CPUOverhead = row.ServiceCPUMicros/row.LearnerCPUMicros - 1
+	}
 	row.ServiceSteps = p.Status().Step
 	row.Overhead = row.LearnerPointsPerSec/row.ServicePointsPerSec - 1
 	stop()
@@ -245,6 +266,25 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 		return row, err
 	}
 	return row, nil
+}
+
+// cpuNow is the CPU time (user + system) this process has used so far,
+// in seconds (0 where it cannot be read).
+func cpuNow() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	sec := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return sec(ru.Utime) + sec(ru.Stime)
+}
+
+// perPoint is CPU seconds over n points, in microseconds (0 for none).
+func perPoint(sec float64, n int) float64 {
+	if sec <= 0 || n <= 0 {
+		return 0
+	}
+	return 1e6 * sec / float64(n)
 }
 
 func gaussian(bw float64) features.Kernel {

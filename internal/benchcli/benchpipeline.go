@@ -43,8 +43,9 @@ func benchPipeline(ctx context.Context, args []string) error {
 	cfg.Dir = dir
 	rows, err := bench.RunPipeline(ctx, cfg)
 	for _, r := range rows {
-		fmt.Fprintf(os.Stderr, "d=%d: learner %.0f points/s, service %.0f points/s, overhead %+.1f%% (median of %d runs: %+.1f%%; start %.1fs)\n",
-			r.D, r.LearnerPointsPerSec, r.ServicePointsPerSec, 100*r.Overhead, len(r.Overheads), pct(r.Overheads), r.StartSeconds)
+		fmt.Fprintf(os.Stderr, "d=%d: learner %.0f points/s, service %.0f points/s, overhead %+.1f%% (median of %d runs: %+.1f%%; start %.1fs); CPU per point %.0f µs vs %.0f µs, %+.1f%% (%+.1f%%)\n",
+			r.D, r.LearnerPointsPerSec, r.ServicePointsPerSec, 100*r.Overhead, len(r.Overheads), pct(r.Overheads), r.StartSeconds,
+			r.ServiceCPUMicros, r.LearnerCPUMicros, 100*r.CPUOverhead, pct(r.CPUOverheads))
 	}
 	if err != nil {
 		return err
