@@ -429,7 +429,7 @@ func colSums(dst, phi []float64, rows, nb int) {
 // the guard trips.
 func (l *KPCA) formM(rows int) bool {
 	k := l.cfg.K
-	sumRows(l.hbar, l.h, rows, k)
+	colSums(l.hbar, l.h, rows, k)
 	for q := range l.hbar {
 		l.hbar[q] /= float64(rows)
 		if math.IsNaN(l.hbar[q]) || math.IsInf(l.hbar[q], 0) {
@@ -437,23 +437,18 @@ func (l *KPCA) formM(rows int) bool {
 		}
 	}
 	if l.cfg.Center {
-		for r := 0; r < rows; r++ {
-			hr := l.h[r*k : r*k+k]
-			for q := range hr {
-				hr[q] -= l.hbar[q]
-			}
-		}
+		subtractRow(l.h, l.hbar, rows, k)
 	}
 	outerUpper(l.m, l.h, rows, k)
 	return l.finishM(float64(rows), nil)
 }
 
-// sumRows sets dst (k) to the sums of h's rows (rows×k), in row order.
-func sumRows(dst, h []float64, rows, k int) {
-	clear(dst)
+// subtractRow subtracts c (k) from every row of h (rows×k).
+func subtractRow(h, c []float64, rows, k int) {
 	for r := 0; r < rows; r++ {
-		for q, v := range h[r*k : r*k+k] {
-			dst[q] += v
+		hr := h[r*k : r*k+k]
+		for q := range hr {
+			hr[q] -= c[q]
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (l *KPCA) Moments(dst *Moments, x []float64, rows int) error {
 	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.coef, k)
 	dst.Rows = rows
 	dst.Sum, dst.Outer = resize(dst.Sum, k), resize(dst.Outer, k*k)
-	sumRows(dst.Sum, l.h, rows, k)
+	colSums(dst.Sum, l.h, rows, k)
 	outerUpper(dst.Outer, l.h, rows, k)
 	l.parRows = rows
 	return nil
@@ -173,21 +173,13 @@ func (l *KPCA) Partial(dst *Partial, total *Moments) error {
 	copy(s.eigNext, s.eig)
 	l.subspaceEstimates(s.eigNext, false)
 	scale := l.subspaceStep(s.eigNext) / float64(total.Rows)
-	if l.center != nil {
-		for r := 0; r < rows; r++ {
-			hr := l.h[r*k : r*k+k]
-			for q := range hr {
-				hr[q] -= l.hbar[q]
-			}
-		}
-	}
 	dst.Grad = resize(dst.Grad, len(l.coef))
+	dst.Sums = dst.Sums[:0]
 	var sums []float64
 	if l.center != nil {
+		subtractRow(l.h, l.hbar, rows, k)
 		dst.Sums = resize(dst.Sums, len(l.seeds)*nb)
 		sums = dst.Sums
-	} else {
-		dst.Sums = dst.Sums[:0]
 	}
 	l.ev.GradSums(dst.Grad, l.h, k, scale, sums)
 	dst.New, dst.NewSums = dst.New[:0], dst.NewSums[:0]
