@@ -197,13 +197,18 @@ func (l *KPCA) Partial(dst *Partial, total *Moments) error {
 // Apply takes the step on the union batch: total is the members' Moments
 // and grad their Partials, each added in member order. Every member that
 // applies the same numbers ends with the same bits. ErrDiverged: the
-// guard refused the batch (counted, step size halved, as in Update).
+// guard refused the batch (counted, step size halved, as in Update); grad
+// is then not read, so members whose Partial returned ErrDiverged pass an
+// empty one.
 func (l *KPCA) Apply(total *Moments, grad *Partial) error {
 	if l.sub == nil || len(l.seeds) == 0 {
 		return ErrNotParallel
 	}
 	if err := l.checkMoments(total); err != nil {
 		return err
+	}
+	if !l.fromMoments(total) {
+		return l.reject(total.Rows) // grad is not read: Partial refused it too
 	}
 	k, nb, s := l.cfg.K, l.cfg.BlockSize, l.sub
 	j, seed, revisit := l.next(l.t, total.Rows)
@@ -215,9 +220,6 @@ func (l *KPCA) Apply(total *Moments, grad *Partial) error {
 		return fmt.Errorf("%w: a new block of %d numbers at step %d (revisiting: %v)", ErrInput, len(grad.New), l.t, revisit)
 	case centred && (len(grad.Sums) != len(l.seeds)*nb || !revisit && len(grad.NewSums) != nb):
 		return fmt.Errorf("%w: feature sums of %d and %d numbers for a centring step", ErrInput, len(grad.Sums), len(grad.NewSums))
-	}
-	if !l.fromMoments(total) {
-		return l.reject(total.Rows)
 	}
 	l.subspaceEstimates(s.eig, true)
 	b := float64(total.Rows)

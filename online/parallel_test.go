@@ -146,6 +146,38 @@ func TestParallelMembersAreOneModel(t *testing.T) {
 	}
 }
 
+// TestParallelRefusedUnionBatch: when the union batch fails the guard,
+// Partial says so on every member, and Apply counts the refusal (samples
+// seen, refused batches, step halved) without a gradient: members that
+// got ErrDiverged from Partial have none to pass.
+func TestParallelRefusedUnionBatch(t *testing.T) {
+	x := curvedData(rand.New(rand.NewPCG(11, 11)), 400)
+	l, err := New(Config{K: 2, BlockSize: 32, MaxFeatures: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Update(x[:2000], 200); err != nil {
+		t.Fatal(err)
+	}
+	eta := l.StepSize()
+	var mom Moments
+	if err := l.Moments(&mom, x[2000:], 200); err != nil {
+		t.Fatal(err)
+	}
+	mom.Outer[0] = math.Inf(1) // another member's rows blew up
+	var part Partial
+	if err := l.Partial(&part, &mom); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("Partial: %v, want ErrDiverged", err)
+	}
+	if err := l.Apply(&mom, &Partial{}); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("Apply without a gradient: %v, want ErrDiverged", err)
+	}
+	if l.Step() != 1 || l.SamplesSeen() != 400 || l.Rejected() != 1 || l.StepSize() != eta/2 {
+		t.Errorf("after the refusal: step %d, %d samples, %d refused, step size %v (was %v); want 1, 400, 1, halved", l.Step(), l.SamplesSeen(), l.Rejected(), l.StepSize(), eta)
+	}
+}
+
 // TestParallelRefusals: Moments refuses learners that cannot take
 // data-parallel steps and bad batches; Partial needs a Moments first.
 func TestParallelRefusals(t *testing.T) {

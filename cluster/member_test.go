@@ -1,0 +1,416 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+const topic = "vectors"
+
+// stream is a 16-D hermite sample: the rows of every member's batches.
+func stream(n int) ([]float64, int) {
+	h := synth.Hermite16()
+	d := h.Dim()
+	x := make([]float64, n*d)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := 0; i < n; i++ {
+		h.Sample(x[i*d:(i+1)*d], rng)
+	}
+	return x, d
+}
+
+func testConfig(center bool) online.Config {
+	return online.Config{Model: "m", K: 4, BlockSize: 64, MaxFeatures: 512, Center: center, Workers: 1}
+}
+
+// schedule hands out the stream: at step s member i gets shares[s][i]
+// rows, taken in rank order, and its partition (= rank) moves past them.
+type schedule struct {
+	x      []float64
+	d      int
+	pos    int
+	offset []int64
+}
+
+// batch returns member i's rows for one step and the offsets after them;
+// steps are cut by calling batch for every member in rank order.
+func (s *schedule) batch(i, rows int) ([]float64, Offsets) {
+	x := s.x[s.pos*s.d : (s.pos+rows)*s.d]
+	s.pos += rows
+	for len(s.offset) <= i {
+		s.offset = append(s.offset, 0)
+	}
+	s.offset[i] += int64(rows)
+	next := Offsets{}
+	if rows > 0 {
+		next.set(topic, i, s.offset[i])
+	}
+	return x, next
+}
+
+// runSteps steps every member once per row of shares (shares[s][i] rows
+// for member i at step s) concurrently and returns their errors by step
+// and member.
+func runSteps(ctx context.Context, members []*Member, sc *schedule, shares [][]int) [][]error {
+	errs := make([][]error, len(shares))
+	for s, share := range shares {
+		xs := make([][]float64, len(members))
+		nexts := make([]Offsets, len(members))
+		for i := range members {
+			xs[i], nexts[i] = sc.batch(i, share[i])
+		}
+		errs[s] = make([]error, len(members))
+		var wg sync.WaitGroup
+		for i, m := range members {
+			if m == nil {
+				continue
+			}
+			wg.Go(func() { errs[s][i] = m.Step(ctx, xs[i], share[i], nexts[i]) })
+		}
+		wg.Wait()
+	}
+	return errs
+}
+
+// joinAll joins members to a new in-memory group, concurrently.
+func joinAll(t *testing.T, cfg online.Config, locals []*snapshot.Snapshot, timeout time.Duration) []*Member {
+	t.Helper()
+	g := NewMemGroup(len(locals), timeout)
+	members := make([]*Member, len(locals))
+	errs := make([]error, len(locals))
+	var wg sync.WaitGroup
+	for i := range locals {
+		wg.Go(func() { members[i], errs[i] = Join(context.Background(), g.Member(i), cfg, locals[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %d: join: %v", i, err)
+		}
+		t.Cleanup(members[i].Close)
+	}
+	return members
+}
+
+func rejoinAll(t *testing.T, members []*Member, timeout time.Duration) {
+	t.Helper()
+	g := NewMemGroup(len(members), timeout)
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Go(func() { errs[i] = m.Rejoin(context.Background(), g.Member(i)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %d: rejoin: %v", i, err)
+		}
+	}
+}
+
+// reference is one learner fed the union batches: Update on the rows the
+// group learned, step by step.
+func reference(t *testing.T, cfg online.Config, sc *schedule, stepRows []int) *online.KPCA {
+	t.Helper()
+	l, err := online.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	pos := 0
+	for _, r := range stepRows {
+		if err := l.Update(sc.x[pos*sc.d:(pos+r)*sc.d], r); err != nil {
+			t.Fatal(err)
+		}
+		pos += r
+	}
+	return l
+}
+
+// sameBits fails unless every member holds member 0's coefficients and
+// counts, bit for bit.
+func sameBits(t *testing.T, members []*Member) {
+	t.Helper()
+	ref := members[0].Snapshot()
+	for i, m := range members[1:] {
+		got := m.Snapshot()
+		if got.Header.Step != ref.Header.Step || got.Header.SamplesSeen != ref.Header.SamplesSeen {
+			t.Fatalf("member %d at step %d with %d samples, member 0 at %d with %d", i+1, got.Header.Step, got.Header.SamplesSeen, ref.Header.Step, ref.Header.SamplesSeen)
+		}
+		for c, v := range ref.Coef[0] {
+			if math.Float64bits(got.Coef[0][c]) != math.Float64bits(v) {
+				t.Fatalf("member %d's coefficient %d is %v, member 0's %v", i+1, c, got.Coef[0][c], v)
+			}
+		}
+	}
+}
+
+// relDiff is ‖a − b‖/‖b‖ over the coefficients.
+func relDiff(a, b *snapshot.Snapshot) float64 {
+	var diff, norm float64
+	for c, v := range b.Coef[0] {
+		diff += (a.Coef[0][c] - v) * (a.Coef[0][c] - v)
+		norm += v * v
+	}
+	return math.Sqrt(diff / norm)
+}
+
+func noErrors(t *testing.T, errs [][]error) {
+	t.Helper()
+	for s, es := range errs {
+		for i, err := range es {
+			if err != nil {
+				t.Fatalf("step %d, member %d: %v", s, i, err)
+			}
+		}
+	}
+}
+
+// TestMembersAreOneModel: three members, uneven shares (one member with
+// no rows at some steps), the first step included, learn one model: the
+// same bits on every member after the steps, within 1e-12 (relative) of
+// one learner's Update on the union batches (the reference: online's
+// Update, not this package), every sample counted once, and the union of
+// the partitions' offsets.
+func TestMembersAreOneModel(t *testing.T) {
+	for _, center := range []bool{false, true} {
+		cfg := testConfig(center)
+		x, d := stream(20000)
+		sc := &schedule{x: x, d: d}
+		members := joinAll(t, cfg, make([]*snapshot.Snapshot, 3), time.Minute)
+		shares := [][]int{{100, 60, 40}} // the first step: the rows go to every member
+		var stepRows []int
+		for s := 0; s < 20; s++ {
+			shares = append(shares, []int{80 + s, 0, 50})
+			if s%3 != 0 {
+				shares[len(shares)-1][1] = 70
+			}
+		}
+		for _, sh := range shares {
+			stepRows = append(stepRows, sh[0]+sh[1]+sh[2])
+		}
+		noErrors(t, runSteps(context.Background(), members, sc, shares))
+		sameBits(t, members)
+		want := reference(t, cfg, sc, stepRows).Snapshot()
+		got := members[0].Snapshot()
+		if got.Header.SamplesSeen != uint64(sc.pos) || got.Header.Step != uint64(len(shares)) {
+			t.Errorf("center %v: %d samples in %d steps, want %d in %d", center, got.Header.SamplesSeen, got.Header.Step, sc.pos, len(shares))
+		}
+		rel := relDiff(got, want)
+		t.Logf("center %v: members vs one learner on the union batches: %.2g relative", center, rel)
+		if !(rel <= 1e-12) {
+			t.Errorf("center %v: %.3g from Update on the union batches, want ≤ 1e-12", center, rel)
+		}
+		for i := range members {
+			if n := members[0].Next()[topic][i]; n != sc.offset[i] {
+				t.Errorf("center %v: partition %d covered to %d, produced to %d", center, i, n, sc.offset[i])
+			}
+		}
+	}
+}
+
+// TestMemberGoneThenRejoin: a member stops answering mid-stream. The
+// others' step fails (the missing member's share cannot be in it), no
+// member applies it, and they refuse to step until they rejoin. A new
+// generation (the survivors and a new instance with no model) continues
+// from the group's state: one model, every learned sample counted once.
+func TestMemberGoneThenRejoin(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(20000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 3), 2*time.Second)
+	var stepRows []int
+	shares := [][]int{{60, 60, 60}, {50, 70, 90}, {50, 70, 90}, {50, 70, 90}}
+	noErrors(t, runSteps(context.Background(), members, sc, shares))
+	for _, sh := range shares {
+		stepRows = append(stepRows, sh[0]+sh[1]+sh[2])
+	}
+	before := members[0].Snapshot()
+
+	// Member 2 is gone: its batch is read but never stepped.
+	gone := members[2]
+	members[2] = nil
+	errs := runSteps(context.Background(), members, sc, [][]int{{50, 70, 90}})
+	sc.pos -= 50 + 70 + 90 // nothing of that step is covered: it is read again
+	for i := range sc.offset {
+		sc.offset[i] = before.Header.Offsets[i].Next
+	}
+	for i, err := range errs[0][:2] {
+		if err == nil || errors.Is(err, ErrAborted) {
+			t.Fatalf("member %d: a step without member 2 returned %v, want a failed round", i, err)
+		}
+		if err := members[i].Step(context.Background(), nil, 0, nil); !errors.Is(err, ErrRejoin) {
+			t.Fatalf("member %d: stepping after a failed round: %v, want ErrRejoin", i, err)
+		}
+		if got := members[i].Snapshot(); got.Header.Step != before.Header.Step || relDiff(got, before) != 0 {
+			t.Fatalf("member %d changed its model in the failed step", i)
+		}
+	}
+	gone.Close()
+
+	// The next generation: survivors plus a new instance without a model.
+	g := NewMemGroup(3, time.Minute)
+	newcomer := make(chan *Member, 1)
+	go func() {
+		m, err := Join(context.Background(), g.Member(2), cfg, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		newcomer <- m
+	}()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if err := members[i].Rejoin(context.Background(), g.Member(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	members[2] = <-newcomer
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(members[2].Close)
+	if got := members[2].Next()[topic]; got[0] != sc.offset[0] || got[2] != sc.offset[2] {
+		t.Errorf("the newcomer resumes partitions at %v, want %v", got, sc.offset)
+	}
+	more := [][]int{{40, 40, 40}, {30, 60, 90}, {30, 60, 90}}
+	noErrors(t, runSteps(context.Background(), members, sc, more))
+	for _, sh := range more {
+		stepRows = append(stepRows, sh[0]+sh[1]+sh[2])
+	}
+	sameBits(t, members)
+	got := members[0].Snapshot()
+	if got.Header.SamplesSeen != uint64(sc.pos) {
+		t.Errorf("%d samples seen, %d learned", got.Header.SamplesSeen, sc.pos)
+	}
+	if rel := relDiff(got, reference(t, cfg, sc, stepRows).Snapshot()); !(rel <= 1e-12) {
+		t.Errorf("%.3g from Update on the union batches, want ≤ 1e-12", rel)
+	}
+}
+
+// TestRejoinTakesTheMostAdvancedState: a step can complete on some
+// members and not on others (a member's last part lost on its way to one
+// of them). The next generation continues from the most advanced state:
+// the one behind restores it, with the offsets it covers, and the group
+// goes on as one model. Confirmed is called only with states every
+// member holds.
+func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
+	cfg := testConfig(true)
+	x, d := stream(20000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	var confirmed []uint64
+	members[0].Confirmed = func(l *online.KPCA, next Offsets) {
+		confirmed = append(confirmed, l.Step())
+	}
+	shares := [][]int{{100, 100}, {60, 80}, {60, 80}}
+	noErrors(t, runSteps(context.Background(), members, sc, shares))
+	behind := members[1].Snapshot() // as if member 1 missed the next step
+	more := [][]int{{70, 50}}
+	noErrors(t, runSteps(context.Background(), members, sc, more))
+	var stepRows []int
+	for _, sh := range append(shares, more...) {
+		stepRows = append(stepRows, sh[0]+sh[1])
+	}
+	if want := []uint64{1, 2, 3}; !equal(confirmed, want) {
+		t.Errorf("confirmed states %v, want %v", confirmed, want)
+	}
+	members[1].Close()
+	l, err := online.Restore(behind, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members[1] = &Member{cfg: cfg, fp: fingerprint(cfg), l: l, next: OffsetsOf(behind.Header.Offsets)}
+	t.Cleanup(members[1].Close)
+	rejoinAll(t, members, time.Minute)
+	sameBits(t, members)
+	if got := members[1].Next()[topic][1]; got != sc.offset[1] {
+		t.Errorf("member 1 resumes its partition at %d, want %d", got, sc.offset[1])
+	}
+	last := [][]int{{40, 90}, {40, 90}}
+	noErrors(t, runSteps(context.Background(), members, sc, last))
+	for _, sh := range last {
+		stepRows = append(stepRows, sh[0]+sh[1])
+	}
+	sameBits(t, members)
+	if rel := relDiff(members[1].Snapshot(), reference(t, cfg, sc, stepRows).Snapshot()); !(rel <= 1e-12) {
+		t.Errorf("%.3g from Update on the union batches, want ≤ 1e-12", rel)
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestAbortedStep: a member whose batch the learner refuses gets its
+// error, the others ErrAborted; nobody applies the step, nothing is
+// covered, and the group steps on.
+func TestAbortedStep(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(4000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}}))
+	bad := append([]float64(nil), sc.x[sc.pos*d:(sc.pos+10)*d]...)
+	bad[5] = math.NaN()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = members[0].Step(context.Background(), bad, 10, Offsets{topic: {0: 999}}) })
+	wg.Go(func() { errs[1] = members[1].Step(context.Background(), sc.x[:20*d], 20, Offsets{topic: {1: 999}}) })
+	wg.Wait()
+	if !errors.Is(errs[0], online.ErrInput) || !errors.Is(errs[1], ErrAborted) {
+		t.Fatalf("errors %v and %v, want online.ErrInput and ErrAborted", errs[0], errs[1])
+	}
+	for i, m := range members {
+		if m.Learner().Step() != 1 || m.Next()[topic][0] == 999 || m.Next()[topic][1] == 999 {
+			t.Errorf("member %d: the aborted step was applied: step %d, offsets %v", i, m.Learner().Step(), m.Next())
+		}
+	}
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{30, 30}}))
+	sameBits(t, members)
+}
+
+// TestJoinRefusesOtherModels: members configured for different models do
+// not form a group.
+func TestJoinRefusesOtherModels(t *testing.T) {
+	g := NewMemGroup(2, time.Minute)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		cfg := testConfig(false)
+		cfg.K += i
+		cfg.Workers = 1 + i // runtime settings may differ
+		wg.Go(func() {
+			var m *Member
+			m, errs[i] = Join(context.Background(), g.Member(i), cfg, nil)
+			if m != nil {
+				m.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ErrMismatch) {
+			t.Errorf("member %d: %v, want ErrMismatch", i, err)
+		}
+	}
+}

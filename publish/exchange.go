@@ -1,0 +1,360 @@
+package publish
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ErrMemberGone is returned (wrapped in a *GoneError) by
+// Exchange.AllGather when a member's payload did not arrive within the
+// round's timeout.
+var ErrMemberGone = errors.New("publish: a cluster member did not answer within the step timeout")
+
+// GoneError names the members whose payloads of a round did not arrive.
+type GoneError struct {
+	Round   uint64
+	Missing []string
+}
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("publish: round %d: no payload from %v within the step timeout", e.Round, e.Missing)
+}
+
+func (e *GoneError) Unwrap() error { return ErrMemberGone }
+
+// Exchange defaults.
+const (
+	// DefaultStepTimeout bounds one round of an Exchange.
+	DefaultStepTimeout = 30 * time.Second
+	// DefaultExchangePending bounds the bytes an Exchange's subscription
+	// buffers (the rounds in flight: two at most).
+	DefaultExchangePending = 1 << 30
+	// exchangeHeader is the size of a chunk's header: magic, round, total
+	// length, sender, part and parts.
+	exchangeHeader = 32
+	// maxExchangePayload bounds one member's payload of one round.
+	maxExchangePayload = 1 << 30
+)
+
+// exchangeMagic starts every chunk of an Exchange ("SKX1").
+var exchangeMagic = [4]byte{'S', 'K', 'X', '1'}
+
+// ExchangeConfig configures an Exchange. Zero values mean the default.
+type ExchangeConfig struct {
+	// Prefix and Model name the subject, <prefix>.<model>.cluster.<generation>.
+	// Prefix default: "streamkpca"; Model required.
+	Prefix, Model string
+	// Generation is the consumer group's generation: one Exchange per
+	// generation, so a round of an old generation never mixes with a new
+	// one. Must be ≥ 0.
+	Generation int64
+	// Members are the generation's member ids, in any order (the Exchange
+	// orders them); Self must be one of them.
+	Members []string
+	Self    string
+	// Timeout bounds one round: a member whose payload has not arrived by
+	// then is gone. Default: DefaultStepTimeout.
+	Timeout time.Duration
+	// ChunkBytes is the largest message, header included. Default: the
+	// server's max payload less 1 KiB.
+	ChunkBytes int
+	// PendingBytes bounds the received bytes waiting to be read; past it
+	// the server drops messages for this subscription and the round times
+	// out. Default: DefaultExchangePending.
+	PendingBytes int
+}
+
+// Exchange is an all-gather among the members of one generation over core
+// NATS: every member publishes one payload a round, split into chunks
+// below the server's message limit, and receives every member's payload
+// of that round, ordered by member id. It is the transport of the
+// data-parallel steps (package cluster): two rounds a step.
+//
+// Core NATS delivers at most once: a message lost (a member gone, a
+// connection cut, a subscription past PendingBytes) makes the round time
+// out with a *GoneError on the members that missed it; cluster's protocol
+// recovers from that in the next generation. An Exchange is not safe for
+// concurrent use.
+type Exchange struct {
+	nc       *nats.Conn
+	subj     string
+	members  []string
+	self     int
+	timeout  time.Duration
+	chunk    int
+	sub      *nats.Subscription
+	rounds   map[uint64]*gathering
+	last     uint64 // the last round gathered + 1
+	dropped  int    // messages that were not a current round's
+	hdr      [exchangeHeader]byte
+	outChunk []byte
+}
+
+// gathering is one round's payloads as they arrive.
+type gathering struct {
+	parts   [][][]byte // per member: its chunks
+	have    []int      // per member: chunks received
+	total   []uint64   // per member: announced length
+	payload [][]byte   // per member: assembled, once complete
+	missing int        // members not yet complete
+}
+
+// NewExchange subscribes to the generation's subject. Close it when the
+// generation ends.
+func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "streamkpca"
+	}
+	if !nameRE.MatchString(cfg.Model) {
+		return nil, fmt.Errorf("publish: exchange: model name %q must be letters, digits, '-' or '_'", cfg.Model)
+	}
+	if cfg.Generation < 0 {
+		return nil, fmt.Errorf("publish: exchange: generation %d is negative", cfg.Generation)
+	}
+	members := slices.Clone(cfg.Members)
+	slices.Sort(members)
+	if len(slices.Compact(slices.Clone(members))) != len(members) {
+		return nil, fmt.Errorf("publish: exchange: member ids %v repeat", cfg.Members)
+	}
+	self := slices.Index(members, cfg.Self)
+	if self < 0 {
+		return nil, fmt.Errorf("publish: exchange: self %q is not among the members %v", cfg.Self, members)
+	}
+	if cfg.Timeout < 0 || cfg.ChunkBytes < 0 || cfg.PendingBytes < 0 {
+		return nil, fmt.Errorf("publish: exchange: timeout %v, chunk bytes %d and pending bytes %d must not be negative", cfg.Timeout, cfg.ChunkBytes, cfg.PendingBytes)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultStepTimeout
+	}
+	if cfg.ChunkBytes == 0 {
+		cfg.ChunkBytes = int(nc.MaxPayload()) - 1024
+	}
+	if cfg.ChunkBytes <= exchangeHeader || int64(cfg.ChunkBytes) > nc.MaxPayload() {
+		return nil, fmt.Errorf("publish: exchange: chunk bytes %d must be above %d and at most the server's max payload %d", cfg.ChunkBytes, exchangeHeader, nc.MaxPayload())
+	}
+	if cfg.PendingBytes == 0 {
+		cfg.PendingBytes = DefaultExchangePending
+	}
+	e := &Exchange{
+		nc:      nc,
+		subj:    cfg.Prefix + "." + cfg.Model + ".cluster." + strconv.FormatInt(cfg.Generation, 10),
+		members: members,
+		self:    self,
+		timeout: cfg.Timeout,
+		chunk:   cfg.ChunkBytes - exchangeHeader,
+		rounds:  map[uint64]*gathering{},
+	}
+	sub, err := nc.SubscribeSync(e.subj)
+	if err != nil {
+		return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.subj, err)
+	}
+	if err := sub.SetPendingLimits(-1, cfg.PendingBytes); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("publish: exchange: %w", err)
+	}
+	// The subscription must be known to the server before any member
+	// publishes the first round, or that round's early chunks are lost.
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("publish: exchange: flush the subscription to %s: %w", e.subj, err)
+	}
+	e.sub = sub
+	return e, nil
+}
+
+// Size is the number of members.
+func (e *Exchange) Size() int { return len(e.members) }
+
+// Rank is this member's index in member-id order.
+func (e *Exchange) Rank() int { return e.self }
+
+// Members returns the member ids in rank order.
+func (e *Exchange) Members() []string { return slices.Clone(e.members) }
+
+// Subject is the generation's subject.
+func (e *Exchange) Subject() string { return e.subj }
+
+// Dropped counts messages received that belonged to no round in flight
+// (duplicates, stale rounds, malformed chunks); this member's own chunks,
+// which the server echoes, are not counted.
+func (e *Exchange) Dropped() int { return e.dropped }
+
+// Close unsubscribes.
+func (e *Exchange) Close() error {
+	if e.sub == nil {
+		return nil
+	}
+	err := e.sub.Unsubscribe()
+	e.sub = nil
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("publish: exchange: %w", err)
+	}
+	return nil
+}
+
+// AllGather publishes payload as this member's contribution to round and
+// returns every member's, in rank order (this member's is payload
+// itself). Rounds must increase from one call to the next. It returns a
+// *GoneError (errors.Is ErrMemberGone) when some member's payload has not
+// arrived within the timeout, and ctx's error when ctx ends first. The
+// returned slices are not reused by the Exchange.
+func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) ([][]byte, error) {
+	if e.sub == nil {
+		return nil, fmt.Errorf("publish: exchange: AllGather after Close")
+	}
+	if round < e.last {
+		return nil, fmt.Errorf("publish: exchange: round %d after round %d", round, e.last-1)
+	}
+	if len(payload) > maxExchangePayload {
+		return nil, fmt.Errorf("publish: exchange: a payload of %d bytes (at most %d)", len(payload), maxExchangePayload)
+	}
+	if err := e.send(round, payload); err != nil {
+		return nil, err
+	}
+	g := e.round(round)
+	if payload == nil {
+		payload = []byte{} // nil marks a payload not yet complete
+	}
+	g.payload[e.self] = payload
+	g.missing--
+	wait, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	for g.missing > 0 {
+		msg, err := e.sub.NextMsgWithContext(wait)
+		switch {
+		case err == nil:
+			e.receive(msg.Data, round)
+			continue
+		case ctx.Err() != nil:
+			e.forget(round)
+			return nil, fmt.Errorf("publish: exchange: round %d: %w", round, ctx.Err())
+		case wait.Err() != nil:
+			var missing []string
+			for i, p := range g.payload {
+				if p == nil {
+					missing = append(missing, e.members[i])
+				}
+			}
+			e.forget(round)
+			e.last = round + 1
+			return nil, &GoneError{Round: round, Missing: missing}
+		default:
+			return nil, fmt.Errorf("publish: exchange: round %d: %w", round, err)
+		}
+	}
+	out := g.payload
+	e.forget(round)
+	e.last = round + 1
+	return out, nil
+}
+
+// send publishes payload's chunks for round.
+func (e *Exchange) send(round uint64, payload []byte) error {
+	parts := max(1, (len(payload)+e.chunk-1)/e.chunk)
+	h := e.hdr[:]
+	copy(h, exchangeMagic[:])
+	for p := range parts {
+		putHeader(h, round, uint64(len(payload)), uint32(e.self), uint32(p), uint32(parts))
+		body := payload[p*e.chunk : min(len(payload), (p+1)*e.chunk)]
+		e.outChunk = append(append(e.outChunk[:0], h...), body...)
+		if err := e.nc.Publish(e.subj, e.outChunk); err != nil {
+			return fmt.Errorf("publish: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
+		}
+	}
+	return nil
+}
+
+// putHeader writes a chunk's header after the magic: round, the
+// payload's length, the sender's rank, the part and the number of parts.
+func putHeader(h []byte, round, total uint64, from, part, parts uint32) {
+	binary.LittleEndian.PutUint64(h[4:], round)
+	binary.LittleEndian.PutUint64(h[12:], total)
+	binary.LittleEndian.PutUint32(h[20:], from)
+	binary.LittleEndian.PutUint32(h[24:], part)
+	binary.LittleEndian.PutUint32(h[28:], parts)
+}
+
+// round returns the gathering of round r, started if new.
+func (e *Exchange) round(r uint64) *gathering {
+	g := e.rounds[r]
+	if g == nil {
+		n := len(e.members)
+		g = &gathering{parts: make([][][]byte, n), have: make([]int, n), total: make([]uint64, n), payload: make([][]byte, n), missing: n}
+		e.rounds[r] = g
+	}
+	return g
+}
+
+func (e *Exchange) forget(r uint64) { delete(e.rounds, r) }
+
+// receive files one chunk. Chunks of rounds before cur are stale; a round
+// more than one ahead cannot come from a member of this generation
+// (every member's round r+1 waits for this member's round r).
+func (e *Exchange) receive(data []byte, cur uint64) {
+	if len(data) < exchangeHeader || [4]byte(data[:4]) != exchangeMagic {
+		e.dropped++
+		return
+	}
+	r := binary.LittleEndian.Uint64(data[4:])
+	total := binary.LittleEndian.Uint64(data[12:])
+	from := int(binary.LittleEndian.Uint32(data[20:]))
+	part := int(binary.LittleEndian.Uint32(data[24:]))
+	parts := int(binary.LittleEndian.Uint32(data[28:]))
+	body := data[exchangeHeader:]
+	if from == e.self {
+		return // this member's own chunks, echoed by the server
+	}
+	switch {
+	case r < cur || r > cur+1, from >= len(e.members),
+		total > maxExchangePayload, parts < 1, part >= parts,
+		uint64(parts) > total+1, uint64(len(body)) > total:
+		e.dropped++
+		return
+	}
+	g := e.round(r)
+	if g.payload[from] != nil {
+		e.dropped++ // a duplicate of a complete payload
+		return
+	}
+	if g.parts[from] != nil && (len(g.parts[from]) != parts || g.total[from] != total) {
+		// Chunks that disagree on the payload's shape cannot both be the
+		// member's: the newest wins, the others are dropped.
+		e.dropped += g.have[from]
+		g.parts[from] = nil
+	}
+	if g.parts[from] == nil {
+		g.parts[from], g.have[from], g.total[from] = make([][]byte, parts), 0, total
+	}
+	if g.parts[from][part] != nil {
+		e.dropped++
+		return
+	}
+	g.parts[from][part] = body // nats.go hands each message its own buffer
+	g.have[from]++
+	if g.have[from] < parts {
+		return
+	}
+	var n uint64
+	for _, c := range g.parts[from] {
+		n += uint64(len(c))
+	}
+	if n != total {
+		// Inconsistent chunks: wait for the timeout rather than use them.
+		e.dropped++
+		g.parts[from], g.have[from] = nil, 0
+		return
+	}
+	p := make([]byte, 0, total)
+	for _, c := range g.parts[from] {
+		p = append(p, c...)
+	}
+	g.payload[from], g.parts[from] = p, nil
+	g.missing--
+}

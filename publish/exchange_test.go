@@ -1,0 +1,135 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/cluster/gathertest"
+)
+
+// exchanges returns n members' Exchanges of one generation, each on its
+// own connection, in rank order; member ids are given out of order.
+func exchanges(t *testing.T, n int, timeout time.Duration, chunk int) []*Exchange {
+	t.Helper()
+	url := natsServer(t).ConnectedUrl()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("member-%d", n-1-i)
+	}
+	out := make([]*Exchange, n)
+	for _, id := range ids {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		e, err := NewExchange(nc, ExchangeConfig{Model: "m", Generation: 7, Members: ids, Self: id, Timeout: timeout, ChunkBytes: chunk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		if out[e.Rank()] != nil {
+			t.Fatalf("rank %d given twice", e.Rank())
+		}
+		out[e.Rank()] = e
+	}
+	return out
+}
+
+// TestExchangeConformance: the Exchange passes the Gatherer suite, with
+// chunks of 64 KiB so that the suite's 3 MB payloads travel in 46.
+func TestExchangeConformance(t *testing.T) {
+	gathertest.Run(t, func(t *testing.T, n int, timeout time.Duration) []cluster.Gatherer {
+		var out []cluster.Gatherer
+		for _, e := range exchanges(t, n, timeout, 64<<10) {
+			out = append(out, e)
+		}
+		return out
+	})
+}
+
+// TestExchangeIgnoresStrayMessages: junk, chunks of another round, a
+// member that does not exist or claims to be this one, and duplicates do
+// not complete or corrupt a round; the round still completes with the
+// members' payloads.
+func TestExchangeIgnoresStrayMessages(t *testing.T) {
+	ex := exchanges(t, 2, time.Minute, 1024)
+	a, b := ex[0], ex[1]
+	junk := func(round uint64, from, part, parts uint32, total uint64, body string) []byte {
+		h := make([]byte, exchangeHeader)
+		copy(h, exchangeMagic[:])
+		putHeader(h, round, total, from, part, parts)
+		return append(h, body...)
+	}
+	for _, msg := range [][]byte{
+		[]byte("not a chunk"),
+		junk(5, 1, 0, 1, 3, "far"), // a round no member can be at yet
+		junk(0, 9, 0, 1, 3, "who"), // no such member
+		junk(1, 0, 0, 1, 3, "me!"), // claims to be a (b files it under a round it never runs)
+		junk(0, 1, 2, 1, 3, "bad"), // part past parts
+		junk(0, 1, 0, 2, 1, "xx"),  // a chunk longer than the total
+		junk(0, 1, 0, 2, 9, "yy"),  // half of a payload b does not send: replaced by b's
+	} {
+		if err := b.nc.Publish(a.Subject(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		all, err := b.AllGather(context.Background(), 0, []byte("from b"))
+		if err == nil && string(all[0]) != "from a" {
+			err = fmt.Errorf("b got %q from a", all[0])
+		}
+		done <- err
+	}()
+	all, err := a.AllGather(context.Background(), 0, []byte("from a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(all[1]) != "from b" {
+		t.Errorf("a got %q from b, want %q", all[1], "from b")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if a.Dropped() != 6 { // all but the one that claims to be a, taken for an echo
+		t.Errorf("%d stray messages dropped, want 6", a.Dropped())
+	}
+}
+
+// TestExchangeGoneNamesTheMember: the error of a round a member missed
+// says which.
+func TestExchangeGoneNamesTheMember(t *testing.T) {
+	ex := exchanges(t, 2, 300*time.Millisecond, 0)
+	_, err := ex[0].AllGather(context.Background(), 0, []byte("x"))
+	var gone *GoneError
+	if !errors.As(err, &gone) || !errors.Is(err, ErrMemberGone) || len(gone.Missing) != 1 || gone.Missing[0] != "member-1" {
+		t.Fatalf("%v, want a GoneError naming member-1", err)
+	}
+	if _, err := ex[0].AllGather(context.Background(), 0, nil); err == nil {
+		t.Error("a round repeated after it failed was accepted")
+	}
+}
+
+func TestNewExchangeRefusesBadConfigs(t *testing.T) {
+	nc := natsServer(t)
+	for _, c := range []ExchangeConfig{
+		{Model: "a.b", Members: []string{"x"}, Self: "x"},
+		{Model: "m", Members: []string{"x"}, Self: "y"},
+		{Model: "m", Members: []string{"x", "x"}, Self: "x"},
+		{Model: "m", Members: []string{"x"}, Self: "x", Generation: -1},
+		{Model: "m", Members: []string{"x"}, Self: "x", ChunkBytes: 10},
+		{Model: "m", Members: []string{"x"}, Self: "x", Timeout: -time.Second},
+	} {
+		if e, err := NewExchange(nc, c); err == nil {
+			_ = e.Close()
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
