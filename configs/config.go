@@ -32,6 +32,23 @@ type Config struct {
 	NATS     NATS     `yaml:"nats"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
+	Cluster  Cluster  `yaml:"cluster"`
+}
+
+// Cluster makes the instances of one consumer group learn one model
+// (package cluster): every step is the step on the union of their
+// batches, exchanged over NATS.
+type Cluster struct {
+	// Enabled turns it on. Every instance of the group must have the same
+	// model settings. Needs NATS, learner.algorithm kpca or gha with the
+	// subspace solver and random features. Default: false (each instance
+	// learns its own model from its partitions).
+	Enabled bool `yaml:"enabled"`
+	// StepTimeout: an instance that has not sent its part of a step by
+	// then is gone, and the group waits for the next generation. Must
+	// exceed learner.linger (an instance without data steps every linger).
+	// Default: 30s.
+	StepTimeout time.Duration `yaml:"step_timeout"`
 }
 
 // Kafka is the input side.
@@ -40,9 +57,10 @@ type Kafka struct {
 	Brokers []string `yaml:"brokers"`
 	// Topic of vectors. Default: "vectors".
 	Topic string `yaml:"topic"`
-	// Group is the consumer group. Default: "streamkpca". One model per
-	// group: several instances in a group split the partitions and each
-	// learns its own model (see docs/operations.md).
+	// Group is the consumer group. Default: "streamkpca". Several
+	// instances in a group split the partitions; each learns its own model
+	// unless cluster.enabled, when they learn one together (see
+	// docs/operations.md).
 	Group string `yaml:"group"`
 	// Start for partitions the model has never seen: earliest or latest.
 	// Default: earliest.
@@ -352,6 +370,9 @@ func (c *Config) SetDefaults() {
 		c.HTTP.MaxBodyBytes = 8 << 20
 	}
 	def(&c.Log.Level, "info")
+	if c.Cluster.StepTimeout == 0 {
+		c.Cluster.StepTimeout = 30 * time.Second
+	}
 }
 
 // Validate reports every invalid field, each named by its YAML path.
@@ -508,6 +529,24 @@ func (c *Config) Validate() error {
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		bad("http.tls_cert_file/tls_key_file", "set both or neither")
 	}
+	if c.Cluster.Enabled {
+		switch {
+		case c.NATS.Disabled:
+			bad("cluster.enabled", "the instances exchange every step over NATS: nats.disabled must be false")
+		case alg != online.AlgKPCA && alg != online.AlgGHA:
+			bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for kpca and gha", alg)
+		case c.Learner.Solver != string(online.SolverSubspace):
+			bad("cluster.enabled", "learner.solver %s: one model on several instances takes the subspace solver", c.Learner.Solver)
+		case c.Learner.Features != string(online.FeaturesRandom):
+			bad("cluster.enabled", "learner.features %s: one model on several instances takes random features (a landmark block is one instance's points)", c.Learner.Features)
+		}
+		if c.Cluster.StepTimeout <= c.Learner.Linger {
+			bad("cluster.step_timeout", "%v: must exceed learner.linger (%v): an instance without data steps every linger", c.Cluster.StepTimeout, c.Learner.Linger)
+		}
+	}
+	if c.Cluster.StepTimeout < 0 {
+		bad("cluster.step_timeout", "%v: must be > 0", c.Cluster.StepTimeout)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -596,7 +635,7 @@ var noZero = []string{
 	"learner.k", "learner.block", "learner.batch", "learner.max_features",
 	"snapshot.keep", "snapshot.every_batches", "nats.keep",
 	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs", "kafka.fetch_max_wait",
-	"http.max_vectors", "http.max_body_bytes",
+	"http.max_vectors", "http.max_body_bytes", "cluster.step_timeout",
 }
 
 // envName is the environment variable of a YAML path.

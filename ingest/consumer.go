@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,22 @@ type ConsumerConfig struct {
 	SASLMechanism, SASLUser, SASLPassword string
 	// Logger; default zerolog.Nop().
 	Logger *zerolog.Logger
+	// OnAssign, when set, is called for every generation of the group
+	// before its partitions are read, with a context that ends with the
+	// generation: the reads start, from the OffsetFunc, once it returns
+	// nil. An error ends the generation on this member (it joins the next).
+	// A learner shared by the group (package cluster) agrees on its
+	// offsets here.
+	OnAssign func(ctx context.Context, a Assignment) error
+}
+
+// Assignment is this member's part of one generation of the group.
+type Assignment struct {
+	// Generation is the group's generation id, Member this member's id.
+	Generation int32
+	Member     string
+	// Partitions of the topic assigned to this member, ascending.
+	Partitions []int
 }
 
 // Validate reports the first invalid field.
@@ -132,12 +149,13 @@ type Consumer struct {
 	cfg    ConsumerConfig
 	log    zerolog.Logger
 	dialer *kafka.Dialer
-	cg     *kafka.ConsumerGroup
 	queue  *byteQueue
 
-	mu  sync.Mutex
-	gen *kafka.Generation
-	lag map[int]int64
+	mu     sync.Mutex
+	cg     *kafka.ConsumerGroup // replaced by Rebalance
+	gen    *kafka.Generation
+	lag    map[int]int64
+	closed bool
 }
 
 // NewConsumer joins the group. It does not fetch until Run.
@@ -162,12 +180,22 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := &Consumer{cfg: cfg, log: log, dialer: d, queue: newByteQueue(cfg.QueueSize, cfg.QueueBytes), lag: map[int]int64{}}
+	if c.cg, err = c.newGroup(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newGroup joins the consumer group as a new member.
+func (c *Consumer) newGroup() (*kafka.ConsumerGroup, error) {
+	cfg, log := c.cfg, c.log
 	start := kafka.FirstOffset
 	if cfg.Start == StartLatest {
 		start = kafka.LastOffset
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: cfg.GroupID, Brokers: cfg.Brokers, Topics: []string{cfg.Topic}, Dialer: d,
+		ID: cfg.GroupID, Brokers: cfg.Brokers, Topics: []string{cfg.Topic}, Dialer: c.dialer,
 		StartOffset: start, HeartbeatInterval: min(time.Second, cfg.SessionTimeout/4), SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: min(time.Second, cfg.SessionTimeout/4),
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
@@ -178,7 +206,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: join consumer group %q: %w", cfg.GroupID, err)
 	}
-	return &Consumer{cfg: cfg, log: log, dialer: d, cg: cg, queue: newByteQueue(cfg.QueueSize, cfg.QueueBytes), lag: map[int]int64{}}, nil
+	return cg, nil
 }
 
 // positive sets *v to def unless it is positive.
@@ -219,11 +247,13 @@ const maxBackoff = 30 * time.Second
 // Fetch returns the fetched messages waiting, at most max, waiting for the
 // first; their bytes leave the queue's bound.
 func (c *Consumer) Fetch(ctx context.Context, max int) (Batch, error) {
-	msgs, err := c.queue.take(ctx, max)
+	msgs, gen, err := c.queue.take(ctx, max)
 	if err != nil {
 		return Batch{}, err
 	}
-	return newBatch(msgs), nil
+	b := newBatch(msgs)
+	b.Generation = gen
+	return b, nil
 }
 
 // Lag returns the sum over partitions of the last known consumer lag.
@@ -248,12 +278,21 @@ func (c *Consumer) QueuedBytes() int64 { return c.queue.heldBytes() }
 func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 	backoff := time.Second
 	for {
-		gen, err := c.cg.Next(ctx)
+		c.mu.Lock()
+		cg := c.cg
+		c.mu.Unlock()
+		gen, err := cg.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if errors.Is(err, kafka.ErrGroupClosed) {
+				c.mu.Lock()
+				rejoined := c.cg != cg && !c.closed
+				c.mu.Unlock()
+				if rejoined { // Rebalance: the same consumer, a new member
+					continue
+				}
 				return err
 			}
 			c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Dur("retry_in", backoff).
@@ -272,30 +311,83 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 		c.mu.Unlock()
 		assigned := gen.Assignments[c.cfg.Topic]
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", len(assigned)).Msg("kafka: partitions assigned")
-		for _, pa := range assigned {
-			start := pa.Offset
-			if off, ok := next(c.cfg.Topic, pa.ID); ok {
-				start = off
-			} else if start < 0 {
-				start = kafka.FirstOffset
-				if c.cfg.Start == StartLatest {
-					start = kafka.LastOffset
-				}
-			} else {
-				// The group has a commit but the model has not seen the
-				// partition: the model is the truth, start from scratch.
-				start = kafka.FirstOffset
-				if c.cfg.Start == StartLatest {
-					start = kafka.LastOffset
-				}
+		if c.cfg.OnAssign == nil {
+			for _, pa := range assigned {
+				partition := pa.ID
+				gen.Start(func(gctx context.Context) { c.readPartition(gctx, gen.ID, partition, c.start(next, partition)) })
 			}
-			partition := pa.ID
-			gen.Start(func(gctx context.Context) { c.readPartition(gctx, partition, start) })
+			continue
 		}
+		a := Assignment{Generation: gen.ID, Member: gen.MemberID}
+		for _, pa := range assigned {
+			a.Partitions = append(a.Partitions, pa.ID)
+		}
+		slices.Sort(a.Partitions)
+		// One function for the generation: kafka-go ends a generation when
+		// any of its functions returns.
+		gen.Start(func(gctx context.Context) {
+			if err := c.cfg.OnAssign(gctx, a); err != nil {
+				if gctx.Err() == nil {
+					c.log.Warn().Err(err).Int32("generation", gen.ID).Msg("kafka: the generation could not start; leaving it for the next")
+				}
+				return
+			}
+			var wg sync.WaitGroup
+			for _, partition := range a.Partitions {
+				start := c.start(next, partition)
+				wg.Go(func() { c.readPartition(gctx, gen.ID, partition, start) })
+			}
+			wg.Wait()
+		})
 	}
 }
 
-func (c *Consumer) readPartition(ctx context.Context, partition int, start int64) {
+// start is where partition's reads begin: the model's next offset, or the
+// start position for a partition the model has not seen (also when the
+// group has a commit for it: the model is the truth).
+func (c *Consumer) start(next OffsetFunc, partition int) int64 {
+	if off, ok := next(c.cfg.Topic, partition); ok {
+		return off
+	}
+	if c.cfg.Start == StartLatest {
+		return kafka.LastOffset
+	}
+	return kafka.FirstOffset
+}
+
+// Partitions returns the number of partitions of the topic.
+func (c *Consumer) Partitions(ctx context.Context) (int, error) {
+	var err error
+	for _, b := range c.cfg.Brokers {
+		var ps []kafka.Partition
+		if ps, err = c.dialer.LookupPartitions(ctx, "tcp", b, c.cfg.Topic); err == nil {
+			return len(ps), nil
+		}
+	}
+	return 0, fmt.Errorf("ingest: the partitions of %s: %w", c.cfg.Topic, err)
+}
+
+// Rebalance leaves the group and joins it again as a new member, which
+// starts a new generation for every member: what a member does when its
+// generation can no longer work (a cluster step lost without a member
+// leaving).
+func (c *Consumer) Rebalance() error {
+	cg, err := c.newGroup()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return cg.Close()
+	}
+	old := c.cg
+	c.cg = cg
+	c.mu.Unlock()
+	return old.Close()
+}
+
+func (c *Consumer) readPartition(ctx context.Context, gen int32, partition int, start int64) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.cfg.Brokers, Topic: c.cfg.Topic, Partition: partition, Dialer: c.dialer,
 		MinBytes: 1, MaxBytes: c.cfg.MaxMessageBytes, MaxWait: c.cfg.FetchMaxWait, QueueCapacity: readerQueue,
@@ -325,7 +417,7 @@ func (c *Consumer) readPartition(ctx context.Context, partition int, start int64
 		c.mu.Lock()
 		c.lag[partition] = r.Lag()
 		c.mu.Unlock()
-		if c.queue.put(ctx, m) != nil {
+		if c.queue.put(ctx, m, gen) != nil {
 			return
 		}
 	}
@@ -354,4 +446,10 @@ func (c *Consumer) Commit(ctx context.Context, offsets map[string]map[int]int64)
 }
 
 // Close leaves the group.
-func (c *Consumer) Close() error { return c.cg.Close() }
+func (c *Consumer) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	cg := c.cg
+	c.mu.Unlock()
+	return cg.Close()
+}

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -110,7 +112,7 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	put := make(chan int, 100)
 	go func() {
 		for i := range 100 {
-			if q.put(ctx, Message{Offset: int64(i), Value: make([]byte, 3000)}) != nil {
+			if q.put(ctx, Message{Offset: int64(i), Value: make([]byte, 3000)}, 0) != nil {
 				return
 			}
 			put <- i
@@ -130,7 +132,7 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	}
 	for i := 0; i < 100; {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ms, err := q.take(tctx, 4)
+		ms, _, err := q.take(tctx, 4)
 		cancel()
 		if err != nil {
 			t.Fatalf("message %d never arrived", i)
@@ -153,11 +155,38 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	}
 	// A value larger than the whole bound still passes, alone, counted
 	// as the bound.
-	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}) }()
+	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}, 0) }()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := q.take(tctx, 1); err != nil {
+	if _, _, err := q.take(tctx, 1); err != nil {
 		t.Fatal("a message larger than the byte bound was never delivered")
+	}
+}
+
+// TestQueueBatchesOneGeneration: a take never mixes messages read in two
+// generations of the group (a cluster member drops the older ones after a
+// rebalance), and the message that ends a take starts the next.
+func TestQueueBatchesOneGeneration(t *testing.T) {
+	q := newByteQueue(16, 1<<20)
+	ctx := context.Background()
+	for i, gen := range []int32{1, 1, 2, 2, 2, 3} {
+		if err := q.put(ctx, Message{Offset: int64(i), Value: []byte("v")}, gen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for range 3 {
+		ms, gen, err := q.take(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("gen %d: %d from %d", gen, len(ms), ms[0].Offset))
+	}
+	if want := []string{"gen 1: 2 from 0", "gen 2: 3 from 2", "gen 3: 1 from 5"}; !slices.Equal(got, want) {
+		t.Errorf("takes %v, want %v", got, want)
+	}
+	if q.len() != 0 || q.heldBytes() != 0 {
+		t.Errorf("%d messages and %d bytes left", q.len(), q.heldBytes())
 	}
 }
 

@@ -16,19 +16,21 @@ type byteQueue struct {
 	limit  int64
 	queued atomic.Int64
 	held   atomic.Int64 // bytes of the queued messages, as counted against limit
+	next   *queued      // taken from in, of a later generation than the last take's (one reader)
 }
 
 type queued struct {
-	m Message
-	n int64
+	m   Message
+	n   int64
+	gen int32 // the group generation it was read in
 }
 
 func newByteQueue(count int, bytes int64) *byteQueue {
 	return &byteQueue{in: make(chan queued, count), bytes: semaphore.NewWeighted(bytes), limit: bytes}
 }
 
-// put waits for room and queues m.
-func (q *byteQueue) put(ctx context.Context, m Message) error {
+// put waits for room and queues m, read in generation gen.
+func (q *byteQueue) put(ctx context.Context, m Message, gen int32) error {
 	n := min(int64(len(m.Value)), q.limit) // a message beyond the limit passes alone
 	if err := q.bytes.Acquire(ctx, n); err != nil {
 		return err
@@ -36,7 +38,7 @@ func (q *byteQueue) put(ctx context.Context, m Message) error {
 	q.held.Add(n)
 	q.queued.Add(1)
 	select {
-	case q.in <- queued{m, n}:
+	case q.in <- queued{m, n, gen}:
 		return nil
 	case <-ctx.Done():
 		q.held.Add(-n)
@@ -47,20 +49,30 @@ func (q *byteQueue) put(ctx context.Context, m Message) error {
 }
 
 // take waits for a queued message (or ctx) and returns it with the
-// messages queued behind it, at most max in all, in queue order,
-// releasing their bytes: they are the reader's now.
-func (q *byteQueue) take(ctx context.Context, max int) ([]Message, error) {
+// messages queued behind it of the same generation, at most max in all,
+// in queue order, releasing their bytes: they are the reader's now. A
+// message of another generation stays first in line for the next take.
+func (q *byteQueue) take(ctx context.Context, max int) ([]Message, int32, error) {
 	var it queued
-	select {
-	case it = <-q.in:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if q.next != nil {
+		it, q.next = *q.next, nil
+	} else {
+		select {
+		case it = <-q.in:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
 	}
+	gen := it.gen
 	out := []Message{it.m}
 	n := it.n
 	for len(out) < max {
 		select {
 		case it = <-q.in:
+			if it.gen != gen {
+				q.next = &it
+				break
+			}
 			out = append(out, it.m)
 			n += it.n
 			continue
@@ -71,7 +83,7 @@ func (q *byteQueue) take(ctx context.Context, max int) ([]Message, error) {
 	q.queued.Add(-int64(len(out)))
 	q.held.Add(-n)
 	q.bytes.Release(n)
-	return out, nil
+	return out, gen, nil
 }
 
 // len is the number of queued messages (taken ones excluded).

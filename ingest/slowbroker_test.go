@@ -10,6 +10,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// kfakeTopic returns an in-process broker whose topic has partitions and
+// n one-byte messages (0, 1, …), spread round-robin.
+func kfakeTopic(t *testing.T, topic string, partitions int32, n int) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := &kafka.Writer{Addr: kafka.TCP(c.ListenAddrs()...), Topic: topic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, Balancer: &kafka.RoundRobin{}}
+	defer w.Close()
+	for i := range n {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
 // Defect: the consumer's fetches carried a 250 ms wait, which kafka-go
 // makes the response's read deadline while asking the broker to hold an
 // idle fetch for 3/4 of it: a broker answering fetches 62 ms later than
@@ -17,19 +36,8 @@ import (
 // partition stalled for good. Here every fetch is answered 400 ms late;
 // all messages must still arrive.
 func TestConsumerReadsFromASlowBroker(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "slow"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const n = 20
-	w := &kafka.Writer{Addr: kafka.TCP(c.ListenAddrs()...), Topic: "slow", BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
-	for i := range n {
-		if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte{byte(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close()
+	c := kfakeTopic(t, "slow", 1, n)
 	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		time.Sleep(400 * time.Millisecond)

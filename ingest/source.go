@@ -32,6 +32,9 @@ type Source interface {
 type Batch struct {
 	Messages []Message
 	Next     map[int]int64
+	// Generation is the consumer group generation the messages were read
+	// in (one per batch; 0 from sources without generations).
+	Generation int32
 }
 
 // newBatch returns the batch of msgs with its offsets.

@@ -41,6 +41,8 @@ const (
 	exchangeHeader = 32
 	// maxExchangePayload bounds one member's payload of one round.
 	maxExchangePayload = 1 << 30
+	// resendEvery is how often the first round's payload is sent again.
+	resendEvery = 100 * time.Millisecond
 )
 
 // exchangeMagic starts every chunk of an Exchange ("SKX1").
@@ -48,7 +50,7 @@ var exchangeMagic = [4]byte{'S', 'K', 'X', '1'}
 
 // ExchangeConfig configures an Exchange. Zero values mean the default.
 type ExchangeConfig struct {
-	// Prefix and Model name the subject, <prefix>.<model>.cluster.<generation>.
+	// Prefix and Model name the subjects, <prefix>.<model>.cluster.<generation>.<rank>.
 	// Prefix default: "streamkpca"; Model required.
 	Prefix, Model string
 	// Generation is the consumer group's generation: one Exchange per
@@ -65,9 +67,9 @@ type ExchangeConfig struct {
 	// ChunkBytes is the largest message, header included. Default: the
 	// server's max payload less 1 KiB.
 	ChunkBytes int
-	// PendingBytes bounds the received bytes waiting to be read; past it
-	// the server drops messages for this subscription and the round times
-	// out. Default: DefaultExchangePending.
+	// PendingBytes bounds the received chunks waiting to be read (as
+	// PendingBytes/ChunkBytes chunks); past it the client drops chunks and
+	// the round times out. Default: DefaultExchangePending.
 	PendingBytes int
 }
 
@@ -89,12 +91,18 @@ type Exchange struct {
 	self     int
 	timeout  time.Duration
 	chunk    int
-	sub      *nats.Subscription
+	subs     []*nats.Subscription // the other members' subjects
+	in       chan *nats.Msg
+	closed   bool
 	rounds   map[uint64]*gathering
 	last     uint64 // the last round gathered + 1
 	dropped  int    // messages that were not a current round's
 	hdr      [exchangeHeader]byte
 	outChunk []byte
+	// first is the first round's payload, sent again while the first two
+	// rounds are gathered (see AllGather).
+	first      []byte
+	firstRound uint64
 }
 
 // gathering is one round's payloads as they arrive.
@@ -151,23 +159,32 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 		chunk:   cfg.ChunkBytes - exchangeHeader,
 		rounds:  map[uint64]*gathering{},
 	}
-	sub, err := nc.SubscribeSync(e.subj)
-	if err != nil {
-		return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.subj, err)
+	// One subject per member, so that the server does not echo a
+	// member's chunks back to it: it subscribes to the others' only, all
+	// into one channel, which holds PendingBytes of chunks.
+	e.in = make(chan *nats.Msg, max(64, cfg.PendingBytes/cfg.ChunkBytes))
+	for r := range members {
+		if r == self {
+			continue
+		}
+		sub, err := nc.ChanSubscribe(e.subject(r), e.in)
+		if err != nil {
+			_ = e.Close()
+			return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.subject(r), err)
+		}
+		e.subs = append(e.subs, sub)
 	}
-	if err := sub.SetPendingLimits(-1, cfg.PendingBytes); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("publish: exchange: %w", err)
-	}
-	// The subscription must be known to the server before any member
+	// The subscriptions must be known to the server before any member
 	// publishes the first round, or that round's early chunks are lost.
 	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("publish: exchange: flush the subscription to %s: %w", e.subj, err)
+		_ = e.Close()
+		return nil, fmt.Errorf("publish: exchange: flush the subscriptions to %s.*: %w", e.subj, err)
 	}
-	e.sub = sub
 	return e, nil
 }
+
+// subject is member rank's subject: <prefix>.<model>.cluster.<generation>.<rank>.
+func (e *Exchange) subject(rank int) string { return e.subj + "." + strconv.Itoa(rank) }
 
 // Size is the number of members.
 func (e *Exchange) Size() int { return len(e.members) }
@@ -178,22 +195,24 @@ func (e *Exchange) Rank() int { return e.self }
 // Members returns the member ids in rank order.
 func (e *Exchange) Members() []string { return slices.Clone(e.members) }
 
-// Subject is the generation's subject.
+// Subject is the generation's subject prefix: member r sends on
+// Subject().<r>.
 func (e *Exchange) Subject() string { return e.subj }
 
 // Dropped counts messages received that belonged to no round in flight
-// (duplicates, stale rounds, malformed chunks); this member's own chunks,
-// which the server echoes, are not counted.
+// (duplicates, stale rounds, malformed chunks).
 func (e *Exchange) Dropped() int { return e.dropped }
 
 // Close unsubscribes.
 func (e *Exchange) Close() error {
-	if e.sub == nil {
-		return nil
+	var errs []error
+	for _, sub := range e.subs {
+		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+			errs = append(errs, err)
+		}
 	}
-	err := e.sub.Unsubscribe()
-	e.sub = nil
-	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+	e.subs, e.closed = nil, true
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("publish: exchange: %w", err)
 	}
 	return nil
@@ -201,12 +220,19 @@ func (e *Exchange) Close() error {
 
 // AllGather publishes payload as this member's contribution to round and
 // returns every member's, in rank order (this member's is payload
-// itself). Rounds must increase from one call to the next. It returns a
+// itself). Rounds must increase from one call to the next.
+//
+// Members create their Exchanges at different moments, and core NATS
+// keeps nothing for a subscriber that comes later: the first round's
+// payload is sent again every 100 ms until this member has gathered the
+// second round (by then every member has subscribed and has the first).
+// Keep the first round's payload small (package cluster sends each
+// member's status). It returns a
 // *GoneError (errors.Is ErrMemberGone) when some member's payload has not
 // arrived within the timeout, and ctx's error when ctx ends first. The
 // returned slices are not reused by the Exchange.
 func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) ([][]byte, error) {
-	if e.sub == nil {
+	if e.closed {
 		return nil, fmt.Errorf("publish: exchange: AllGather after Close")
 	}
 	if round < e.last {
@@ -224,18 +250,26 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 	}
 	g.payload[e.self] = payload
 	g.missing--
-	wait, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
+	if e.first == nil {
+		e.firstRound, e.first = round, slices.Clone(payload)
+	}
+	deadline := time.Now().Add(e.timeout)
+	tick := time.NewTimer(resendEvery)
+	defer tick.Stop()
 	for g.missing > 0 {
-		msg, err := e.sub.NextMsgWithContext(wait)
-		switch {
-		case err == nil:
-			e.receive(msg.Data, round)
+		tick.Reset(max(min(resendEvery, time.Until(deadline)), time.Millisecond))
+		select {
+		case msg := <-e.in:
+			e.receive(msg, round)
 			continue
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+		switch {
 		case ctx.Err() != nil:
 			e.forget(round)
 			return nil, fmt.Errorf("publish: exchange: round %d: %w", round, ctx.Err())
-		case wait.Err() != nil:
+		case !time.Now().Before(deadline):
 			var missing []string
 			for i, p := range g.payload {
 				if p == nil {
@@ -245,8 +279,13 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 			e.forget(round)
 			e.last = round + 1
 			return nil, &GoneError{Round: round, Missing: missing}
-		default:
-			return nil, fmt.Errorf("publish: exchange: round %d: %w", round, err)
+		case round <= e.firstRound+1:
+			// A member may have subscribed after the first round went
+			// out: until the second completes here (then every member
+			// has the first), the first goes out again.
+			if err := e.send(e.firstRound, e.first); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := g.payload
@@ -264,7 +303,7 @@ func (e *Exchange) send(round uint64, payload []byte) error {
 		putHeader(h, round, uint64(len(payload)), uint32(e.self), uint32(p), uint32(parts))
 		body := payload[p*e.chunk : min(len(payload), (p+1)*e.chunk)]
 		e.outChunk = append(append(e.outChunk[:0], h...), body...)
-		if err := e.nc.Publish(e.subj, e.outChunk); err != nil {
+		if err := e.nc.Publish(e.subject(e.self), e.outChunk); err != nil {
 			return fmt.Errorf("publish: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
 		}
 	}
@@ -297,7 +336,8 @@ func (e *Exchange) forget(r uint64) { delete(e.rounds, r) }
 // receive files one chunk. Chunks of rounds before cur are stale; a round
 // more than one ahead cannot come from a member of this generation
 // (every member's round r+1 waits for this member's round r).
-func (e *Exchange) receive(data []byte, cur uint64) {
+func (e *Exchange) receive(msg *nats.Msg, cur uint64) {
+	data := msg.Data
 	if len(data) < exchangeHeader || [4]byte(data[:4]) != exchangeMagic {
 		e.dropped++
 		return
@@ -308,11 +348,8 @@ func (e *Exchange) receive(data []byte, cur uint64) {
 	part := int(binary.LittleEndian.Uint32(data[24:]))
 	parts := int(binary.LittleEndian.Uint32(data[28:]))
 	body := data[exchangeHeader:]
-	if from == e.self {
-		return // this member's own chunks, echoed by the server
-	}
 	switch {
-	case r < cur || r > cur+1, from >= len(e.members),
+	case r < cur || r > cur+1, from >= len(e.members), from == e.self, msg.Subject != e.subject(from),
 		total > maxExchangePayload, parts < 1, part >= parts,
 		uint64(parts) > total+1, uint64(len(body)) > total:
 		e.dropped++

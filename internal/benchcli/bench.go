@@ -20,7 +20,7 @@ import (
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline [flags]")
+		return errors.New("usage: streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
 	}
 	switch args[0] {
 	case "hermite":
@@ -35,8 +35,10 @@ func Run(ctx context.Context, args []string) error {
 		return benchMNIST(ctx, args[1:])
 	case "pipeline":
 		return benchPipeline(ctx, args[1:])
+	case "cluster":
+		return benchCluster(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist, pipeline)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
@@ -133,15 +135,57 @@ func benchThroughput(args []string) error {
 	return printJSON(rows)
 }
 
+// benchCluster is `streamkpca bench cluster` (internal/bench.RunCluster).
+func benchCluster(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
+	ds := fs.String("d", "64,784", "input dimensions, comma-separated")
+	ms := fs.String("members", "1,2", "group sizes, comma-separated")
+	var cfg bench.ClusterConfig
+	fs.IntVar(&cfg.Features, "features", online.DefaultMaxFeatures, "random features (the whole budget is drawn)")
+	fs.IntVar(&cfg.K, "k", 10, "components")
+	fs.IntVar(&cfg.Batch, "batch", 512, "rows per member and step")
+	fs.IntVar(&cfg.Steps, "steps", 10, "timed steps per configuration; medians are reported")
+	fs.IntVar(&cfg.Workers, "workers", 1, "workers per member")
+	fs.BoolVar(&cfg.Memory, "memory", false, "exchange through memory instead of the embedded NATS server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.Dims, err = parseDims(*ds); err != nil {
+		return err
+	}
+	if cfg.Members, err = parseCounts("--members", *ms); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "streamkpca-bench-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Dir = dir
+	cfg.Progress = func(r bench.ClusterRow) {
+		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes\n",
+			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes)
+	}
+	rows, err := bench.RunCluster(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return printJSON(rows)
+}
+
 // parseDims parses --d: input dimensions, comma-separated.
-func parseDims(s string) ([]int, error) {
-	var dims []int
+func parseDims(s string) ([]int, error) { return parseCounts("--d", s) }
+
+// parseCounts parses a flag's comma-separated positive integers.
+func parseCounts(flag, s string) ([]int, error) {
+	var out []int
 	for _, f := range strings.Split(s, ",") {
 		d, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || d < 1 {
-			return nil, fmt.Errorf("--d: %q is not a dimension", f)
+			return nil, fmt.Errorf("%s: %q is not a positive integer", flag, f)
 		}
-		dims = append(dims, d)
+		out = append(out, d)
 	}
-	return dims, nil
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -32,6 +33,8 @@ type loop struct {
 	held bool
 	// fatal: the configuration cannot learn this stream; Run stops.
 	fatal error
+	// linger is Run's timer for partial batches.
+	linger *time.Timer
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in
@@ -47,6 +50,12 @@ func (l *loop) full() bool { return l.held && l.rows >= maxHeldBatches*l.p.cfg.L
 func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	p := l.p
 	m := pm.m
+	if c := p.clu; c != nil && (!c.ready || pm.gen != c.gen || !c.mine[m.Partition]) {
+		// Read in an earlier generation (or for one this member did not
+		// join): the group's offsets say where it is read again.
+		p.met.Duplicates.Inc()
+		return false
+	}
 	p.mu.Lock()
 	next, seen := p.consumed[m.Partition]
 	if seen && m.Offset < next {
@@ -114,7 +123,9 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		}
 		if l.rows >= p.cfg.Learner.Batch {
 			l.learn()
-			linger.Stop()
+			if p.clu == nil { // a cluster member steps every linger, rows or none
+				linger.Stop()
+			}
 			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches {
 				l.snapshot(false)
 			}
@@ -151,13 +162,33 @@ func (l *loop) validate(n0, m0 int) error {
 
 // learn feeds the pending batch to the learner.
 func (l *loop) learn() {
-	if l.rows == 0 {
+	p := l.p
+	if c := p.clu; c != nil {
+		// A member steps with the group, rows or none; a member of no
+		// generation has none (handle drops them).
+		if !c.ready {
+			return
+		}
+		defer l.linger.Reset(p.cfg.Learner.Linger)
+	} else if l.rows == 0 {
 		return
 	}
-	p := l.p
 	t0 := time.Now()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
 	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
+	if p.clu != nil && err != nil {
+		switch {
+		case errors.Is(err, cluster.ErrAborted):
+			// Another member's batch was refused: nobody learned; these
+			// rows go into the next step.
+			p.log.Warn().Err(err).Msg("cluster: step aborted by another member; the rows stay for the next")
+			return
+		case errors.Is(err, online.ErrDiverged), errors.Is(err, cluster.ErrFirstStep), errors.Is(err, online.ErrInput):
+		default:
+			l.clusterStepFailed(err)
+			return
+		}
+	}
 	if errors.Is(err, online.ErrConfig) {
 		// No data can fix it (a linear kernel with k > d, say): stop,
 		// with nothing committed, rather than consume and learn nothing.
@@ -177,8 +208,9 @@ func (l *loop) learn() {
 	l.held = false
 	p.met.Samples.Add(float64(l.rows))
 	switch {
-	case err == nil:
+	case err == nil && l.rows > 0: // a cluster member's step may have none
 		p.met.Batches.Inc()
+	case err == nil:
 	case errors.Is(err, online.ErrDiverged):
 		p.met.Rejected.Inc()
 		p.log.Warn().Err(err).Msg("batch rejected by the divergence guard; step size lowered")
@@ -190,8 +222,14 @@ func (l *loop) learn() {
 		p.dec.Dim, p.dec.DimY = dx, dy
 	}
 	p.mu.Lock()
-	for k, v := range p.consumed {
-		p.learned[k] = v
+	if p.clu != nil {
+		for k, v := range p.learner.(*clusterLearner).m.Next()[p.cfg.Kafka.Topic] {
+			p.learned[k] = v
+		}
+	} else {
+		for k, v := range p.consumed {
+			p.learned[k] = v
+		}
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
 	p.status.Bandwidth = p.learner.bandwidth()
@@ -211,19 +249,34 @@ func (l *loop) snapshot(final bool) {
 	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
 		return // nothing new since the last snapshot
 	}
-	snap := p.learner.snapshot()
-	p.mu.Lock()
-	offs := p.learned
-	if l.rows == 0 {
-		offs = p.consumed // trailing dead-lettered messages are covered too
-	}
+	var snap *snapshot.Snapshot
 	commit := map[int]int64{}
-	for part, next := range offs {
-		snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
-		commit[part] = next
+	if c := p.clu; c != nil {
+		// The newest state every member holds, with the group's offsets.
+		snap = c.confirmed
+		if snap == nil || snap.Header.Step <= c.saved {
+			return
+		}
+		c.saved = snap.Header.Step
+		for _, o := range snap.Header.Offsets {
+			if o.Topic == p.cfg.Kafka.Topic {
+				commit[o.Partition] = o.Next
+			}
+		}
+	} else {
+		snap = p.learner.snapshot()
+		p.mu.Lock()
+		offs := p.learned
+		if l.rows == 0 {
+			offs = p.consumed // trailing dead-lettered messages are covered too
+		}
+		for part, next := range offs {
+			snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
+			commit[part] = next
+		}
+		p.mu.Unlock()
+		sortOffsets(snap.Header.Offsets)
 	}
-	p.mu.Unlock()
-	sortOffsets(snap.Header.Offsets)
 	// The offsets cover dead-lettered messages: their writes must be done
 	// (stored, or failed and counted) before the snapshot says so.
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -272,6 +325,9 @@ func (l *loop) snapshot(final bool) {
 	p.mu.Unlock()
 	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 		Int("features", snap.Header.Features()).Floats64("eigenvalues", eig).Msg("snapshot persisted")
+	if p.clu != nil && !p.clu.rank0 {
+		return // the lowest-ranked member publishes and commits
+	}
 	if p.pub != nil {
 		// Replace any unpublished older version: only the newest matters.
 		select {

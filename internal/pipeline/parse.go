@@ -19,6 +19,8 @@ type parsed struct {
 	err error
 	// n is the bytes it holds against the stage's budget.
 	n int64
+	// gen is the consumer group generation it was read in.
+	gen int32
 }
 
 // parseAhead fetches batches from src and parses their messages, in
@@ -67,7 +69,7 @@ func parseAhead(ctx context.Context, dec ingest.Decoder, src ingest.Source, out 
 				}
 			}
 			ahead.Add(1)
-			ps = append(ps, parsed{m: m, x: x, y: y, err: err, n: n})
+			ps = append(ps, parsed{m: m, x: x, y: y, err: err, n: n, gen: b.Generation})
 		}
 		if !send(ps) {
 			return

@@ -97,6 +97,8 @@ type Pipeline struct {
 	httpLn   net.Listener
 	// httpToken guards the HTTP API when set (read once, in New).
 	httpToken string
+	// clu is cluster mode's state (cluster.enabled); nil otherwise.
+	clu *clusterState
 }
 
 // New restores the newest valid snapshot (if any) and builds the parts.
@@ -163,7 +165,11 @@ func New(opt Options) (*Pipeline, error) {
 		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
 			return nil, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
 		}
-		p.learner, err = newLearner(lc, snap)
+		if cfg.Cluster.Enabled {
+			p.learner = &clusterLearner{cfg: lc, local: snap}
+		} else {
+			p.learner, err = newLearner(lc, snap)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
 		}
@@ -189,8 +195,9 @@ func New(opt Options) (*Pipeline, error) {
 		log.Info().Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")
 	case errors.Is(err, snapshot.ErrNoSnapshot):
-		p.learner, err = newLearner(lc, nil)
-		if err != nil {
+		if cfg.Cluster.Enabled {
+			p.learner = &clusterLearner{cfg: lc}
+		} else if p.learner, err = newLearner(lc, nil); err != nil {
 			return nil, err
 		}
 		log.Info().Str("dir", cfg.Snapshot.Dir).Msg("no snapshot found; starting a new model")
@@ -226,11 +233,20 @@ func New(opt Options) (*Pipeline, error) {
 		QueueSize: cfg.Kafka.QueueSize, QueueBytes: cfg.Kafka.QueueBytes, FetchMaxWait: cfg.Kafka.FetchMaxWait, SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
 		SASLPassword: pass, Logger: &log,
 	}
+	if cfg.Cluster.Enabled {
+		p.clu = &clusterState{events: make(chan genEvent)}
+		cc.OnAssign = p.onAssign
+		p.learner.(*clusterLearner).next = p.myOffsets
+	}
 	p.consumer = opt.Source
 	if p.consumer == nil {
 		if p.consumer, err = ingest.NewConsumer(cc); err != nil {
 			return nil, err
 		}
+	}
+	if _, ok := p.consumer.(groupSource); p.clu != nil && !ok {
+		p.consumer.Close()
+		return nil, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)")
 	}
 	dw := opt.DeadLetters
 	if dw == nil {
@@ -420,6 +436,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	l.model, _ = p.cur.Get() // a restored version: its blocks are reused by the next
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
+	l.linger = linger
+	var generations chan genEvent // cluster mode: the consumer's new generations
+	if p.clu != nil {
+		generations = p.clu.events
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	// Parsing runs ahead of the loop by up to a batch (and a byte budget
@@ -454,7 +475,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return errKilled
 		case <-ctx.Done():
 			stopFetch()
-			l.learn()
+			if p.clu == nil {
+				// A cluster member does not step alone: its rows are not
+				// covered and are read again by the group.
+				l.learn()
+			}
 			l.snapshot(true)
 			// Give the publisher a bounded time to send the final version.
 			close(p.pubFinal)
@@ -466,6 +491,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			stopPub()
 			return nil
 		case pending = <-inbox:
+		case ev := <-generations:
+			l.rejoin(ev)
 		case <-linger.C:
 			l.learn()
 			l.snapshot(false)
@@ -479,6 +506,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 func (p *Pipeline) close() {
 	p.consumer.Close()
+	if p.clu != nil && p.clu.ex != nil {
+		_ = p.clu.ex.Close()
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.dlq.Close(dctx); err != nil {

@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// clusterConfig is config() for member i of a cluster-mode group.
+func clusterConfig(s *devstack.Stack, topic, dir string) configs.Config {
+	c := config(s, topic, dir)
+	c.Cluster.Enabled = true
+	c.Cluster.StepTimeout = 20 * time.Second
+	c.Kafka.SessionTimeout, c.Kafka.RebalanceTimeout = 3*time.Second, 3*time.Second
+	c.Learner.Block, c.Learner.MaxFeatures = 128, 2048
+	c.SetDefaults()
+	return c
+}
+
+// settled waits until every member serves a model of n samples at one
+// step, checks that they are the same bit for bit, and returns member 0's.
+func settled(t *testing.T, rs []*running, n uint64) *snapshot.Model {
+	t.Helper()
+	waitFor(t, 90*time.Second, "every member serving the model of all samples", func() bool {
+		var step uint64
+		for i, r := range rs {
+			m, _ := r.p.Current().Get()
+			if m == nil || m.Header().SamplesSeen != n {
+				return false
+			}
+			if i == 0 {
+				step = m.Header().Step
+			} else if m.Header().Step != step {
+				return false
+			}
+		}
+		return true
+	})
+	m0, _ := rs[0].p.Current().Get()
+	for i, r := range rs[1:] {
+		m, _ := r.p.Current().Get()
+		sameCoefficients(t, fmt.Sprintf("member %d", i+1), m.Snapshot().Coef[0], m0.Snapshot().Coef[0])
+	}
+	return m0
+}
+
+// sameCoefficients fails unless got holds want's bits.
+func sameCoefficients(t *testing.T, who string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d coefficients, want %d", who, len(got), len(want))
+	}
+	for i, v := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(v) {
+			t.Fatalf("%s: coefficient %d is %v, want %v", who, i, got[i], v)
+		}
+	}
+}
+
+// TestClusterModeOneModel: two `run` services in one consumer group with
+// cluster.enabled on a 4-partition topic learn one model: both serve the
+// same coefficients, bit for bit, whose samples seen are exactly the
+// messages produced, and the model is the closed form's. Then a third
+// instance joins and one leaves, mid-stream: still one model, every
+// message learned once.
+func TestClusterModeOneModel(t *testing.T) {
+	const topic = "cluster"
+	s := startStack(t, map[string]int32{topic: 4})
+	dir := t.TempDir()
+	a := start(t, clusterConfig(s, topic, filepath.Join(dir, "a")))
+	b := start(t, clusterConfig(s, topic, filepath.Join(dir, "b")))
+	produceHermite(t, s, topic, 20000, 1)
+	m := settled(t, []*running{a, b}, 20000)
+	if e := hermiteError(t, m); !(e < 0.05) {
+		t.Errorf("subspace error %.3g against the closed form, want < 0.05", e)
+	}
+
+	c := start(t, clusterConfig(s, topic, filepath.Join(dir, "c")))
+	produceHermite(t, s, topic, 10000, 2)
+	a.graceful(t)
+	produceHermite(t, s, topic, 10000, 3)
+	m = settled(t, []*running{b, c}, 40000)
+	if e := hermiteError(t, m); !(e < 0.05) {
+		t.Errorf("after the changes: subspace error %.3g against the closed form, want < 0.05", e)
+	}
+	b.graceful(t)
+	c.graceful(t)
+}

@@ -1,0 +1,302 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// Cluster mode (cluster.enabled): the instances of the consumer group
+// learn one model (package cluster). Per generation of the group:
+//
+//  1. The consumer calls onAssign before reading its partitions; the loop
+//     takes the event (rejoin): it drops the rows of earlier generations,
+//     finds the generation's members (publish.Roster), opens the
+//     generation's publish.Exchange and rejoins the group's model, whose
+//     offsets become where every partition is read from.
+//  2. Each learn is a cluster step (cluster.Member.Step) with this
+//     member's rows and the offsets after them; a member without rows
+//     steps every learner.linger, so that the others never wait longer.
+//  3. Snapshots hold the state every member has reached (Member.Confirmed)
+//     with the union of the offsets; every member keeps its own, the
+//     lowest-ranked one publishes them and commits the offsets.
+//  4. A failed step (a member gone) leaves this member idle until the next
+//     generation: the consumer group rebalances when the gone member's
+//     session ends; when no member left (a round lost), this member forces
+//     a rebalance.
+type clusterState struct {
+	events chan genEvent
+	ex     *publish.Exchange
+	gen    int32
+	ready  bool // a member of the current generation's model
+	rank0  bool
+	mine   map[int]bool // this generation's partitions
+	// confirmed is the newest state every member holds, as a snapshot;
+	// saved is the step of the last one persisted.
+	confirmed *snapshot.Snapshot
+	saved     uint64
+}
+
+// genEvent is a generation handed from the consumer to the loop; done
+// returns the rejoin's outcome to the consumer.
+type genEvent struct {
+	ctx  context.Context
+	a    ingest.Assignment
+	done chan error
+}
+
+// groupSource is what cluster mode needs of the consumer.
+type groupSource interface {
+	Partitions(ctx context.Context) (int, error)
+	Rebalance() error
+}
+
+// onAssign is the consumer's ingest.ConsumerConfig.OnAssign in cluster
+// mode: the loop rejoins before the partitions are read.
+func (p *Pipeline) onAssign(ctx context.Context, a ingest.Assignment) error {
+	ev := genEvent{ctx: ctx, a: a, done: make(chan error, 1)}
+	select {
+	case p.clu.events <- ev:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-ev.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// clusterLearner is the loop's learner in cluster mode: the group's
+// model, through its cluster.Member.
+type clusterLearner struct {
+	cfg   online.Config
+	local *snapshot.Snapshot // restored at start, until the first Join
+	m     *cluster.Member
+	// stepCtx ends with the generation; next returns this member's
+	// offsets after the rows of the step.
+	stepCtx context.Context
+	next    func() cluster.Offsets
+}
+
+var errNotMember = errors.New("pipeline: not a member of the current generation")
+
+func (c *clusterLearner) kpca() *online.KPCA {
+	if c.m == nil {
+		return nil
+	}
+	return c.m.Learner()
+}
+
+func (c *clusterLearner) update(x, _ []float64, rows int) error {
+	if c.m == nil || c.stepCtx == nil {
+		return errNotMember
+	}
+	return c.m.Step(c.stepCtx, x, rows, c.next())
+}
+
+func (c *clusterLearner) snapshot() *snapshot.Snapshot {
+	if c.m != nil {
+		return c.m.Snapshot()
+	}
+	return c.local
+}
+
+func (c *clusterLearner) header() *snapshot.Header {
+	if c.local != nil {
+		return &c.local.Header
+	}
+	return nil
+}
+
+func (c *clusterLearner) samplesSeen() uint64 {
+	if l := c.kpca(); l != nil {
+		return l.SamplesSeen()
+	}
+	if h := c.header(); h != nil {
+		return h.SamplesSeen
+	}
+	return 0
+}
+
+func (c *clusterLearner) step() uint64 {
+	if l := c.kpca(); l != nil {
+		return l.Step()
+	}
+	if h := c.header(); h != nil {
+		return h.Step
+	}
+	return 0
+}
+
+func (c *clusterLearner) features() int {
+	if l := c.kpca(); l != nil {
+		return l.Features()
+	}
+	if h := c.header(); h != nil {
+		return h.Features()
+	}
+	return 0
+}
+
+func (c *clusterLearner) dims() (int, int) {
+	if l := c.kpca(); l != nil {
+		return l.Dim(), 0
+	}
+	if h := c.header(); h != nil {
+		return h.Views[0].Dim, 0
+	}
+	return 0, 0
+}
+
+func (c *clusterLearner) bandwidth() float64 {
+	if l := c.kpca(); l != nil {
+		return l.Kernel().Bandwidth
+	}
+	return 0
+}
+
+func (c *clusterLearner) twoView() bool                   { return false }
+func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
+func (c *clusterLearner) close() {
+	if c.m != nil {
+		c.m.Close()
+	}
+}
+
+// rejoin makes this instance a member of ev's generation (see
+// clusterState) and tells the consumer where to read.
+func (l *loop) rejoin(ev genEvent) {
+	p, c := l.p, l.p.clu
+	cl := p.learner.(*clusterLearner)
+	c.ready, cl.stepCtx = false, nil
+	if c.ex != nil { // the previous generation's
+		_ = c.ex.Close()
+		c.ex = nil
+	}
+	// Rows of earlier generations: the group's offsets say where they are
+	// read again, by whichever member has their partition now.
+	l.batch, l.batchY, l.rows, l.held = l.batch[:0], l.batchY[:0], 0, false
+	err := l.join(ev, cl)
+	switch {
+	case err != nil && ev.ctx.Err() != nil:
+		p.log.Info().Err(err).Int32("generation", ev.a.Generation).Msg("cluster: the generation ended while joining; joining the next")
+	case err != nil:
+		p.log.Warn().Err(err).Int32("generation", ev.a.Generation).Msg("cluster: could not join the generation; waiting for the next")
+	}
+	ev.done <- err
+}
+
+func (l *loop) join(ev genEvent, cl *clusterLearner) error {
+	p, c := l.p, l.p.clu
+	gs := p.consumer.(groupSource)
+	n, err := gs.Partitions(ev.ctx)
+	if err != nil {
+		return err
+	}
+	r, err := publish.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, publish.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
+	if err != nil {
+		return err
+	}
+	// Announcing goes on until every member has joined (the rejoin's first
+	// round waits for all of them).
+	defer r.Stop()
+	members, err := r.Wait(ev.ctx, n)
+	if err != nil {
+		return err
+	}
+	c.gen = ev.a.Generation
+	c.mine = map[int]bool{}
+	for _, part := range ev.a.Partitions {
+		c.mine[part] = true
+	}
+	if !slices.Contains(members, ev.a.Member) {
+		p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Msg("cluster: no partitions for this instance in this generation; idle")
+		return nil
+	}
+	ex, err := publish.NewExchange(p.nc, publish.ExchangeConfig{Prefix: p.cfg.NATS.Prefix, Model: p.cfg.Model,
+		Generation: int64(ev.a.Generation), Members: members, Self: ev.a.Member, Timeout: p.cfg.Cluster.StepTimeout})
+	if err != nil {
+		return err
+	}
+	if cl.m == nil {
+		cl.m, err = cluster.Join(ev.ctx, ex, cl.cfg, cl.local)
+		if err == nil {
+			cl.local = nil
+			cl.m.Confirmed = func(k *online.KPCA, next cluster.Offsets) {
+				s := k.Snapshot()
+				s.Header.Offsets = next.List()
+				c.confirmed = s
+			}
+		}
+	} else {
+		err = cl.m.Rejoin(ev.ctx, ex)
+	}
+	if err != nil {
+		_ = ex.Close()
+		return fmt.Errorf("cluster: rejoin generation %d: %w", ev.a.Generation, err)
+	}
+	c.ex, c.ready, c.rank0 = ex, true, ex.Rank() == 0
+	cl.stepCtx = ev.ctx
+	next := cl.m.Next()[p.cfg.Kafka.Topic]
+	p.mu.Lock()
+	p.consumed, p.learned = map[int]int64{}, map[int]int64{}
+	for part, off := range next {
+		p.consumed[part], p.learned[part] = off, off
+	}
+	p.status.Samples, p.status.Step, p.status.Features = cl.samplesSeen(), cl.step(), cl.features()
+	p.mu.Unlock()
+	if dx, _ := cl.dims(); dx != 0 {
+		p.dec.Dim = dx
+	}
+	if l.linger != nil {
+		l.linger.Reset(p.cfg.Learner.Linger) // step even without rows
+	}
+	p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Int("rank", ex.Rank()).
+		Uint64("step", cl.step()).Ints("partitions", ev.a.Partitions).Msg("cluster: joined the group's model")
+	return nil
+}
+
+// myOffsets is this member's next offsets for the step: those of its
+// partitions, dead-lettered messages included.
+func (p *Pipeline) myOffsets() cluster.Offsets {
+	o := cluster.Offsets{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for part, next := range p.consumed {
+		if p.clu.mine[part] {
+			if o[p.cfg.Kafka.Topic] == nil {
+				o[p.cfg.Kafka.Topic] = map[int]int64{}
+			}
+			o[p.cfg.Kafka.Topic][part] = next
+		}
+	}
+	return o
+}
+
+// clusterStepFailed leaves this member idle after a failed step until the
+// next generation, forcing one when the current is still on.
+func (l *loop) clusterStepFailed(err error) {
+	p, cl := l.p, l.p.learner.(*clusterLearner)
+	ctx := cl.stepCtx
+	p.clu.ready, cl.stepCtx = false, nil
+	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
+	if ctx != nil && ctx.Err() != nil {
+		p.log.Info().Err(err).Msg("cluster: the generation ended during a step; rejoining in the next")
+		return
+	}
+	p.log.Warn().Err(err).Msg("cluster: a step failed (a member gone or a round lost); rejoining the group")
+	go func() {
+		if err := p.consumer.(groupSource).Rebalance(); err != nil {
+			p.log.Error().Err(err).Msg("cluster: could not rejoin the consumer group")
+		}
+	}()
+}
