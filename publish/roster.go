@@ -100,26 +100,42 @@ func (r *Roster) note(a Announcement) {
 	}
 }
 
+// Uncovered returns the partitions of 0 … partitions−1 that no
+// announcement has covered yet.
+func (r *Roster) Uncovered(partitions int) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	covered := make([]bool, partitions)
+	for _, ps := range r.seen {
+		for _, p := range ps {
+			if p >= 0 && p < partitions {
+				covered[p] = true
+			}
+		}
+	}
+	var out []int
+	for p, c := range covered {
+		if !c {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Wait returns, once the announcements cover partitions 0 … partitions−1,
 // the ids of the members with at least one partition, sorted (this
 // member's among them only if it has partitions), or ctx's error.
 func (r *Roster) Wait(ctx context.Context, partitions int) ([]string, error) {
 	for {
-		r.mu.Lock()
-		covered := make([]bool, partitions)
-		var members []string
-		for id, ps := range r.seen {
-			if len(ps) > 0 {
-				members = append(members, id)
-			}
-			for _, p := range ps {
-				if p >= 0 && p < partitions {
-					covered[p] = true
+		if len(r.Uncovered(partitions)) == 0 {
+			r.mu.Lock()
+			var members []string
+			for id, ps := range r.seen {
+				if len(ps) > 0 {
+					members = append(members, id)
 				}
 			}
-		}
-		r.mu.Unlock()
-		if !slices.Contains(covered, false) {
+			r.mu.Unlock()
 			slices.Sort(members)
 			return members, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
@@ -88,6 +89,10 @@ type clusterLearner struct {
 }
 
 var errNotMember = errors.New("pipeline: not a member of the current generation")
+
+// rosterPatience is how long a generation's members may take to announce
+// themselves before the log says which partitions nobody has announced.
+const rosterPatience = 10 * time.Second
 
 func (c *clusterLearner) kpca() *online.KPCA {
 	if c.m == nil {
@@ -209,7 +214,16 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	// Announcing goes on until every member has joined (the rejoin's first
 	// round waits for all of them).
 	defer r.Stop()
-	members, err := r.Wait(ev.ctx, n)
+	wait, cancel := context.WithTimeout(ev.ctx, rosterPatience)
+	members, err := r.Wait(wait, n)
+	cancel()
+	if err != nil && ev.ctx.Err() == nil {
+		// An instance of the group without cluster.enabled (or with
+		// another nats.prefix or model name) never announces itself.
+		p.log.Warn().Ints("partitions", r.Uncovered(n)).Str("group", p.cfg.Kafka.Group).Int32("generation", ev.a.Generation).
+			Msg("cluster: no instance has announced these partitions; is every instance of the group running with cluster.enabled and the same nats.prefix and model? Still waiting")
+		members, err = r.Wait(ev.ctx, n)
+	}
 	if err != nil {
 		return err
 	}
