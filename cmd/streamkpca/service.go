@@ -32,7 +32,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info().Str("http", p.HTTPAddr()).Msg("streamkpca running; Ctrl-C stops after a final snapshot")
+	log.Info().Msg("streamkpca running; Ctrl-C stops after a final snapshot")
 	return p.Run(ctx)
 }
 

@@ -42,5 +42,6 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	p.mu.Lock()
 	p.httpLn = ln
 	p.mu.Unlock()
+	p.log.Info().Str("http", ln.Addr().String()).Msg("serving HTTP: the status page, /v1/models/" + p.cfg.Model + ", /metrics")
 	return srv, nil
 }
