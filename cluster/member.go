@@ -390,21 +390,19 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		m.next.Merge(union)
 		return nil
 	}
+	// The guard's decision depends on the union's moments only: members
+	// whose Partial refuses the batch send an empty part, as members
+	// without rows do, and every member's Apply counts the refusal.
 	perr := error(nil)
 	if rows > 0 {
 		perr = l.Partial(&m.part, &m.total)
 	}
-	if errors.Is(perr, online.ErrDiverged) {
-		// Every member forms the same M from the same total: all refuse.
-		err := l.Apply(&m.total, &online.Partial{})
-		m.next.Merge(union)
-		return err
-	}
-	if perr != nil {
+	refused := errors.Is(perr, online.ErrDiverged)
+	if perr != nil && !refused {
 		return m.abort(ctx, perr)
 	}
 	m.out.start(kindPartial)
-	if rows > 0 {
+	if rows > 0 && !refused {
 		m.out.floats(m.part.Grad)
 		m.out.floats(m.part.New)
 		m.out.floats(m.part.Sums)
@@ -429,7 +427,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 			return m.lost(fmt.Errorf("cluster: member %d's partial: %w", i, err))
 		}
 		if len(pa.Grad) == 0 {
-			continue // a member without rows
+			continue // a member without rows, or one whose Partial refused the batch
 		}
 		if first {
 			m.grad.Grad = append(m.grad.Grad[:0], pa.Grad...)
@@ -444,7 +442,11 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		}
 		m.grad.Add(&pa)
 	}
-	err = l.Apply(&m.total, &m.grad)
+	grad := &m.grad
+	if first {
+		grad = &online.Partial{} // no parts: the guard refuses before reading it
+	}
+	err = l.Apply(&m.total, grad)
 	if err != nil && !errors.Is(err, online.ErrDiverged) {
 		return m.lost(err) // sizes that cannot differ between members
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -413,4 +414,37 @@ func TestJoinRefusesOtherModels(t *testing.T) {
 			t.Errorf("member %d: %v, want ErrMismatch", i, err)
 		}
 	}
+}
+
+// TestRefusedUnionBatchWithAnIdleMember: when the union batch fails the
+// divergence guard, every member counts the refusal — also one without
+// rows, which cannot know it from a Partial of its own — and the group
+// steps on. (Before, the members with rows skipped the second round and
+// the one without waited for it until the step timed out.)
+func TestRefusedUnionBatchWithAnIdleMember(t *testing.T) {
+	cfg := online.Config{Model: "m", K: 2, BlockSize: 32, MaxFeatures: 256, Workers: 1,
+		Kernel: features.Kernel{Family: features.Polynomial, Degree: 2, Offset: 1}}
+	x, d := stream(4000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), 5*time.Second)
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}}))
+	huge := append([]float64(nil), x[:20*d]...)
+	for i := range huge {
+		huge[i] *= 1e12 // finite, within the kernel's domain; its features overflow the guard
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = members[0].Step(context.Background(), huge, 20, nil) })
+	wg.Go(func() { errs[1] = members[1].Step(context.Background(), nil, 0, nil) })
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, online.ErrDiverged) {
+			t.Fatalf("member %d: %v, want online.ErrDiverged", i, err)
+		}
+		if l := members[i].Learner(); l.Rejected() != 1 || l.SamplesSeen() != 220 {
+			t.Errorf("member %d: %d refused, %d samples; want 1 and 220", i, l.Rejected(), l.SamplesSeen())
+		}
+	}
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{50, 50}}))
+	sameBits(t, members)
 }
