@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -324,7 +325,7 @@ func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
 	for _, sh := range append(shares, more...) {
 		stepRows = append(stepRows, sh[0]+sh[1])
 	}
-	if want := []uint64{1, 2, 3}; !equal(confirmed, want) {
+	if want := []uint64{1, 2, 3}; !slices.Equal(confirmed, want) {
 		t.Errorf("confirmed states %v, want %v", confirmed, want)
 	}
 	members[1].Close()
@@ -348,18 +349,6 @@ func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
 	if rel := relDiff(members[1].Snapshot(), reference(t, cfg, sc, stepRows).Snapshot()); !(rel <= 1e-12) {
 		t.Errorf("%.3g from Update on the union batches, want ≤ 1e-12", rel)
 	}
-}
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAbortedStep: a member whose batch the learner refuses gets its

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -193,13 +194,7 @@ func (o Offsets) List() []snapshot.Offset {
 		}
 	}
 	slices.SortFunc(list, func(a, b snapshot.Offset) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return a.Partition - b.Partition
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return list
 }

@@ -1,34 +1,15 @@
 package pipeline
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/logbuf"
 )
-
-// lockedBuffer is a log sink safe to read while Run writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogSaysWhereHTTPIs: the log names the address HTTP is served on
 // (it said "http":"" before: the address was read before the server
@@ -36,7 +17,7 @@ func (l *lockedBuffer) String() string {
 func TestLogSaysWhereHTTPIs(t *testing.T) {
 	c := testConfig(t)
 	c.HTTP.Addr = "127.0.0.1:0"
-	var buf lockedBuffer
+	var buf logbuf.Buffer
 	log := zerolog.New(&buf)
 	h := startLoop(t, c, ingest.NewMemSource("v", 16), &ingest.MemDeadLetter{}, func(o *Options) { o.Logger = &log })
 	deadline := time.Now().Add(10 * time.Second)
