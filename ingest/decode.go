@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -266,16 +267,22 @@ func appendFloatArray(x []float64, t []byte) (out []float64, ok bool) {
 	if i < len(t) && t[i] == ']' {
 		return x, skipSpace(t, i+1) == len(t)
 	}
+	// One allocation for the values (the commas count them), not one per
+	// doubling.
+	x = slices.Grow(x, bytes.Count(t, comma)+1)
 	for {
-		j := scanNumber(t, i)
+		f, j, exact := parseNumber(t, i)
 		if j == i {
 			return x[:n0], false
 		}
-		f, perr := strconv.ParseFloat(string(t[i:j]), 64)
-		if perr != nil {
-			// Out of range: rare; the rest of the document decides
-			// between malformed and non-finite, so the slow path does.
-			return x[:n0], false
+		if !exact {
+			var perr error
+			f, perr = strconv.ParseFloat(string(t[i:j]), 64)
+			if perr != nil {
+				// Out of range: rare; the rest of the document decides
+				// between malformed and non-finite, so the slow path does.
+				return x[:n0], false
+			}
 		}
 		x = append(x, f)
 		i = skipSpace(t, j)
@@ -303,44 +310,102 @@ func skipSpace(t []byte, i int) int {
 	return i
 }
 
-// scanNumber returns the end of the JSON number starting at t[i], or i if
-// none starts there: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func scanNumber(t []byte, i int) int {
-	j := i
-	digits := func() int {
+var comma = []byte{','}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseNumber scans the JSON number starting at t[i],
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns its end j
+// (i if none starts there). While scanning it gathers the decimal
+// significand and exponent; when the significand is at most 2⁵³ and the
+// power of ten at most 10²² either way, both are exact float64s and one
+// multiplication or division is correctly rounded (Clinger's fast path,
+// which strconv.ParseFloat takes first too), so f is ParseFloat's value
+// and exact is true. Otherwise (17-digit significands, large exponents)
+// exact is false and the caller converts t[i:j] with strconv.
+// FuzzJSONNumber checks the bits against strconv.
+func parseNumber(t []byte, i int) (f float64, j int, exact bool) {
+	j = i
+	neg := j < len(t) && t[j] == '-'
+	if neg {
+		j++
+	}
+	var mant uint64
+	digits, exp := 0, 0 // significant digits gathered; the power of ten they are shifted by
+	take := func(frac bool) int {
 		k := j
 		for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+			if c := uint64(t[j] - '0'); mant != 0 || c != 0 {
+				if digits < 19 {
+					mant = mant*10 + c
+					if frac {
+						exp--
+					}
+				} else if !frac {
+					exp++ // a digit beyond the 19th: the result is not exact
+				}
+				digits++
+			} else if frac {
+				exp-- // a leading zero of the fraction
+			}
 			j++
 		}
 		return j - k
-	}
-	if j < len(t) && t[j] == '-' {
-		j++
 	}
 	switch {
 	case j < len(t) && t[j] == '0':
 		j++
 	case j < len(t) && t[j] >= '1' && t[j] <= '9':
-		digits()
+		take(false)
 	default:
-		return i
+		return 0, i, false
 	}
 	if j < len(t) && t[j] == '.' {
 		j++
-		if digits() == 0 {
-			return i
+		if take(true) == 0 {
+			return 0, i, false
 		}
 	}
 	if j < len(t) && (t[j] == 'e' || t[j] == 'E') {
 		j++
+		eneg := j < len(t) && t[j] == '-'
 		if j < len(t) && (t[j] == '+' || t[j] == '-') {
 			j++
 		}
-		if digits() == 0 {
-			return i
+		k, e := j, 0
+		for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+			if e < 10000 {
+				e = e*10 + int(t[j]-'0')
+			}
+			j++
 		}
+		if j == k {
+			return 0, i, false
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
 	}
-	return j
+	if digits > 19 || mant > 1<<53 {
+		return 0, j, false
+	}
+	f = float64(mant)
+	switch {
+	case mant == 0:
+	case exp >= 0 && exp < len(pow10):
+		f *= pow10[exp]
+	case exp < 0 && -exp < len(pow10):
+		f /= pow10[-exp]
+	default:
+		return 0, j, false
+	}
+	if neg {
+		f = -f
+	}
+	return f, j, true
 }
 
 func decodeCSV(x []float64, msg []byte) ([]float64, error) {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -227,10 +228,82 @@ func BenchmarkDecodeJSON(b *testing.B) {
 			x, _ = appendFloatArray(x[:0], msg)
 		}
 	})
+	b.Run("parse", func(b *testing.B) { // as the service calls it: a new slice a message
+		d := &Decoder{Format: FormatJSON}
+		b.SetBytes(int64(len(msg)))
+		b.ReportAllocs()
+		for b.Loop() {
+			x, _, _ = d.Parse(nil, nil, msg)
+		}
+	})
 	b.Run("encoding-json", func(b *testing.B) {
 		b.SetBytes(int64(len(msg)))
 		for b.Loop() {
 			x, _, _ = decodeJSONArray(x[:0], nil, msg)
+		}
+	})
+}
+
+// TestJSONNumberMatchesStrconv: every number the fast path converts itself
+// has strconv.ParseFloat's bits, and it declines (leaving strconv to
+// convert) no more than it must: shortest forms of random float64s (about
+// half have 17 digits, beyond 2⁵³), short decimals as sensors send them,
+// integers, exponents at and past 10²², signed zeros and leading zeros.
+func TestJSONNumberMatchesStrconv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	var cases []string
+	for range 20000 {
+		v := rng.NormFloat64() * math.Pow(10, float64(rng.IntN(50)-25))
+		cases = append(cases, strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'f', rng.IntN(8), 64),
+			strconv.FormatFloat(v, 'e', rng.IntN(17), 64), strconv.Itoa(int(rng.Int64N(1<<62))-1<<61))
+	}
+	cases = append(cases, "0", "-0", "0.0", "-0.000", "0e5", "0E-400", "1e22", "1e23", "-1e-22", "1e-23",
+		"9007199254740992", "9007199254740993", "9007199254740991.5", "0.000001", "123456789012345678901234567890",
+		"1.0000000000000000000000001", "4.9e-324", "1.7976931348623157e308", "2.2250738585072014e-308", "1E+2", "1e-0")
+	fast := 0
+	for _, c := range cases {
+		want, err := strconv.ParseFloat(c, 64)
+		if err != nil {
+			t.Fatalf("%s: strconv: %v", c, err)
+		}
+		f, j, exact := parseNumber([]byte(c), 0)
+		if j != len(c) {
+			t.Fatalf("%s: the number ends at %d, not %d", c, j, len(c))
+		}
+		if exact {
+			fast++
+			if math.Float64bits(f) != math.Float64bits(want) {
+				t.Fatalf("%s: fast path %v (%#x), strconv %v (%#x)", c, f, math.Float64bits(f), want, math.Float64bits(want))
+			}
+		}
+	}
+	// Short decimals and integers below 2⁵³ all take the fast path.
+	for _, c := range []string{"0.5", "-12.25", "3.14159", "1e3", "42", "-0.001", "123456.789"} {
+		if _, _, exact := parseNumber([]byte(c), 0); !exact {
+			t.Errorf("%s: declined by the fast path", c)
+		}
+	}
+	t.Logf("%d of %d numbers converted without strconv", fast, len(cases))
+}
+
+// FuzzJSONNumber: wherever parseNumber converts a number itself, its bits
+// are strconv.ParseFloat's for the text it scanned, and what it scans is a
+// JSON number.
+func FuzzJSONNumber(f *testing.F) {
+	for _, s := range []string{"1", "-0", "0.1", "1e22", "1e23", "9007199254740993", "-1.5e-7", "00", "1.", "-", "1e", "0.0000000000000000000000001"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, j, exact := parseNumber(b, 0)
+		if j == 0 {
+			return
+		}
+		if !json.Valid(b[:j]) {
+			t.Fatalf("%q: scanned %q, not a JSON number", b, b[:j])
+		}
+		want, err := strconv.ParseFloat(string(b[:j]), 64)
+		if exact && (err != nil || math.Float64bits(v) != math.Float64bits(want)) {
+			t.Fatalf("%q: fast path %v, strconv %v (%v)", b[:j], v, want, err)
 		}
 	})
 }

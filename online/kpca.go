@@ -68,6 +68,14 @@ func (l *KPCA) Close() {
 // Features returns the current number of features.
 func (l *KPCA) Features() int { return l.view.features() }
 
+// Generated returns the blocks the learner has generated, for a
+// snapshot.Model of its snapshots to share (snapshot.ModelOptions.Shared)
+// instead of generating them again: a service serving what it learns
+// then holds each block once. Call it between steps.
+func (l *KPCA) Generated() []features.Generated {
+	return []features.Generated{l.view.generated()}
+}
+
 // Dim returns the input dimension, 0 before the first batch.
 func (l *KPCA) Dim() int { return l.fm.Dim }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -245,6 +246,20 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 			}
 		} else if !slices.Equal(got, want) {
 			t.Errorf("%+v: Model.Project differs from the learner's evaluation", cfg)
+		}
+		// A model sharing the learner's generated blocks (the service's
+		// served model) projects the same bits; with random features the
+		// maps must match, or nothing is shared.
+		gen := part.Generated()
+		shared, err := snapshot.NewModel(snap, snapshot.ModelOptions{Shared: gen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sg, _ := shared.Project(nil, probe); !slices.Equal(sg, got) {
+			t.Errorf("%+v: the model sharing the learner's blocks projects other bits", cfg)
+		}
+		if cfg.Features != FeaturesLandmarks && (!reflect.DeepEqual(gen[0].Map, shared.Map(0)) || len(gen[0].Blocks) != len(snap.Header.Seeds)) {
+			t.Errorf("%+v: the learner's %d generated blocks of map %+v are not the model's (%+v)", cfg, len(gen[0].Blocks), gen[0].Map, shared.Map(0))
 		}
 		res, err := Restore(snap, Config{Workers: 2})
 		if err != nil {

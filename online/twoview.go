@@ -105,6 +105,11 @@ func (l *TwoView) Close() {
 // Features returns the current number of features of view x.
 func (l *TwoView) Features() int { return l.v[0].features() }
 
+// Generated returns the blocks of both views, as KPCA.Generated.
+func (l *TwoView) Generated() []features.Generated {
+	return []features.Generated{l.v[0].generated(), l.v[1].generated()}
+}
+
 // Dims returns the input dimensions of x and y (y: 1 for ksir's target).
 func (l *TwoView) Dims() (int, int) {
 	if l.cfg.Algorithm == AlgKSIR {

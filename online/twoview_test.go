@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -466,6 +467,11 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		gen := l.Generated()
+		shared, err := snapshot.NewModel(snap, snapshot.ModelOptions{Shared: gen})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for v, in := range [][]float64{x[:60], yy[:10*dy]} {
 			rows := len(in) / []int{6, dy}[v]
 			want := make([]float64, rows*2)
@@ -476,6 +482,12 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("%s view %d: Model.ProjectView differs from the learner", alg, v)
+			}
+			if sg, err := shared.ProjectView(v, nil, in); err != nil || !slices.Equal(sg, want) {
+				t.Errorf("%s view %d: the model sharing the learner's blocks projects other bits (%v)", alg, v, err)
+			}
+			if c.f != FeaturesLandmarks && !reflect.DeepEqual(gen[v].Map, shared.Map(v)) {
+				t.Errorf("%s view %d: the learner's map %+v is not the model's %+v: nothing shared", alg, v, gen[v].Map, shared.Map(v))
 			}
 		}
 		l.Close()

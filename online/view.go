@@ -102,6 +102,15 @@ func (v *view) close() {
 	}
 }
 
+// generated is the view's generated blocks (none before its first
+// batch).
+func (v *view) generated() features.Generated {
+	if v.ev == nil {
+		return features.Generated{}
+	}
+	return v.ev.Generated()
+}
+
 // features is the number of features drawn so far.
 func (v *view) features() int { return len(v.seeds) * v.fm.BlockSize }
 

@@ -21,7 +21,7 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 		nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				log.Warn().Err(err).Msg("NATS disconnected; learning continues")
+				log.Warn().Err(err).Msg("NATS disconnected; reconnecting. Learning continues, except in cluster mode, where the group's steps wait for NATS")
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),

@@ -41,6 +41,15 @@ type ModelOptions struct {
 	// immutable once built, so sharing is safe for concurrent use; the
 	// projections are the same bits either way.
 	Reuse *Model
+	// Shared, if set, offers blocks generated elsewhere, per view
+	// (Shared[v] for view v): a learner's (features.Evaluator.Generated)
+	// when a service serves the learner's own snapshots. A block is used
+	// where the map equals the view's and its Seed is the view's seed at
+	// that position, instead of being generated again; shared blocks cost
+	// no memory of the Model's, so every one that matches is used,
+	// whatever CacheBytes. Blocks are immutable; the projections are the
+	// same bits either way.
+	Shared []features.Generated
 }
 
 // NewModel validates s and returns a Model for it. The Model keeps s; do not
@@ -78,18 +87,32 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 				}
 				bc.blocks = append(bc.blocks, &features.Block{LM: lb})
 			}
-		} else if opt.CacheBytes > 0 {
-			n := min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(seeds))
-			bc.blocks = make([]*features.Block, n)
+		} else {
+			// The cache is a prefix of the blocks: shared or reused ones
+			// as far as they go, generated ones within CacheBytes.
+			n := 0
+			if opt.CacheBytes > 0 {
+				n = min(int(opt.CacheBytes/int64(fm.BlockBytes())), len(seeds))
+			}
 			prevSeeds := opt.Reuse.seeds(vi)
-			for j := range bc.blocks {
-				if j < len(prev) && j < len(prevSeeds) && prevSeeds[j] == seeds[j] {
-					bc.blocks[j] = prev[j]
-					continue
+			var shared []*features.Block
+			if vi < len(opt.Shared) && reflect.DeepEqual(opt.Shared[vi].Map, fm) {
+				shared = opt.Shared[vi].Blocks
+			}
+			for j, seed := range seeds {
+				switch {
+				case j < len(shared) && shared[j] != nil && shared[j].Seed == seed:
+					bc.blocks = append(bc.blocks, shared[j])
+				case j < len(prev) && j < len(prevSeeds) && prevSeeds[j] == seed:
+					bc.blocks = append(bc.blocks, prev[j])
+				case j < n:
+					b := new(features.Block)
+					fm.Generate(b, seed)
+					bc.blocks = append(bc.blocks, b)
 				}
-				b := new(features.Block)
-				fm.Generate(b, seeds[j])
-				bc.blocks[j] = b
+				if len(bc.blocks) == j {
+					break // past the budget, nothing to share: generated per call
+				}
 			}
 		}
 		m.cache = append(m.cache, bc)
@@ -131,6 +154,10 @@ func (m *Model) Dim(view int) int {
 	}
 	return m.snap.Header.Views[view].Dim
 }
+
+// Map returns view v's feature map: the map a learner's blocks must have
+// been generated with to be shared (ModelOptions.Shared).
+func (m *Model) Map(view int) features.Map { return m.maps[view] }
 
 // Views returns the number of views.
 func (m *Model) Views() int { return len(m.snap.Header.Views) }

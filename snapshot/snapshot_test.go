@@ -611,3 +611,58 @@ func TestModelReuseSharesBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestModelSharesGeneratedBlocks: a Model offered an evaluator's generated
+// blocks (ModelOptions.Shared) uses them instead of generating its own,
+// beyond its CacheBytes too (they cost it nothing), and refuses blocks of
+// another map or another seed; the projections are the fresh model's
+// bits.
+func TestModelSharesGeneratedBlocks(t *testing.T) {
+	s := sample()
+	v := s.Header.Views[0]
+	fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: s.Header.BlockSize}
+	ev := features.NewEvaluator(fm, features.EvaluatorConfig{Workers: 1})
+	defer ev.Close()
+	seeds := []uint64(s.Header.Seeds)
+	// The evaluator saw blocks 0 and 1 with the snapshot's seeds and
+	// block 2 with another seed.
+	h := make([]float64, 2)
+	ev.Eval(h, []float64{0.1, 0.2}, 1, []uint64{seeds[0], seeds[1], 77}, make([]float64, 3*4*2), 2)
+	gen := ev.Generated()
+	x := []float64{0.3, -1.2, 2.5, 0.7, -0.4, 1.1}
+	fresh, err := NewModel(s, ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fresh.Project(nil, x)
+	for _, cacheBytes := range []int64{0, -1} {
+		m, err := NewModel(s, ModelOptions{Shared: []features.Generated{gen}, CacheBytes: cacheBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := m.cache[0].blocks
+		if len(blocks) < 2 || blocks[0] != gen.Blocks[0] || blocks[1] != gen.Blocks[1] {
+			t.Fatalf("cache bytes %d: blocks 0 and 1 were not shared", cacheBytes)
+		}
+		if cacheBytes >= 0 {
+			if len(blocks) != 3 || blocks[2] == gen.Blocks[2] || blocks[2].Seed != seeds[2] {
+				t.Errorf("block 2 (another seed in the evaluator) shared, or not generated")
+			}
+		} else if len(blocks) != 2 {
+			t.Errorf("without a cache budget %d blocks kept, want the 2 shared", len(blocks))
+		}
+		got, err := m.Project(nil, x)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("cache bytes %d: shared model projects %v, fresh %v (%v)", cacheBytes, got, want, err)
+		}
+	}
+	other := sample()
+	other.Header.Views[0].Kernel.Bandwidth *= 2
+	mo, err := NewModel(other, ModelOptions{Shared: []features.Generated{gen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mo.cache[0].blocks[0] == gen.Blocks[0] {
+		t.Error("a model with another bandwidth shares blocks")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -113,6 +114,13 @@ func (c *clusterLearner) snapshot() *snapshot.Snapshot {
 		return c.m.Snapshot()
 	}
 	return c.local
+}
+
+func (c *clusterLearner) generated() []features.Generated {
+	if l := c.kpca(); l != nil {
+		return l.Generated()
+	}
+	return nil
 }
 
 func (c *clusterLearner) header() *snapshot.Header {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -18,6 +19,9 @@ type learner interface {
 	twoView() bool
 	checkInput(x, y []float64) error
 	bandwidth() float64
+	// generated is the learner's generated feature blocks, which the
+	// served model shares (snapshot.ModelOptions.Shared).
+	generated() []features.Generated
 	close()
 }
 
@@ -33,6 +37,7 @@ func (o oneView) twoView() bool                         { return false }
 func (o oneView) checkInput(x, _ []float64) error       { return o.l.CheckInput(x) }
 func (o oneView) bandwidth() float64                    { return o.l.Kernel().Bandwidth }
 func (o oneView) close()                                { o.l.Close() }
+func (o oneView) generated() []features.Generated       { return o.l.Generated() }
 
 type twoViews struct{ l *online.TwoView }
 
@@ -50,6 +55,9 @@ func (t twoViews) dims() (int, int) {
 func (t twoViews) twoView() bool      { return true }
 func (t twoViews) bandwidth() float64 { return 0 }
 func (t twoViews) close()             { t.l.Close() }
+func (t twoViews) generated() []features.Generated {
+	return t.l.Generated()
+}
 func (t twoViews) checkInput(x, y []float64) error {
 	c := t.l.Config()
 	if err := c.Kernel.CheckInput(x); err != nil {

@@ -306,9 +306,10 @@ func (l *loop) snapshot(final bool) {
 	for i, e := range snap.Header.Diagnostics.Eigenvalues {
 		p.met.Eigenvalues.WithLabelValues(strconv.Itoa(i)).Set(e)
 	}
-	// The served model shares the previous version's generated blocks:
-	// only the blocks added since are generated here, on the loop.
-	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model})
+	// The served model shares the learner's generated blocks, and the
+	// previous version's: a block is generated here, on the loop, only
+	// when neither holds it (after a restart, say), and held once.
+	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated()})
 	if err == nil {
 		p.cur.Set(m, data)
 		l.model = m

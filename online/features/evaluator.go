@@ -1,10 +1,12 @@
 package features
 
 import (
+	"runtime"
+	"slices"
+	"sync"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"runtime"
-	"sync"
 )
 
 // ChunkBlocks is the number of consecutive blocks whose contributions are
@@ -204,19 +206,39 @@ func (e *Evaluator) block(j int, seed uint64, s *evalScratch) *Block {
 		}
 		b := e.cache[j]
 		if b == nil || b.Seed != seed {
-			if b == nil {
-				b = new(Block)
-				e.cache[j] = b
-			}
+			// A new Block, never the old one's storage: blocks handed
+			// out by Generated are immutable (seeds at a position change
+			// only when one evaluator serves other seed lists, rarely).
+			b = new(Block)
 			e.m.Generate(b, seed)
 			if e.m.Float32 { // the float32 copies are all PhiTo reads
 				b.Omega, b.Phase = nil, nil
 			}
+			e.cache[j] = b
 		}
 		return b
 	}
 	e.m.Generate(&s.blk, seed)
 	return &s.blk
+}
+
+// Generated is a map's generated blocks, offered for sharing with
+// snapshot.Model (snapshot.ModelOptions.Shared): Blocks[j] is block j
+// (nil where not generated), each with its Seed. Blocks are immutable
+// once generated.
+type Generated struct {
+	Map    Map
+	Blocks []*Block
+}
+
+// Generated returns the blocks the cache holds now: block j at index j,
+// nil where none is generated. The slice is a copy; the blocks are
+// immutable (a cache entry whose seed changes gets a new Block), so they
+// stay valid for any reader while the evaluator goes on. Call it between
+// evaluations (an Evaluator is not safe for concurrent use). Landmark
+// maps return no blocks.
+func (e *Evaluator) Generated() Generated {
+	return Generated{Map: e.m, Blocks: slices.Clone(e.cache)}
 }
 
 func (e *Evaluator) growCache(nblocks int) {
