@@ -101,8 +101,8 @@ type Evaluator struct {
 }
 
 type evalScratch struct {
-	phi, z, pt []float64
-	blk        Block
+	phi, z, pt, rt []float64
+	blk            Block
 }
 
 // NewEvaluator returns an evaluator for m. m must be valid.
@@ -468,40 +468,85 @@ func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 		} else {
 			e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s))
 		}
+		var mean []float64
 		if e.gradMean != nil {
-			mean := e.gradMean[j*nb : (j+1)*nb]
+			mean = e.gradMean[j*nb : (j+1)*nb]
 			clear(mean)
-			for r := 0; r < rows; r++ {
-				for f, v := range phi[r*nb : (r+1)*nb] {
-					mean[f] += v
-				}
-			}
-			if e.gradDiv != 1 {
-				for f := range mean {
-					mean[f] /= e.gradDiv
-				}
-			}
 		}
 		g := e.gradDst[j*nb*k : (j+1)*nb*k]
 		clear(g)
 		if e.m.BLAS {
+			colSums(mean, phi, 0, rows, nb)
+			divide(mean, e.gradDiv)
 			blas64.Gemm(blas.Trans, blas.NoTrans, e.gradScal,
 				blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
 				blas64.General{Rows: rows, Cols: k, Data: e.resid, Stride: k},
 				0, blas64.General{Rows: nb, Cols: k, Data: g, Stride: k})
 			continue
 		}
-		// gᵀ = (s·r)ᵀ·Φ_j: AddMul's kernels stream over the rows of Φ_j as
-		// stored, four (padded) components at a time.
+		// gᵀ = (s·r)ᵀ·Φ_j, gradTileRows rows of Φ_j at a time: AddMul's
+		// kernels walk a tile's rows four (padded) components at a time,
+		// and the column sums take the tile while it is in cache. Each
+		// element still sums over the rows in order.
 		gt := pt[:e.gradKPad*nb]
 		clear(gt)
-		addMul(e.m.SIMD, gt, e.residT, phi, e.gradKPad, rows, nb)
+		kp := e.gradKPad
+		rt := s.rtBuf(kp * gradTileRows)
+		for r0 := 0; r0 < rows; r0 += gradTileRows {
+			n := min(gradTileRows, rows-r0)
+			for q := range kp {
+				copy(rt[q*n:(q+1)*n], e.residT[q*rows+r0:q*rows+r0+n])
+			}
+			tile := phi[r0*nb : (r0+n)*nb]
+			addMul(e.m.SIMD, gt, rt[:kp*n], tile, kp, n, nb)
+			colSums(mean, tile, 0, n, nb)
+		}
+		divide(mean, e.gradDiv)
 		for q := 0; q < k; q++ {
 			for f, v := range gt[q*nb : q*nb+nb] {
 				g[f*k+q] = v
 			}
 		}
 	}
+}
+
+// gradTileRows is how many rows of a block's features Grad takes at a
+// time. Walking all of a block's rows for each group of four columns
+// steps through memory by the block's row length, 4 KiB at B = 512:
+// every row falls in the same set of a 4 KiB-aliased L1 cache, and the
+// block (2 MiB at 512 rows) was read again from L3 or memory for each
+// group of components. Eight rows fit the cache's eight ways
+// (BenchmarkGradTile).
+const gradTileRows = 8
+
+// colSums adds the column sums of rows r0..r1−1 of the rows×nb matrix
+// phi to sums, row by row in order (nothing for nil sums).
+func colSums(sums, phi []float64, r0, r1, nb int) {
+	if sums == nil {
+		return
+	}
+	for r := r0; r < r1; r++ {
+		for f, v := range phi[r*nb : (r+1)*nb] {
+			sums[f] += v
+		}
+	}
+}
+
+// divide divides v by div (nothing for div 1).
+func divide(v []float64, div float64) {
+	if div == 1 {
+		return
+	}
+	for i := range v {
+		v[i] /= div
+	}
+}
+
+func (s *evalScratch) rtBuf(n int) []float64 {
+	if cap(s.rt) < n {
+		s.rt = make([]float64, n)
+	}
+	return s.rt[:n]
 }
 
 // round sets e.x32 to x rounded to float32 for a Float32 map (nil

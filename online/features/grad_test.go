@@ -1,6 +1,7 @@
 package features
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -8,7 +9,8 @@ import (
 // TestGradMatchesNaive checks Grad against Φ_jᵀ·r summed row by row in the
 // plain loop (the reference arithmetic: each product rounded, then added
 // in row order), bit for bit, with the features kept and regenerated, on
-// one worker and on several, and that EvalKeep's h equals Eval's.
+// one worker and on several, with the features' column means, and that
+// EvalKeep's h equals Eval's.
 func TestGradMatchesNaive(t *testing.T) {
 	const d, nb, rows, k, blocks = 5, 24, 37, 6, 11
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -26,10 +28,16 @@ func TestGradMatchesNaive(t *testing.T) {
 	ref := NewEvaluator(m, EvaluatorConfig{Workers: 1})
 	defer ref.Close()
 	want := make([]float64, blocks*nb*k)
+	wantMean := make([]float64, blocks*nb)
 	phi := make([]float64, rows*nb)
 	for j := range seeds {
 		ref.PhiTo(phi, x, rows, j, seeds[j])
 		for f := 0; f < nb; f++ {
+			var sum float64
+			for i := 0; i < rows; i++ {
+				sum += phi[i*nb+f]
+			}
+			wantMean[j*nb+f] = sum / rows
 			for q := 0; q < k; q++ {
 				var acc float64
 				for i := 0; i < rows; i++ {
@@ -57,10 +65,16 @@ func TestGradMatchesNaive(t *testing.T) {
 				}
 			}
 			g := make([]float64, len(want))
-			ev.Grad(g, r, k, s, nil)
+			mean := make([]float64, len(wantMean))
+			ev.Grad(g, r, k, s, mean)
 			for i := range g {
 				if g[i] != want[i] {
 					t.Fatalf("g[%d] = %v, want %v", i, g[i], want[i])
+				}
+			}
+			for i := range mean {
+				if mean[i] != wantMean[i] {
+					t.Fatalf("mean[%d] = %v, want %v", i, mean[i], wantMean[i])
 				}
 			}
 		})
@@ -124,4 +138,34 @@ func gradInputs(rng *rand.Rand, n, blocks int, seed uint64) ([]float64, []uint64
 		seeds[j] = DeriveSeed(seed, uint64(j))
 	}
 	return x, seeds
+}
+
+// BenchmarkGradTile times Grad's product on one step's kept features (64
+// blocks of 512 rows × 512 features, 12 padded components, one worker),
+// taking each block's rows all at once (rows=512: how Grad walked them
+// before) or in tiles of 8 and 16 rows (Grad's gradTileRows is 8). Every
+// tiling gives the same bits.
+func BenchmarkGradTile(b *testing.B) {
+	const kp, rows, nb, blocks = 12, 512, 512, 64
+	rng := rand.New(rand.NewPCG(1, 1))
+	resid, _ := gradInputs(rng, kp*rows, 0, 0)
+	phi, _ := gradInputs(rng, blocks*rows*nb, 0, 0)
+	gt := make([]float64, kp*nb)
+	for _, tile := range []int{rows, 16, gradTileRows} {
+		rt := make([]float64, kp*tile)
+		b.Run(fmt.Sprintf("rows=%d", tile), func(b *testing.B) {
+			for b.Loop() {
+				for j := range blocks {
+					blk := phi[j*rows*nb : (j+1)*rows*nb]
+					clear(gt)
+					for r0 := 0; r0 < rows; r0 += tile {
+						for q := range kp {
+							copy(rt[q*tile:(q+1)*tile], resid[q*rows+r0:q*rows+r0+tile])
+						}
+						addMul(SIMDAuto, gt, rt, blk[r0*nb:(r0+tile)*nb], kp, tile, nb)
+					}
+				}
+			}
+		})
+	}
 }
