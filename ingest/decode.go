@@ -268,8 +268,11 @@ func appendFloatArray(x []float64, t []byte) (out []float64, ok bool) {
 		return x, skipSpace(t, i+1) == len(t)
 	}
 	// One allocation for the values (the commas count them), not one per
-	// doubling.
-	x = slices.Grow(x, bytes.Count(t, comma)+1)
+	// doubling; a value takes at least two bytes with its comma, which
+	// bounds what a message of commas alone makes this allocate. A refused
+	// message's caller goes on with its own slice (decodeJSON), so the
+	// capacity is not kept.
+	x = slices.Grow(x, min(bytes.Count(t, comma)+1, len(t)/2+1))
 	for {
 		f, j, exact := parseNumber(t, i)
 		if j == i {

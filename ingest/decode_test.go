@@ -307,3 +307,21 @@ func FuzzJSONNumber(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusedArrayHoldsNoMemory: the fast path sizes its slice from the
+// commas; a refused message (here 100,000 commas and one number, which a
+// parse-ahead queue of thousands of messages would hold until the loop
+// dead-letters them) must come back without that capacity, and a valid
+// one takes exactly its values' slots.
+func TestRefusedArrayHoldsNoMemory(t *testing.T) {
+	d := &Decoder{Format: FormatJSON}
+	msg := append(append([]byte("[1"), bytes.Repeat([]byte(","), 100000)...), ']')
+	x, _, err := d.Parse(nil, nil, msg)
+	if err == nil || cap(x) > 64 {
+		t.Fatalf("a malformed array returned %v with %d slots of capacity", err, cap(x))
+	}
+	ok := []byte("[1,2,3]")
+	if x, _, err := d.Parse(nil, nil, ok); err != nil || len(x) != 3 || cap(x) != 3 {
+		t.Fatalf("[1,2,3]: %v, %d values in %d slots", err, len(x), cap(x))
+	}
+}
