@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"syscall"
@@ -156,7 +157,14 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	}
 	bw := online.MedianDistance(x, cfg.Batch, d, 512)
 
+	// CPU profile samples carry the phase they belong to (go tool pprof
+	// -tags, -tagfocus=phase=service): goroutines inherit the labels of
+	// the goroutine that starts them, so the learner's workers, the
+	// embedded brokers (phase brokers) and the service's goroutines are
+	// labelled with their phase; setup is the messages' making.
+	defer pprof.SetGoroutineLabels(ctx)
 	// The learner alone.
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "learner")))
 	l, err := online.New(online.Config{K: cfg.K, MaxFeatures: cfg.MaxFeatures, Kernel: gaussian(bw)})
 	if err != nil {
 		return row, err
@@ -178,6 +186,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	l.Close()
 
 	// The service, with the topic filled first.
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "brokers")))
 	const topic = "bench"
 	dir := filepath.Join(cfg.Dir, "d"+strconv.Itoa(d)+"-"+strconv.Itoa(run))
 	stack, err := devstack.Start(devstack.Options{Dir: dir, Topics: map[string]int32{topic: 1}})
@@ -185,6 +194,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 		return row, err
 	}
 	defer stack.Close()
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "setup")))
 	message := func(i int) []byte {
 		if cfg.Format == "f64le" {
 			b := make([]byte, 0, 8*d)
@@ -233,7 +243,9 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	defer stop()
 	done := make(chan error, 1)
 	start := time.Now()
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "service")))
 	go func() { done <- p.Run(runCtx) }()
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "wait")))
 	wait := func(n uint64) error {
 		for p.Status().Samples < n {
 			select {
