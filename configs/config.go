@@ -189,6 +189,11 @@ type Learner struct {
 	// ksvd/kcca/ksir.
 	Theta0 float64 `yaml:"theta0"`
 	Theta1 float64 `yaml:"theta1"`
+	// Average: the subspace solver serves the average of its iterates
+	// over about this fraction of the steps so far (Polyak–Ruppert
+	// averaging), in (0, 1]; negative serves the last iterate. Part of
+	// the model. Default: 0.3 with the subspace solver.
+	Average float64 `yaml:"average"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed"`
 	// Center learns the centred operator. Default: false.
@@ -345,7 +350,7 @@ func (c *Config) SetDefaults() {
 	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
 	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
 	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
-	c.Learner.Ridge = o.Ridge
+	c.Learner.Ridge, c.Learner.Average = o.Ridge, o.Average
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
@@ -477,6 +482,9 @@ func (c *Config) Validate() error {
 		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
 	case solver != "" && !slices.Contains(online.Solvers, solver):
 		bad("learner.solver", "%q: want %s (kpca, gha), covariance or oja (kcca)", solver, online.OneOf(online.Solvers))
+	}
+	if math.IsNaN(c.Learner.Average) || c.Learner.Average > 1 {
+		bad("learner.average", "%v: must be in (0, 1], or negative to serve the last iterate", c.Learner.Average)
 	}
 	if !(c.Learner.Ridge > 0) || math.IsInf(c.Learner.Ridge, 0) {
 		bad("learner.ridge", "%v: must be > 0", c.Learner.Ridge)
@@ -849,7 +857,7 @@ func (l Learner) Online(model string, dim int) online.Config {
 		Model: model, Algorithm: online.Algorithm(l.Algorithm), K: l.K, Dim: dim,
 		Kernel: l.KernelSpec(), KernelY: l.KernelYSpec(), Slices: l.Slices, Uncentered: l.Uncentered,
 		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
-		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Seed: l.Seed,
+		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Average: l.Average, Seed: l.Seed,
 		Standardize: l.Standardize, Center: l.Center,
 		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
 		Workers: l.Workers, CacheBytes: l.CacheBytes, KeepBytes: l.KeepBytes,

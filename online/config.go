@@ -78,6 +78,12 @@ type Config struct {
 	// eigenvalue estimate), defaults 1 and 0.05. Oja solver: λ̂ = λ̂_1,
 	// η·λ̂_1 capped at 1, defaults 0.5 and 0.01. Two-view: see NewTwoView.
 	Theta0, Theta1 float64
+	// Average is the subspace solver's averaging window: the model served
+	// (EvalTo, Snapshot) is a running average of the solver's iterates
+	// over about the last Average × the steps so far (see subspace), in
+	// (0, 1]. Negative: serve the last iterate. Default: DefaultAverage
+	// (0.3) with the subspace solver; ignored by the other solvers.
+	Average float64
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64
 	// Standardize scales each input dimension to zero mean and unit
@@ -254,6 +260,9 @@ func (c *Config) setDefaults() {
 			c.Theta1 = DefaultSubspaceTheta1
 		}
 	}
+	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() && c.Average == 0 {
+		c.Average = DefaultAverage
+	}
 	if c.Theta0 == 0 {
 		c.Theta0 = DefaultTheta0
 	}
@@ -316,6 +325,9 @@ func (c Config) Validate() error {
 	}
 	if c.Kernel.Family != features.Linear && c.MaxFeatures < c.BlockSize {
 		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
+	}
+	if math.IsNaN(c.Average) || c.Average > 1 {
+		return fmt.Errorf("%w: average must be in (0, 1], or negative to serve the last iterate, got %v", ErrConfig, c.Average)
 	}
 	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
 		return fmt.Errorf("%w: theta0 must be > 0 and theta1 ≥ 0, got %v and %v", ErrConfig, c.Theta0, c.Theta1)

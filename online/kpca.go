@@ -146,7 +146,11 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 	l.hbar = make([]float64, k)
 	l.pv, l.pw = unitVector(k), make([]float64, k)
 	if l.cfg.Solver == SolverSubspace || l.cfg.Solver == SolverCovariance {
-		l.sub = newSubspace(k, l.cfg.MaxFeatures, l.cfg.BlockSize, l.cfg.Center)
+		window := 0.0
+		if l.cfg.Solver == SolverSubspace {
+			window = max(l.cfg.Average, 0)
+		}
+		l.sub = newSubspace(k, l.cfg.MaxFeatures, l.cfg.BlockSize, l.cfg.Center, window)
 	}
 	return nil
 }
@@ -338,8 +342,19 @@ func (l *KPCA) subspaceApply(rows int, grad, mean []float64, j int, seed uint64,
 	if l.center != nil {
 		s.rowTimesTm(l.center)
 	}
+	s.average(l.coef, l.center, l.t)
 	l.learned(rows)
 	return nil
+}
+
+// served returns the coefficients and centre (nil without centring) the
+// model serves: the average of the iterates when the subspace solver
+// averages (see subspace), the iterate otherwise. averaged reports which.
+func (l *KPCA) served() (coef, center []float64, averaged bool) {
+	if a, c, ok := l.sub.served(l.coef, len(l.seeds)); ok {
+		return a, c, true
+	}
+	return l.coef, l.center, false
 }
 
 // covStep is a step of the covariance solver (see covariance and
@@ -585,7 +600,8 @@ func (l *KPCA) first(rows int) error {
 func (l *KPCA) EvalTo(dst, x []float64, rows int) {
 	xs := make([]float64, len(x))
 	l.pre.Apply(xs, x)
-	l.evalCentred(dst, xs, rows, l.cfg.K)
+	coef, center, _ := l.served()
+	l.evalWith(dst, xs, rows, l.cfg.K, coef, center)
 }
 
 // Eigenvalues returns the eigenvalue estimates of the running M in
@@ -632,6 +648,17 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 		landmarks = [][]float64{z}
 	}
 	cov, state := l.cov.state()
+	coef, center, averaged := l.served()
+	var avg *snapshot.Averaged
+	if averaged {
+		// The served model is the average; the iterate it continues
+		// from is learner state.
+		view.Center = append([]float64(nil), center...)
+		avg = &snapshot.Averaged{Window: l.cfg.Average}
+		s := l.sub
+		state = make([]float64, 0, 2*len(l.coef)+2*len(l.center))
+		state = append(append(append(append(state, l.coef...), s.avg...), l.center...), s.avgCenter...)
+	}
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model:       l.cfg.Model,
@@ -651,8 +678,9 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Running:     append([]float64(nil), l.mrun...),
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,
+			Averaged:    avg,
 		},
-		Coef:      [][]float64{append([]float64(nil), l.coef...)},
+		Coef:      [][]float64{append([]float64(nil), coef...)},
 		Landmarks: landmarks,
 		State:     state,
 	}

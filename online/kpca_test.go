@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -273,9 +274,81 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 		if !slices.Equal(res.coef, full.coef) || res.SamplesSeen() != full.SamplesSeen() {
 			t.Errorf("%+v: restored learner diverges from the uninterrupted one", cfg)
 		}
+		// With the subspace solver the model served is the average of the
+		// iterates: the snapshot carries the iterate as state, and the
+		// restored learner serves the same average.
+		averaged := part.Config().Solver == SolverSubspace
+		if (snap.Header.Averaged != nil) != averaged {
+			t.Errorf("%+v: snapshot averaged state %+v, want it %v", cfg, snap.Header.Averaged, averaged)
+		}
+		rc, _, _ := res.served()
+		fc, _, ok := full.served()
+		if !slices.Equal(rc, fc) || ok != averaged {
+			t.Errorf("%+v: restored learner serves other coefficients than the uninterrupted one (averaged %v)", cfg, ok)
+		}
 		full.Close()
 		part.Close()
 		res.Close()
+	}
+}
+
+// TestAverageOnAStream: on a stream of independent batches the subspace
+// solver's iterate fluctuates around its limit, and the average it serves
+// (Config.Average) is closer to the exact kernel PCA of the data than the
+// iterate, step after step; with Average < 0 the iterate is served. The
+// truth is gonum's EigenSym of the Gram matrix of 600 points; the batches
+// are 200 points drawn with replacement, so no pass over the data ends
+// on a step (a pass that does makes its last iterate unusually good:
+// TestOtherKernelsAgainstExact).
+func TestAverageOnAStream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const n, d, k, b = 600, 4, 2, 200
+	scale := []float64{1, 0.6, 0.35, 0.2}
+	x := make([]float64, n*d)
+	for i := range x {
+		x[i] = scale[i%d] * rng.Float64()
+	}
+	kern := features.Kernel{Family: features.Laplacian, Bandwidth: 1}
+	ref := newExactKPCA(t, kern, x, n, d, k)
+	avg, err := New(Config{K: k, Kernel: kern, MaxFeatures: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer avg.Close()
+	last, err := New(Config{K: k, Kernel: kern, MaxFeatures: 16384, Average: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer last.Close()
+	if got := avg.Config().Average; got != DefaultAverage {
+		t.Fatalf("default average window %v, want %v", got, DefaultAverage)
+	}
+	batch := make([]float64, b*d)
+	var errAvg, errIter []float64
+	for step := 0; step < 100; step++ {
+		for r := 0; r < b; r++ {
+			copy(batch[r*d:r*d+d], x[rng.IntN(n)*d:][:d])
+		}
+		for _, l := range []*KPCA{avg, last} {
+			if err := l.Update(batch, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step >= 80 {
+			errAvg = append(errAvg, synthErr(evalDense(avg, x, n), ref.vecs))
+			errIter = append(errIter, synthErr(evalDense(last, x, n), ref.vecs))
+		}
+	}
+	// The two learners take the same steps: only what they serve differs.
+	if !slices.Equal(avg.coef, last.coef) {
+		t.Fatal("averaging changed the iterate")
+	}
+	slices.Sort(errAvg)
+	slices.Sort(errIter)
+	ma, mi := errAvg[len(errAvg)/2], errIter[len(errIter)/2]
+	t.Logf("subspace error over the last 20 steps, median (max): average %.3g (%.3g), last iterate %.3g (%.3g)", ma, errAvg[len(errAvg)-1], mi, errIter[len(errIter)-1])
+	if !(ma < mi/2) || !(errAvg[len(errAvg)-1] < errIter[len(errIter)-1]) {
+		t.Errorf("the average (median %.3g) is not below half the last iterate's error (%.3g)", ma, mi)
 	}
 }
 

@@ -85,6 +85,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
 		Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes,
 	}
+	if h.Averaged != nil {
+		cfg.Average = h.Averaged.Window
+	}
 	restoredConfig(&cfg, v)
 	l, err := New(cfg)
 	if err != nil {
@@ -104,6 +107,12 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if err := l.view.restore(v, h.Seeds, snap.Coef[0], z, h.K); err != nil {
 		l.Close()
 		return nil, err
+	}
+	if h.Averaged != nil {
+		if err := l.restoreIterate(snap); err != nil {
+			l.Close()
+			return nil, err
+		}
 	}
 	l.resume(h)
 	l.lambda0 = h.Schedule.Scale
@@ -129,4 +138,21 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		l.cov = c
 	}
 	return l, nil
+}
+
+// restoreIterate sets the subspace solver's iterate and running average
+// (and their centres) from the snapshot's learner state
+// (snapshot.Averaged).
+func (l *KPCA) restoreIterate(snap *snapshot.Snapshot) error {
+	s := l.sub
+	if s == nil || s.window == 0 {
+		return fmt.Errorf("%w: averaged state in a model whose solver is %q", snapshot.ErrHeader, snap.Header.Schedule.Solver)
+	}
+	n, k, st := len(l.coef), len(l.center), snap.State
+	copy(l.coef, st[:n])
+	s.avg = append(s.avg[:0], st[n:2*n]...)
+	copy(l.center, st[2*n:2*n+k])
+	s.avgCenter = append(s.avgCenter[:0], st[2*n+k:]...)
+	s.stale = true
+	return nil
 }

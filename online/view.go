@@ -209,11 +209,17 @@ func (v *view) firstBlock(rows int) (uint64, error) {
 // preprocessed) into dst (rows×k), minus the centre estimate: exactly
 // what the snapshot's Model.ProjectView returns.
 func (v *view) evalCentred(dst, xs []float64, rows, k int) {
-	v.ev.Eval(dst, xs, rows, v.seeds, v.coef, k)
-	if v.center != nil {
+	v.evalWith(dst, xs, rows, k, v.coef, v.center)
+}
+
+// evalWith is evalCentred with the coefficients coef and centre center
+// (nil: none) given.
+func (v *view) evalWith(dst, xs []float64, rows, k int, coef, center []float64) {
+	v.ev.Eval(dst, xs, rows, v.seeds, coef, k)
+	if center != nil {
 		for r := 0; r < rows; r++ {
 			for q := 0; q < k; q++ {
-				dst[r*k+q] -= v.center[q]
+				dst[r*k+q] -= center[q]
 			}
 		}
 	}

@@ -4,24 +4,29 @@
 // alone. It depends on nothing but the standard library and
 // online/features; clients import it without the learner.
 //
-// # Format v2 (.skpca)
+// # Format v3 (.skpca)
 //
 // All integers and floats are little-endian.
 //
 //	offset        size  field
 //	0             8     magic "SKPCASNP"
-//	8             4     uint32 format version (2; 1 is read too)
+//	8             4     uint32 format version (3 or 2; 1 is read too)
 //	12            4     uint32 header length H (≤ MaxHeaderBytes)
 //	16            H     JSON header ([Header]), UTF-8
 //	16+H          8     uint64 number of payload values N
 //	24+H          8·N   float64 payload: alpha (rows×k, row-major), then
 //	                    beta for two-view models; then each landmark
 //	                    view's points; then the learner state
-//	                    ([Covariance]), if the header has one
+//	                    ([Covariance] or [Averaged]), if the header
+//	                    has one
 //	24+H+8N       4     uint32 CRC-32C (Castagnoli) of bytes [0, 24+H+8N)
 //
-// Format v1 is the same without the learner state; v2 readers load v1
-// files unchanged (testdata/golden_v1.skpca). The learner state lets a
+// Format v1 is the same without the learner state; v2 is v3 without
+// [Averaged] (the subspace solver's last iterate, behind the average it
+// serves). A snapshot is written in the oldest version that holds it, so
+// only stored copies with [Averaged] state are v3, and v2 readers load
+// everything published. Readers load v1 files unchanged
+// (testdata/golden_v1.skpca). The learner state lets a
 // restored learner continue bit for bit; a projection does not use it,
 // and the published copy of a model leaves it out ([Snapshot.Served]).
 //

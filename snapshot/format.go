@@ -18,11 +18,14 @@ import (
 // Magic opens every snapshot file.
 const Magic = "SKPCASNP"
 
-// Version is the format version this package writes. It reads it and
-// every earlier one: v2 added the learner state (Header.Covariance and
+// Version is the newest format version this package writes. It reads it
+// and every earlier one: v2 added the learner state (Header.Covariance and
 // Snapshot.State) and typed Header.Settings, which v1 wrote as an untyped
-// "extra" map.
-const Version uint32 = 2
+// "extra" map; v3 added Header.Averaged and its state. A snapshot is
+// written in the oldest version that holds it (v3 only with
+// Header.Averaged), so what is published, which carries no learner state
+// (Snapshot.Served), stays readable by v2 readers.
+const Version uint32 = 3
 
 // Limits checked before allocating.
 const (
@@ -210,6 +213,23 @@ type Header struct {
 	// Snapshot.State (format v2); nil for every other learner, and in
 	// the served copy of a model (Snapshot.Served).
 	Covariance *Covariance `json:"covariance,omitempty"`
+	// Averaged says that the coefficients (and view 0's centre) are the
+	// average the subspace solver serves and that Snapshot.State holds its
+	// last iterate and running average (format v3); nil for every other
+	// learner, and in the served copy of a model.
+	Averaged *Averaged `json:"averaged,omitempty"`
+}
+
+// Averaged describes the state of a kpca or gha learner whose served
+// functions are a running average of its iterates, orthonormalised
+// (package online, Config.Average). Snapshot.State holds the last
+// iterate's coefficients and the running average's, as many as Coef[0]
+// each, then, for a centred model (Settings.Center), the iterate's centre
+// and the average's (k values each).
+type Averaged struct {
+	// Window is the averaging window as a fraction of the steps so far,
+	// in (0, 1].
+	Window float64 `json:"window"`
 }
 
 // Settings are what a restored learner needs beyond the model itself:
@@ -324,8 +344,14 @@ func (h *Header) payload() (coef, lm []int, err error) {
 		}
 		lm[v] = int(n)
 	}
-	if h.Covariance != nil {
-		n, err := h.Covariance.Len()
+	if h.Covariance != nil || h.Averaged != nil {
+		var n int
+		if h.Covariance != nil {
+			n, err = h.Covariance.Len()
+		}
+		if h.Averaged != nil {
+			n, err = h.averagedLen()
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -338,11 +364,35 @@ func (h *Header) payload() (coef, lm []int, err error) {
 
 // stateLen is the number of learner-state values the payload ends with.
 func (h *Header) stateLen() int {
-	if h.Covariance == nil {
-		return 0
+	switch {
+	case h.Covariance != nil:
+		n, _ := h.Covariance.Len()
+		return n
+	case h.Averaged != nil:
+		n, _ := h.averagedLen()
+		return n
 	}
-	n, _ := h.Covariance.Len()
-	return n
+	return 0
+}
+
+// averagedLen is the number of values Header.Averaged's state holds.
+func (h *Header) averagedLen() (int, error) {
+	a := h.Averaged
+	if !(a.Window > 0 && a.Window <= 1) {
+		return 0, fmt.Errorf("%w: averaging window %v, want (0, 1]", ErrHeader, a.Window)
+	}
+	if h.Covariance != nil || len(h.Views) != 1 {
+		return 0, fmt.Errorf("%w: averaged state in a model with %d views or covariance state", ErrHeader, len(h.Views))
+	}
+	counts, err := h.coefCounts()
+	if err != nil {
+		return 0, err
+	}
+	n := 2 * counts[0]
+	if h.Settings.Center {
+		n += 2 * h.K
+	}
+	return n, nil
 }
 
 // coefCounts is the number of coefficients each view carries.
@@ -431,21 +481,30 @@ type Snapshot struct {
 	Header    Header
 	Coef      [][]float64
 	Landmarks [][]float64
-	// State is the learner state Header.Covariance describes (format v2),
-	// after the coefficients and landmarks in the payload; nil without.
+	// State is the learner state Header.Covariance (format v2) or
+	// Header.Averaged (v3) describes, after the coefficients and landmarks
+	// in the payload; nil without.
 	State []float64
 }
 
 // Served returns the model as it is published: s without its learner
-// state (Header.Covariance, State), which a projection does not use. It
-// shares s's slices.
+// state (Header.Covariance, Header.Averaged, State), which a projection
+// does not use. It shares s's slices.
 func (s *Snapshot) Served() *Snapshot {
-	if s.Header.Covariance == nil && s.State == nil {
+	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.State == nil {
 		return s
 	}
 	out := *s
-	out.Header.Covariance, out.State = nil, nil
+	out.Header.Covariance, out.Header.Averaged, out.State = nil, nil, nil
 	return &out
+}
+
+// FormatVersion is the version s is written in: the oldest that holds it.
+func (s *Snapshot) FormatVersion() uint32 {
+	if s.Header.Averaged != nil {
+		return 3
+	}
+	return 2
 }
 
 // Validate checks that the coefficients match the header.
@@ -490,7 +549,7 @@ func (s *Snapshot) Validate() error {
 	return nil
 }
 
-// MarshalBinary encodes s in format v2.
+// MarshalBinary encodes s in format s.FormatVersion().
 func (s *Snapshot) MarshalBinary() ([]byte, error) {
 	var buf bytes.Buffer
 	if _, err := s.WriteTo(&buf); err != nil {
@@ -499,7 +558,7 @@ func (s *Snapshot) MarshalBinary() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteTo writes s in format v2.
+// WriteTo writes s in format s.FormatVersion().
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err := s.Validate(); err != nil {
 		return 0, err
@@ -515,7 +574,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countWriter{w: io.MultiWriter(w, crc)}
 	var pre [16]byte
 	copy(pre[:8], Magic)
-	binary.LittleEndian.PutUint32(pre[8:], Version)
+	binary.LittleEndian.PutUint32(pre[8:], s.FormatVersion())
 	binary.LittleEndian.PutUint32(pre[12:], uint32(len(hdr)))
 	cw.Write(pre[:])
 	cw.Write(hdr)
@@ -566,7 +625,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// UnmarshalBinary decodes a v1 or v2 snapshot from data, rejecting any mismatch
+// UnmarshalBinary decodes a v1, v2 or v3 snapshot from data, rejecting any mismatch
 // before allocating the payload.
 func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	if len(data) < 16 {
@@ -631,6 +690,9 @@ func decodeHeader(b []byte, version uint32, h *Header, n uint64) error {
 		}
 		h.Settings = e.settings()
 	}
+	if version < 3 && h.Averaged != nil {
+		return fmt.Errorf("%w: averaged state in a format v%d snapshot (v3 introduced it)", ErrHeader, version)
+	}
 	if err := h.Validate(); err != nil {
 		return err
 	}
@@ -683,7 +745,7 @@ func readFull(r io.Reader, buf []byte, read *int64, what string) error {
 	return nil
 }
 
-// ReadFrom decodes a v1 or v2 snapshot from r. It allocates for the payload only
+// ReadFrom decodes a v1, v2 or v3 snapshot from r. It allocates for the payload only
 // as the bytes arrive, so a lying header cannot force a large allocation.
 func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	crc := crc32.New(castagnoli)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -242,6 +243,75 @@ func TestStateRoundTrip(t *testing.T) {
 	bad := bytes.Replace(plain, []byte(`"diagnostics"`), []byte(`"covariance":{"samples":1,"solves":1,"features":[2,2],"basis":1},"diagnostics"`), 1)
 	if _, err := Decode(bad); err == nil {
 		t.Error("a header with state the payload lacks decoded")
+	}
+}
+
+// TestAveragedStateRoundTrip: a snapshot whose served coefficients are an
+// average carries the iterate and the running average (coefficients, then
+// the centres of a centred model) as state, is written as format v3 and read back unchanged; its
+// served copy drops the state and is written as v2, so readers of v2 can
+// load what is published. Inconsistent headers are refused.
+func TestAveragedStateRoundTrip(t *testing.T) {
+	s := sample()
+	s.Header.Settings.Center = true
+	s.Header.Averaged = &Averaged{Window: 0.3}
+	s.State = make([]float64, 2*len(s.Coef[0])+2*s.Header.K)
+	for i := range s.State {
+		s.State[i] = float64(i) + 0.25
+	}
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != 3 {
+		t.Errorf("written as format v%d, want 3", v)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.State, s.State) || *got.Header.Averaged != *s.Header.Averaged || !slices.Equal(got.Coef[0], s.Coef[0]) {
+		t.Error("state or coefficients changed in the round trip")
+	}
+	served, err := got.Served().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint32(served[8:]); v != 2 {
+		t.Errorf("served copy written as format v%d, want 2", v)
+	}
+	plain := sample()
+	plain.Header.Settings.Center = true
+	want, _ := plain.MarshalBinary()
+	if !bytes.Equal(served, want) {
+		t.Error("Served() encodes differently from the snapshot without state")
+	}
+	for name, mod := range map[string]func(*Snapshot){
+		"short state":             func(s *Snapshot) { s.State = s.State[:len(s.State)-1] },
+		"uncentred with a centre": func(s *Snapshot) { s.Header.Settings.Center = false },
+		"window 0":                func(s *Snapshot) { s.Header.Averaged.Window = 0 },
+		"window above 1":          func(s *Snapshot) { s.Header.Averaged.Window = 1.5 },
+		"NaN window":              func(s *Snapshot) { s.Header.Averaged.Window = math.NaN() },
+		"with covariance state": func(s *Snapshot) {
+			s.Header.Covariance = &Covariance{Samples: 1, Features: [2]int{2, 0}, Basis: 1}
+		},
+	} {
+		bad := sample()
+		bad.Header.Settings.Center = true
+		bad.Header.Averaged = &Averaged{Window: 0.3}
+		bad.State = slices.Clone(s.State)
+		mod(bad)
+		if _, err := bad.MarshalBinary(); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+	// A v2 file cannot carry averaged state: v3 introduced it.
+	v2 := slices.Clone(data)
+	binary.LittleEndian.PutUint32(v2[8:], 2)
+	body := len(v2) - 4
+	binary.LittleEndian.PutUint32(v2[body:], crc32.Checksum(v2[:body], crc32.MakeTable(crc32.Castagnoli)))
+	if _, err := Decode(v2); !errors.Is(err, ErrHeader) {
+		t.Errorf("averaged state in a v2 file: %v, want ErrHeader", err)
 	}
 }
 

@@ -223,7 +223,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 		switch name {
 		case "dsgd", "dsgd-landmarks":
 			lcfg := online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute, KeepBytes: cfg.Learner.KeepBytes}
+				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Average: cfg.Learner.Average, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute, KeepBytes: cfg.Learner.KeepBytes}
 			if name == "dsgd-landmarks" {
 				lcfg.Features, lcfg.MaxFeatures = online.FeaturesLandmarks, pick(0)
 			}

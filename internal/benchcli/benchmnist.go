@@ -131,6 +131,7 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 	fs.Func("solver", "learner solver (default: the learner's)", func(v string) error { c.Solver = online.Solver(v); return nil })
 	fs.Float64Var(&c.Theta0, "theta0", 0, "learner θ₀ (0: its default)")
 	fs.Float64Var(&c.Theta1, "theta1", 0, "learner θ₁ (0: its default)")
+	fs.Float64Var(&c.Average, "average", 0, "learner averaging window of the subspace solver (0: its default, negative: serve the last iterate)")
 	fs.IntVar(&c.BlockSize, "block", 0, "learner block size (0: its default)")
 	fs.Func("features", "learner feature source: random or landmarks (default: random)", func(v string) error {
 		c.Features = online.FeatureSource(v)

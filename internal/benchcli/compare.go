@@ -28,6 +28,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the learner's default)")
 	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the learner's default)")
 	block := fs.Int("block", 0, "streamkpca block size, features per step (0 = the learner's default)")
+	average := fs.Float64("average", 0, "streamkpca averaging window of the subspace solver (0 = the learner's default, negative = serve the last iterate)")
 	keepBytes := fs.Int64("keep-bytes", 0, "streamkpca keep_bytes: a batch's features kept for the gradient (0 = the learner's default, -1 = none)")
 	precision := fs.String("precision", "float64", "streamkpca precision: float64 or float32")
 	compute := fs.String("compute", "exact", "streamkpca products: exact (own kernels) or blas")
@@ -50,7 +51,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	pr := progress.New()
 	res, err := bench.RunCompare(ctx, bench.CompareConfig{Case: *caseName, Points: *points, Budget: *budget, MaxTime: *maxTime, K: *k,
 		Methods: ms, DSGDFeatures: *dsgdFeatures, RFFFeatures: *rffFeatures, Landmarks: *landmarks, ExactN: *exactN, Seed: *seed,
-		Learner: online.Config{Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, BlockSize: *block, KeepBytes: *keepBytes,
+		Learner: online.Config{Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Average: *average, BlockSize: *block, KeepBytes: *keepBytes,
 			Precision: online.Precision(*precision), Compute: online.Compute(*compute)},
 		Progress: func(n, stop int, e, secs float64) { pr.Update("%d/%d points  error %.3g  %.1f s", n, stop, e, secs) },
 	})

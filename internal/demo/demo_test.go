@@ -48,10 +48,15 @@ func TestDemoResumesFromItsDirectory(t *testing.T) {
 		t.Errorf("the restarted demo did not end with exactly 5000 samples learned:\n%s", out)
 	}
 	// No progress line may claim more points per second than it learned
-	// in this run (2,000 at most, in 2 s or more).
+	// in this run: 5,000 less what the first run had learned (all 3,000
+	// on an idle machine, fewer on a busy one), in 2 s or more.
+	restored := 3000
+	if m := regexp.MustCompile(`the model has learned (\d+)`).FindStringSubmatch(out); m != nil {
+		restored, _ = strconv.Atoi(m[1])
+	}
 	for _, m := range regexp.MustCompile(`(\d+) pts/s`).FindAllStringSubmatch(out, -1) {
-		if r, _ := strconv.Atoi(m[1]); r > 1000 {
-			t.Errorf("a progress line says %d pts/s: it counts the restored samples\n%s", r, out)
+		if r, _ := strconv.Atoi(m[1]); r > (5000-restored)/2 {
+			t.Errorf("a progress line says %d pts/s, more than the %d points this run learned in 2 s: it counts the restored samples\n%s", r, 5000-restored, out)
 		}
 	}
 	st, err := devstack.Start(devstack.Options{Dir: dir, Topics: map[string]int32{"hermite": 4}})

@@ -1,4 +1,4 @@
-"""Reading .skpca snapshots (format v1 and v2) and projecting with them.
+"""Reading .skpca snapshots (format v1, v2 and v3) and projecting with them.
 
 The format (Go package snapshot, doc.go), little-endian:
 
@@ -140,8 +140,8 @@ def loads(data, verify=True):
     if bytes(data[:8]) != MAGIC:
         raise SnapshotError("not a snapshot (bad magic)")
     version, hlen = struct.unpack_from("<II", data, 8)
-    if version < 1 or version > 2:
-        raise SnapshotError(f"unsupported format version {version} (this client reads 1 and 2)")
+    if version < 1 or version > 3:
+        raise SnapshotError(f"unsupported format version {version} (this client reads 1 to 3)")
     if hlen > MAX_HEADER_BYTES:
         raise SnapshotError(f"header of {hlen} bytes exceeds {MAX_HEADER_BYTES}")
     if len(data) < 16 + hlen + 12:
@@ -186,6 +186,13 @@ def loads(data, verify=True):
         off += c
     cov = header.get("covariance")
     state = _state_len(cov) if cov else 0
+    if header.get("averaged"):
+        # v3: the subspace solver's last iterate and running average
+        # behind the average the coefficients hold (and their centres
+        # when centred); projections use the coefficients.
+        if version < 3:
+            raise SnapshotError(f"averaged state in a format v{version} snapshot")
+        state = 2 * len(snap.coef[0].ravel()) + (2 * k if (header.get("settings") or {}).get("center") else 0)
     if off + state != n:
         raise SnapshotError(f"sizes do not add up: {n} values, the header implies {off + state}")
     return snap
