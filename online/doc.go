@@ -26,7 +26,9 @@
 // orthonormalises all coefficients instead of shrinking them: stochastic
 // orthogonal iteration, whose step is not bound by η·λ_max ≤ 1 and so
 // needs no tuning when the eigengaps below a dominant component are small
-// (see the subspace type for the equations). SolverOja is the paper's rule,
+// (see the subspace type for the equations). What it serves (EvalTo,
+// Snapshot) is the running average of its iterates, Config.Average, which
+// fluctuates less than the last iterate on a stream. SolverOja is the paper's rule,
 // described in the rest of this comment. Both share the initialisation,
 // the median trick, centring's conventions, the divergence guard and the
 // invariants at the end.
