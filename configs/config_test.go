@@ -350,3 +350,27 @@ func strs[T ~string](vs []T) []string {
 	}
 	return out
 }
+
+// TestLearnerAverage: learner.average defaults to the subspace solver's
+// window (online.DefaultAverage), takes a negative value (the last
+// iterate) and values in (0, 1], and refuses NaN and values above 1 with
+// an error naming the key.
+func TestLearnerAverage(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Learner.Average != online.DefaultAverage {
+		t.Errorf("default learner.average %v, want %v", c.Learner.Average, online.DefaultAverage)
+	}
+	for _, v := range []string{"-1", "0.1", "1"} {
+		if _, err := Load("", nil, "learner.average="+v); err != nil {
+			t.Errorf("learner.average=%s refused: %v", v, err)
+		}
+	}
+	for _, v := range []string{"1.5", "NaN"} {
+		if _, err := Load("", nil, "learner.average="+v); err == nil || !strings.Contains(err.Error(), "learner.average") {
+			t.Errorf("learner.average=%s: %v, want an error naming learner.average", v, err)
+		}
+	}
+}

@@ -444,3 +444,21 @@ func TestLandmarksFirstBatchTooSmall(t *testing.T) {
 		t.Fatalf("later 10 points: err %v, samples %d, features %d", err, l.SamplesSeen(), l.Features())
 	}
 }
+
+// TestAverageConfig: Config.Average outside (0, 1] is refused unless
+// negative (the last iterate); the other solvers ignore it.
+func TestAverageConfig(t *testing.T) {
+	for _, a := range []float64{1.5, math.NaN(), math.Inf(1)} {
+		if _, err := New(Config{K: 2, Average: a}); !errors.Is(err, ErrConfig) {
+			t.Errorf("Average %v: %v, want ErrConfig", a, err)
+		}
+	}
+	for _, c := range []Config{{K: 2, Average: -1}, {K: 2, Average: 1}, {K: 2, Solver: SolverOja, Average: 0.5}} {
+		l, err := New(c)
+		if err != nil {
+			t.Errorf("%+v: %v", c, err)
+			continue
+		}
+		l.Close()
+	}
+}
