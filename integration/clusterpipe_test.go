@@ -24,7 +24,8 @@ func clusterConfig(s *devstack.Stack, topic, dir string) configs.Config {
 }
 
 // settled waits until every member serves a model of n samples at one
-// step, checks that they are the same bit for bit, and returns member 0's.
+// step and reports a group of all of them in one generation, checks that
+// the models are the same bit for bit, and returns member 0's.
 func settled(t *testing.T, rs []*running, n uint64) *snapshot.Model {
 	t.Helper()
 	waitFor(t, 90*time.Second, "every member serving the model of all samples", func() bool {
@@ -32,6 +33,9 @@ func settled(t *testing.T, rs []*running, n uint64) *snapshot.Model {
 		for i, r := range rs {
 			m, _ := r.p.Current().Get()
 			if m == nil || m.Header().SamplesSeen != n {
+				return false
+			}
+			if st := r.p.Status(); st.Members != len(rs) || st.Generation != rs[0].p.Status().Generation {
 				return false
 			}
 			if i == 0 {

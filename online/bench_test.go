@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 var sinkErr error
@@ -22,38 +23,75 @@ func BenchmarkUpdate(b *testing.B) {
 			for _, nf := range []int{4096, 65536} {
 				for _, k := range []int{3, 50} {
 					b.Run(fmt.Sprintf("solver=%s/d=%d/features=%d/k=%d", solver, d, nf, k), func(b *testing.B) {
-						rng := rand.New(rand.NewPCG(1, 1))
-						const rows = 512
-						x := make([]float64, rows*d)
-						for i := range x {
-							x[i] = rng.NormFloat64()
-						}
-						l, err := New(Config{K: k, MaxFeatures: nf, Solver: solver, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
-						if err != nil {
-							b.Fatal(err)
-						}
+						l, x := fullLearner(b, solver, d, nf, k)
 						defer l.Close()
-						if err := l.Update(x, rows); err != nil {
-							b.Fatal(err)
-						}
-						for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
-							l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
-							for i := 0; i < l.cfg.BlockSize*k; i++ {
-								l.coef = append(l.coef, 1e-3*rng.NormFloat64())
-							}
-						}
-						sinkErr = l.Update(x, rows) // warm the cache and scratch
+						sinkErr = l.Update(x, benchRows) // warm the cache and scratch
 						b.ReportAllocs()
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
-							sinkErr = l.Update(x, rows)
+							sinkErr = l.Update(x, benchRows)
 						}
-						b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "points/s")
+						b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "points/s")
 					})
 				}
 			}
 		}
 	}
+}
+
+// BenchmarkSnapshot measures a step in steady state (as BenchmarkUpdate's)
+// followed by a snapshot (snapshot=every-step: the coefficients copied
+// and, for the subspace solver, the average orthonormalised) or by none:
+// the ratio is what a snapshot at every step costs.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, c := range []struct{ d, nf, k int }{{64, 32768, 10}, {64, 65536, 50}} {
+		for _, every := range []bool{false, true} {
+			name := map[bool]string{false: "none", true: "every-step"}[every]
+			b.Run(fmt.Sprintf("d=%d/features=%d/k=%d/snapshot=%s", c.d, c.nf, c.k, name), func(b *testing.B) {
+				l, x := fullLearner(b, SolverSubspace, c.d, c.nf, c.k)
+				defer l.Close()
+				sinkErr = l.Update(x, benchRows)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					sinkErr = l.Update(x, benchRows)
+					if every {
+						sinkSnap = l.Snapshot()
+					}
+				}
+			})
+		}
+	}
+}
+
+var sinkSnap *snapshot.Snapshot
+
+// benchRows is the batch of the benchmarks.
+const benchRows = 512
+
+// fullLearner returns a learner initialised on one batch of benchRows
+// Gaussian rows of dimension d (returned) and filled with small random
+// coefficients up to nf features.
+func fullLearner(b *testing.B, solver Solver, d, nf, k int) (*KPCA, []float64) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := make([]float64, benchRows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	l, err := New(Config{K: k, MaxFeatures: nf, Solver: solver, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Update(x, benchRows); err != nil {
+		b.Fatal(err)
+	}
+	for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
+		l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
+		for i := 0; i < l.cfg.BlockSize*k; i++ {
+			l.coef = append(l.coef, 1e-3*rng.NormFloat64())
+		}
+	}
+	return l, x
 }
 
 // TestUpdateAllocatesNothing pins the steady state at zero allocations per

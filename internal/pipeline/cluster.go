@@ -28,7 +28,10 @@ import (
 //     steps every learner.linger, so that the others never wait longer.
 //  3. Snapshots hold the state every member has reached (Member.Confirmed)
 //     with the union of the offsets; every member keeps its own, the
-//     lowest-ranked one publishes them and commits the offsets.
+//     lowest-ranked one publishes them and commits the offsets. When the
+//     cadence asks for a snapshot, the next step takes the state before
+//     it (confirmed by that step's round) and the snapshot after the step
+//     persists it: one step behind, and never ahead of the group.
 //  4. A failed step (a member gone) leaves this member idle until the next
 //     generation: the consumer group rebalances when the gone member's
 //     session ends; when no member left (a round lost), this member forces
@@ -40,10 +43,12 @@ type clusterState struct {
 	ready  bool // a member of the current generation's model
 	rank0  bool
 	mine   map[int]bool // this generation's partitions
-	// confirmed is the newest state every member holds, as a snapshot;
-	// saved is the step of the last one persisted.
+	// confirmed is a state every member holds, as a snapshot, taken when
+	// one is due (a snapshot costs a copy of the model: it is not taken
+	// every step); saved is the step of the last one persisted.
 	confirmed *snapshot.Snapshot
 	saved     uint64
+	due       bool
 }
 
 // genEvent is a generation handed from the consumer to the loop; done
@@ -191,6 +196,7 @@ func (l *loop) rejoin(ev genEvent) {
 	p, c := l.p, l.p.clu
 	cl := p.learner.(*clusterLearner)
 	c.ready, cl.stepCtx = false, nil
+	p.setMembers(0, ev.a.Generation)
 	if c.ex != nil { // the previous generation's
 		_ = c.ex.Close()
 		c.ex = nil
@@ -253,11 +259,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 		cl.m, err = cluster.Join(ev.ctx, ex, cl.cfg, cl.local)
 		if err == nil {
 			cl.local = nil
-			cl.m.Confirmed = func(k *online.KPCA, next cluster.Offsets) {
-				s := k.Snapshot()
-				s.Header.Offsets = next.List()
-				c.confirmed = s
-			}
+			cl.m.Confirmed = p.onConfirmed
 		}
 	} else {
 		err = cl.m.Rejoin(ev.ctx, ex)
@@ -276,6 +278,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	}
 	p.status.Samples, p.status.Step, p.status.Features = cl.samplesSeen(), cl.step(), cl.features()
 	p.mu.Unlock()
+	p.setMembers(len(members), ev.a.Generation)
 	if dx, _ := cl.dims(); dx != 0 {
 		p.dec.Dim = dx
 	}
@@ -285,6 +288,19 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Int("rank", ex.Rank()).
 		Uint64("step", cl.step()).Ints("partitions", ev.a.Partitions).Msg("cluster: joined the group's model")
 	return nil
+}
+
+// onConfirmed is the member's cluster.Member.Confirmed: k's state is
+// held by every member and covers next. It is taken as a snapshot only
+// when the loop wants one (due) and it is newer than the last persisted.
+func (p *Pipeline) onConfirmed(k *online.KPCA, next cluster.Offsets) {
+	c := p.clu
+	if !c.due || k.Step() <= c.saved {
+		return
+	}
+	s := k.Snapshot()
+	s.Header.Offsets = next.List()
+	c.confirmed, c.due = s, false
 }
 
 // myOffsets is this member's next offsets for the step: those of its
@@ -304,12 +320,22 @@ func (p *Pipeline) myOffsets() cluster.Offsets {
 	return o
 }
 
+// setMembers reports the group this instance steps with (Status.Members,
+// the streamkpca_cluster_members gauge).
+func (p *Pipeline) setMembers(n int, gen int32) {
+	p.mu.Lock()
+	p.status.Members, p.status.Generation = n, gen
+	p.mu.Unlock()
+	p.met.Members.Set(float64(n))
+}
+
 // clusterStepFailed leaves this member idle after a failed step until the
 // next generation, forcing one when the current is still on.
 func (l *loop) clusterStepFailed(err error) {
 	p, cl := l.p, l.p.learner.(*clusterLearner)
 	ctx := cl.stepCtx
 	p.clu.ready, cl.stepCtx = false, nil
+	p.setMembers(0, p.clu.gen)
 	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
 	if ctx != nil && ctx.Err() != nil {
 		p.log.Info().Err(err).Msg("cluster: the generation ended during a step; rejoining in the next")

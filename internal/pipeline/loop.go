@@ -237,6 +237,11 @@ func (l *loop) learn() {
 	p.met.Features.Set(float64(p.learner.features()))
 	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
 	l.sinceSnap++
+	if c := p.clu; c != nil && l.sinceSnap+1 >= p.cfg.Snapshot.EveryBatches {
+		// The next step's round confirms this state: take it there, so
+		// that the snapshot after that step, on the cadence, has it.
+		c.due = true
+	}
 }
 
 // snapshot persists the model (if it changed), serves it, hands it to the
@@ -255,9 +260,12 @@ func (l *loop) snapshot(final bool) {
 		// The newest state every member holds, with the group's offsets.
 		snap = c.confirmed
 		if snap == nil || snap.Header.Step <= c.saved {
+			// Taken at the next step's round, which confirms the state
+			// before it; persisted by the snapshot after that step.
+			c.due = true
 			return
 		}
-		c.saved = snap.Header.Step
+		c.saved, c.due = snap.Header.Step, false
 		for _, o := range snap.Header.Offsets {
 			if o.Topic == p.cfg.Kafka.Topic {
 				commit[o.Partition] = o.Next

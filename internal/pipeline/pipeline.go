@@ -58,6 +58,11 @@ type Status struct {
 	Bandwidth    float64
 	Eigenvalues  []float64
 	LastSnapshot time.Time
+	// Members (cluster mode) is the size of the group this instance
+	// steps with in Generation; 0 while it is in none (joining, idle
+	// without partitions, or after a failed step until the next).
+	Members    int
+	Generation int32
 }
 
 // Pipeline is the streaming service.

@@ -37,6 +37,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
 <tr><th>throughput</th><td>{{printf "%.0f" .Rate}} samples/s since start</td></tr>
 <tr><th>random features</th><td>{{.Features}}</td></tr>
+{{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
@@ -84,6 +85,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
+			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
 		})
 	}
 }
