@@ -36,6 +36,12 @@ type ClusterConfig struct {
 	// Memory exchanges through memory (cluster.MemGroup) instead of NATS:
 	// what the exchange costs beyond the transport.
 	Memory bool
+	// Service times the whole service instead of the members alone:
+	// pipelines with cluster.enabled over the embedded Kafka broker and
+	// NATS server (runClusterService); Members 0 is the service without
+	// cluster mode. StepSec is then the mean time a step, and ExchangeSec,
+	// ComputeSec and PayloadBytes are not measured.
+	Service bool
 	// Progress, if set, is called with every row.
 	Progress func(ClusterRow)
 }
@@ -63,6 +69,9 @@ type ClusterRow struct {
 	// Speedup is PointsPerSec over one instance's Update with the same
 	// workers and batch (Members 0 in the table: no exchange at all).
 	Speedup float64 `json:"speedup"`
+	// ProducerBound (Service) says the rows were still being produced
+	// when the timed steps ended: the rate may be the producer's.
+	ProducerBound bool `json:"producer_bound,omitempty"`
 }
 
 // RunCluster times data-parallel steps (package cluster) of 1, 2, …
@@ -86,6 +95,9 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) ([]ClusterRow, error) {
 	orDefault(&cfg.Workers, 1)
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("bench cluster: a directory for the NATS server is required")
+	}
+	if cfg.Service {
+		return runClusterService(ctx, cfg)
 	}
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, StoreDir: cfg.Dir})
 	if err != nil {

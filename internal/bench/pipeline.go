@@ -195,23 +195,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	}
 	defer stack.Close()
 	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "setup")))
-	message := func(i int) []byte {
-		if cfg.Format == "f64le" {
-			b := make([]byte, 0, 8*d)
-			for _, v := range x[i*d : (i+1)*d] {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-			}
-			return b
-		}
-		b := append(make([]byte, 0, 24*d), '[')
-		for j, v := range x[i*d : (i+1)*d] {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-		return append(b, ']')
-	}
+	message := func(i int) []byte { return encodeRow(cfg.Format, x[i*d:(i+1)*d]) }
 	opt := pipeline.Options{}
 	if cfg.Memory {
 		src := ingest.NewMemSource(topic, 4096)
@@ -301,4 +285,24 @@ func perPoint(sec float64, n int) float64 {
 
 func gaussian(bw float64) features.Kernel {
 	return features.Kernel{Family: features.Gaussian, Bandwidth: bw}
+}
+
+// encodeRow is one message holding row: a JSON array, or raw
+// little-endian float64s for format f64le.
+func encodeRow(format string, row []float64) []byte {
+	if format == "f64le" {
+		b := make([]byte, 0, 8*len(row))
+		for _, v := range row {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return b
+	}
+	b := append(make([]byte, 0, 24*len(row)), '[')
+	for j, v := range row {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	return append(b, ']')
 }

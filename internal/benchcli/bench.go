@@ -147,10 +147,12 @@ func benchCluster(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Steps, "steps", 10, "timed steps per configuration; medians are reported")
 	fs.IntVar(&cfg.Workers, "workers", 1, "workers per member")
 	fs.BoolVar(&cfg.Memory, "memory", false, "exchange through memory instead of the embedded NATS server")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&cfg.Service, "service", false, "time the whole service: run pipelines in cluster mode over the embedded Kafka broker and NATS server (members 0: the service without cluster mode)")
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
-	var err error
+	defer stop()
 	if cfg.Dims, err = parseDims(*ds); err != nil {
 		return err
 	}
@@ -164,6 +166,14 @@ func benchCluster(ctx context.Context, args []string) error {
 	defer os.RemoveAll(dir)
 	cfg.Dir = dir
 	cfg.Progress = func(r bench.ClusterRow) {
+		if cfg.Service {
+			bound := ""
+			if r.ProducerBound {
+				bound = " (the producer was slower: a lower bound)"
+			}
+			fmt.Fprintf(os.Stderr, "d=%d members=%d (service): %.0f points/s (×%.2f)%s, %.3fs a step\n", r.D, r.Members, r.PointsPerSec, r.Speedup, bound, r.StepSec)
+			return
+		}
 		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes\n",
 			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes)
 	}
