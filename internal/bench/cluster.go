@@ -66,6 +66,12 @@ type ClusterRow struct {
 	ComputeSec  float64 `json:"compute_median_seconds"`
 	// PayloadBytes is one member's gradient part (the second round).
 	PayloadBytes int `json:"payload_bytes"`
+	// CPUMicros is the process's CPU time (user + system) over the timed
+	// steps per point learned: every member's work, the exchange and the
+	// embedded servers (all in this process). Unlike the rates it does
+	// not move with other load on the machine, and on c cores n members
+	// can learn at most c/CPUMicros points a second whatever the rest.
+	CPUMicros float64 `json:"cpu_us_per_point"`
 	// Speedup is PointsPerSec over one instance's Update with the same
 	// workers and batch (Members 0 in the table: no exchange at all).
 	Speedup float64 `json:"speedup"`
@@ -182,7 +188,7 @@ func clusterBaseline(lc online.Config, start *snapshot.Snapshot, d int, cfg Clus
 		return ClusterRow{}, err
 	}
 	steps := make([]float64, cfg.Steps)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), cpuNow()
 	for i := range steps {
 		s := time.Now()
 		if err := l.Update(x, cfg.Batch); err != nil {
@@ -190,10 +196,10 @@ func clusterBaseline(lc online.Config, start *snapshot.Snapshot, d int, cfg Clus
 		}
 		steps[i] = time.Since(s).Seconds()
 	}
-	wall := time.Since(t0).Seconds()
+	wall, cpu := time.Since(t0).Seconds(), cpuNow()-cpu0
 	slices.Sort(steps)
 	return ClusterRow{Features: l.Features(), K: lc.K, Batch: cfg.Batch, PointsPerSec: float64(cfg.Batch*cfg.Steps) / wall,
-		StepSec: steps[len(steps)/2], ComputeSec: steps[len(steps)/2], Speedup: 1}, nil
+		StepSec: steps[len(steps)/2], ComputeSec: steps[len(steps)/2], Speedup: 1, CPUMicros: perPoint(cpu, cfg.Batch*cfg.Steps)}, nil
 }
 
 // timedGatherer sums the time spent in AllGather.
@@ -273,7 +279,7 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 	steps := make([]float64, cfg.Steps)
 	exch := make([]float64, cfg.Steps)    // the least any member spent in its rounds
 	slowest := make([]float64, cfg.Steps) // the most any member spent outside them
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), cpuNow()
 	for i := range steps {
 		for _, t := range timers {
 			t.in = 0
@@ -289,12 +295,12 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 			slowest[i] = max(slowest[i], steps[i]-t.in.Seconds())
 		}
 	}
-	wall := time.Since(t0).Seconds()
+	wall, cpu := time.Since(t0).Seconds(), cpuNow()-cpu0
 	slices.Sort(steps)
 	slices.Sort(exch)
 	slices.Sort(slowest)
 	step := steps[len(steps)/2]
 	return ClusterRow{D: d, Members: n, Features: members[0].Learner().Features(), K: lc.K, Batch: cfg.Batch,
 		PointsPerSec: float64(n*cfg.Batch*cfg.Steps) / wall, StepSec: step, ExchangeSec: exch[len(exch)/2],
-		ComputeSec: slowest[len(slowest)/2], PayloadBytes: timers[0].payload}, nil
+		ComputeSec: slowest[len(slowest)/2], PayloadBytes: timers[0].payload, CPUMicros: perPoint(cpu, n*cfg.Batch*cfg.Steps)}, nil
 }

@@ -171,7 +171,7 @@ func serviceRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 	if err := wait("the first steps", learned(members*cfg.Batch*serviceWarmSteps)); err != nil {
 		return ClusterRow{}, err
 	}
-	t0, s0, step0 := time.Now(), ps[0].Status().Samples, ps[0].Status().Step
+	t0, cpu0, s0, step0 := time.Now(), cpuNow(), ps[0].Status().Samples, ps[0].Status().Step
 	// Steps faster than this loop looks can be past the warm ones: time
 	// what is left, and never wait for rows that are not there.
 	done0 := int(s0 - start.Header.SamplesSeen)
@@ -182,7 +182,7 @@ func serviceRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 	if err := wait("the timed rows learned", learned(done0+timed)); err != nil {
 		return ClusterRow{}, err
 	}
-	t1 := time.Now()
+	t1, cpu := time.Now(), cpuNow()-cpu0
 	wall := t1.Sub(t0).Seconds()
 	if err := <-perr; err != nil {
 		return ClusterRow{}, err
@@ -191,5 +191,6 @@ func serviceRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 	st := ps[0].Status()
 	steps := max(int(st.Step-step0), 1)
 	return ClusterRow{D: d, Members: n, Features: st.Features, K: cfg.K, Batch: cfg.Batch,
-		PointsPerSec: float64(st.Samples-s0) / wall, StepSec: wall / float64(steps), ProducerBound: producerBound}, nil
+		PointsPerSec: float64(st.Samples-s0) / wall, StepSec: wall / float64(steps), ProducerBound: producerBound,
+		CPUMicros: perPoint(cpu, int(st.Samples-s0))}, nil
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 )
 
@@ -23,6 +24,11 @@ func TestClusterServiceRuns(t *testing.T) {
 	for _, r := range rows {
 		if r.Features != cfg.Features || !(r.PointsPerSec > 0) || !(r.StepSec > 0) {
 			t.Errorf("members %d: %d features (want the start model's %d), %v points/s, %v s a step", r.Members, r.Features, cfg.Features, r.PointsPerSec, r.StepSec)
+		}
+		// CPU time per point times points a second is the CPU seconds
+		// used a second: above zero, and at most the machine's cores.
+		if used := r.PointsPerSec * r.CPUMicros / 1e6; !(used > 0) || used > 1.1*float64(runtime.NumCPU()) {
+			t.Errorf("members %d: %v µs CPU a point at %v points/s is %v cores busy on a %d-core machine", r.Members, r.CPUMicros, r.PointsPerSec, used, runtime.NumCPU())
 		}
 	}
 	if rows[0].Speedup != 1 {

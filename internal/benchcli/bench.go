@@ -171,11 +171,11 @@ func benchCluster(ctx context.Context, args []string) error {
 			if r.ProducerBound {
 				bound = " (the producer was slower: a lower bound)"
 			}
-			fmt.Fprintf(os.Stderr, "d=%d members=%d (service): %.0f points/s (×%.2f)%s, %.3fs a step\n", r.D, r.Members, r.PointsPerSec, r.Speedup, bound, r.StepSec)
+			fmt.Fprintf(os.Stderr, "d=%d members=%d (service): %.0f points/s (×%.2f)%s, %.3fs a step, %.0f µs CPU a point\n", r.D, r.Members, r.PointsPerSec, r.Speedup, bound, r.StepSec, r.CPUMicros)
 			return
 		}
-		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes\n",
-			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes)
+		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes, %.0f µs CPU a point\n",
+			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes, r.CPUMicros)
 	}
 	rows, err := bench.RunCluster(ctx, cfg)
 	if err != nil {
