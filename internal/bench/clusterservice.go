@@ -159,11 +159,16 @@ func serviceRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 	if err := wait("group of every instance", formed); err != nil {
 		return ClusterRow{}, err
 	}
-	produced := make(chan time.Time, 1)
-	perr := make(chan error, 1)
+	// The producer's outcome and when it ended; runCtx stops it when
+	// this returns early.
+	type production struct {
+		err error
+		end time.Time
+	}
+	produced := make(chan production, 1)
 	go func() {
-		perr <- devstack.Produce(ctx, message, devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: c0.Kafka.Topic, N: total})
-		produced <- time.Now()
+		err := devstack.Produce(runCtx, message, devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: c0.Kafka.Topic, N: total})
+		produced <- production{err, time.Now()}
 	}()
 	learned := func(rows int) func() bool {
 		return func() bool { return ps[0].Status().Samples >= start.Header.SamplesSeen+uint64(rows) }
@@ -182,13 +187,13 @@ func serviceRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 	if err := wait("the timed rows learned", learned(done0+timed)); err != nil {
 		return ClusterRow{}, err
 	}
-	t1, cpu := time.Now(), cpuNow()-cpu0
+	t1, cpu, st := time.Now(), cpuNow()-cpu0, ps[0].Status() // the rows counted are those at t1
 	wall := t1.Sub(t0).Seconds()
-	if err := <-perr; err != nil {
-		return ClusterRow{}, err
+	pr := <-produced
+	if pr.err != nil {
+		return ClusterRow{}, pr.err
 	}
-	producerBound := (<-produced).After(t1)
-	st := ps[0].Status()
+	producerBound := pr.end.After(t1)
 	steps := max(int(st.Step-step0), 1)
 	return ClusterRow{D: d, Members: n, Features: st.Features, K: cfg.K, Batch: cfg.Batch,
 		PointsPerSec: float64(st.Samples-s0) / wall, StepSec: wall / float64(steps), ProducerBound: producerBound,
