@@ -194,6 +194,17 @@ type Learner struct {
 	// averaging), in (0, 1]; negative serves the last iterate. Part of
 	// the model. Default: 0.3 with the subspace solver.
 	Average float64 `yaml:"average"`
+	// Holdout: one message in this many (chosen by a hash of partition
+	// and offset, so a restart chooses the same) is scored by the served
+	// model before it is learned: the quality figure of the status page,
+	// /metrics, snapshots and notices, and the signal of the change
+	// detector. The held-out messages are learned too. 1 scores none
+	// (and so detects no change). Default: 16.
+	Holdout int `yaml:"holdout"`
+	// Forget: detect (a change detector on the held-out score restarts
+	// the model when the stream changes: docs/learners.md) or off (never:
+	// for streams known to be stationary). Default: detect.
+	Forget string `yaml:"forget"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed"`
 	// Center learns the centred operator. Default: false.
@@ -340,6 +351,7 @@ func (c *Config) SetDefaults() {
 	}
 	defI(&c.Learner.K, 3) // the service's; the library requires k
 	defI(&c.Learner.Batch, 512)
+	defI(&c.Learner.Holdout, online.DefaultHoldout)
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
@@ -350,7 +362,7 @@ func (c *Config) SetDefaults() {
 	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
 	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
 	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
-	c.Learner.Ridge, c.Learner.Average = o.Ridge, o.Average
+	c.Learner.Ridge, c.Learner.Average, c.Learner.Forget = o.Ridge, o.Average, string(o.Forget)
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
@@ -482,6 +494,12 @@ func (c *Config) Validate() error {
 		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
 	case solver != "" && !slices.Contains(online.Solvers, solver):
 		bad("learner.solver", "%q: want %s (kpca, gha), covariance or oja (kcca)", solver, online.OneOf(online.Solvers))
+	}
+	if f := online.Forgetting(c.Learner.Forget); !slices.Contains(online.Forgettings, f) {
+		bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
+	}
+	if c.Learner.Holdout < 1 {
+		bad("learner.holdout", "%d: must be ≥ 1 (1 holds out nothing)", c.Learner.Holdout)
 	}
 	if math.IsNaN(c.Learner.Average) || c.Learner.Average > 1 {
 		bad("learner.average", "%v: must be in (0, 1], or negative to serve the last iterate", c.Learner.Average)
@@ -857,7 +875,7 @@ func (l Learner) Online(model string, dim int) online.Config {
 		Model: model, Algorithm: online.Algorithm(l.Algorithm), K: l.K, Dim: dim,
 		Kernel: l.KernelSpec(), KernelY: l.KernelYSpec(), Slices: l.Slices, Uncentered: l.Uncentered,
 		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
-		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Average: l.Average, Seed: l.Seed,
+		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Average: l.Average, Forget: online.Forgetting(l.Forget), Seed: l.Seed,
 		Standardize: l.Standardize, Center: l.Center,
 		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
 		Workers: l.Workers, CacheBytes: l.CacheBytes, KeepBytes: l.KeepBytes,

@@ -84,6 +84,10 @@ type Config struct {
 	// (0, 1]. Negative: serve the last iterate. Default: DefaultAverage
 	// (0.3) with the subspace solver; ignored by the other solvers.
 	Average float64
+	// Forget is what a detected change of the stream does (see Assess):
+	// detect restarts the schedule (Forget), off never does. Default:
+	// detect.
+	Forget Forgetting
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64
 	// Standardize scales each input dimension to zero mean and unit
@@ -272,6 +276,9 @@ func (c *Config) setDefaults() {
 	if c.Seed == 0 {
 		c.Seed = DefaultSeed
 	}
+	if c.Forget == "" {
+		c.Forget = ForgetDetect
+	}
 	if c.KernelY.Family == "" {
 		c.KernelY.Family = features.Gaussian
 	}
@@ -331,6 +338,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Theta0 > 0) || math.IsInf(c.Theta0, 0) || c.Theta1 < 0 || math.IsInf(c.Theta1, 0) {
 		return fmt.Errorf("%w: theta0 must be > 0 and theta1 ≥ 0, got %v and %v", ErrConfig, c.Theta0, c.Theta1)
+	}
+	if !slices.Contains(Forgettings, c.Forget) {
+		return fmt.Errorf("%w: forget must be %s, got %q", ErrConfig, OneOf(Forgettings), c.Forget)
 	}
 	if !slices.Contains(Precisions, c.Precision) {
 		return fmt.Errorf("%w: precision must be %s, got %q", ErrConfig, OneOf(Precisions), c.Precision)

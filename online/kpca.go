@@ -36,6 +36,10 @@ type KPCA struct {
 	lambda0 float64   // top eigenvalue of the initial block
 	mrun    []float64 // exponential average of M
 
+	mon   monitor // the held-out score and the change detector (Assess)
+	qual  assessScratch
+	reset bool // Forget: restart the model with the next batch
+
 	// scratch
 	m, mUse, tmp, hbar, pv, pw []float64
 	parRows                    int // rows of the batch Moments evaluated, until Partial
@@ -98,7 +102,7 @@ func (l *KPCA) StepSize() float64 {
 	if l.sub != nil {
 		return l.subspaceStep(l.sub.eig)
 	}
-	u := math.Min(decay(l.cfg, l.t), MaxUnitStep)
+	u := math.Min(decay(l.cfg, l.age()), MaxUnitStep)
 	return u * l.backoff / l.scale()
 }
 
@@ -111,7 +115,7 @@ func (l *KPCA) subspaceStep(eig []float64) float64 {
 	if !(lk > 0) {
 		lk = 1
 	}
-	return decay(l.cfg, l.t) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
+	return decay(l.cfg, l.age()) * l.backoff / (lk * float64(max(len(l.seeds), 1)))
 }
 
 func (l *KPCA) scale() float64 {
@@ -173,6 +177,9 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	}
 	l.view.scratch(rows, l.cfg.K)
 	l.pre.Apply(l.xs, x)
+	if l.reset {
+		l.restartModel()
+	}
 	if len(l.seeds) == 0 {
 		return l.first(rows)
 	}
@@ -191,7 +198,7 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	eta := l.StepSize()
 
 	// New-block term α_new = η·Φ_new(X)ᵀ·H̃/b.
-	j, seed, revisit := l.next(l.t, rows)
+	j, seed, revisit := l.next(l.age(), rows)
 	l.blockTerm(rows, k, j, seed, eta/float64(rows), l.h)
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
@@ -287,7 +294,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 	}
 	l.ev.Grad(s.grad, l.h, k, eta/float64(rows), mean)
 	l.ev.Release()
-	j, seed, revisit := l.next(l.t, rows)
+	j, seed, revisit := l.next(l.age(), rows)
 	if !revisit { // the new block's gradient is the new-block term
 		l.blockTerm(rows, k, j, seed, eta/float64(rows), l.h)
 		if l.center != nil {
@@ -302,7 +309,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 // which the current functions were not fitted to.
 func (l *KPCA) subspaceEstimates(eig []float64, centre bool) {
 	k := l.cfg.K
-	rho := math.Max(1/float64(l.t+1), 0.01)
+	rho := math.Max(1/float64(l.age()+1), 0.01)
 	for q := range eig {
 		eig[q] += rho * (l.m[q*k+q] - eig[q])
 	}
@@ -342,7 +349,7 @@ func (l *KPCA) subspaceApply(rows int, grad, mean []float64, j int, seed uint64,
 	if l.center != nil {
 		s.rowTimesTm(l.center)
 	}
-	s.average(l.coef, l.center, l.t)
+	s.average(l.coef, l.center, l.age())
 	l.learned(rows)
 	return nil
 }
@@ -511,7 +518,7 @@ func (l *KPCA) finishM(b float64, c []float64) bool {
 }
 
 func (l *KPCA) updateRunning() {
-	rho := math.Max(1/float64(l.t+1), 0.01)
+	rho := math.Max(1/float64(l.age()+1), 0.01)
 	for i, v := range l.m {
 		l.mrun[i] += rho * (v - l.mrun[i])
 	}
@@ -670,11 +677,11 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Views:       []snapshot.View{view},
 			Step:        l.t,
 			SamplesSeen: l.samples,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver)},
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures,
 			ModelSeed:   l.cfg.Seed,
 			Created:     time.Now().UTC(),
-			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected},
+			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
 			Running:     append([]float64(nil), l.mrun...),
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,

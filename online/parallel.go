@@ -183,7 +183,7 @@ func (l *KPCA) Partial(dst *Partial, total *Moments) error {
 	}
 	l.ev.GradSums(dst.Grad, l.h, k, scale, sums)
 	dst.New, dst.NewSums = dst.New[:0], dst.NewSums[:0]
-	if j, seed, revisit := l.next(l.t, rows); !revisit {
+	if j, seed, revisit := l.next(l.age(), rows); !revisit {
 		l.blockTerm(rows, k, j, seed, scale, l.h)
 		dst.New = append(dst.New, l.newc...)
 		if l.center != nil {

@@ -67,8 +67,8 @@ func standardizer(x []float64, rows, d int) snapshot.Preprocess {
 }
 
 // Restore returns a learner that continues from snap. Runtime settings
-// (Workers, CacheBytes, KeepBytes) come from rt; everything that defines the model
-// comes from the snapshot.
+// (Workers, CacheBytes, KeepBytes, Forget) come from rt; everything that
+// defines the model comes from the snapshot.
 func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if err := snap.Validate(); err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
 		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
-		Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes,
+		Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Forget: rt.Forget,
 	}
 	if h.Averaged != nil {
 		cfg.Average = h.Averaged.Window
@@ -115,6 +115,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		}
 	}
 	l.resume(h)
+	l.mon.resume(h.Diagnostics.Quality)
 	l.lambda0 = h.Schedule.Scale
 	if len(h.Running) == h.K*h.K {
 		copy(l.mrun, h.Running)

@@ -201,17 +201,7 @@ func (s *subspace) served(alpha []float64, nblocks int) ([]float64, []float64, b
 // (alpha unchanged) if AᵀA is not positive definite: a column collapsed.
 func (s *subspace) orthonormalise(alpha []float64, nblocks int) bool {
 	k := s.k
-	// gram = AᵀA, lower triangle, summed over the rows in order.
-	clear(s.gram)
-	for i := 0; i+k <= len(alpha); i += k {
-		row := alpha[i : i+k]
-		for a, va := range row {
-			g := s.gram[a*k : a*k+a+1]
-			for b := range g {
-				g[b] += float64(va * row[b])
-			}
-		}
-	}
+	gramLower(s.gram, alpha, k)
 	if _, ok := lapack64.Potrf(blas64.Symmetric{N: k, Stride: k, Data: s.gram, Uplo: blas.Lower}); !ok {
 		return false
 	}
@@ -238,6 +228,21 @@ func (s *subspace) orthonormalise(alpha []float64, nblocks int) bool {
 		}
 	}
 	return true
+}
+
+// gramLower sets the lower triangle of g (k×k) to AᵀA for a (rows×k),
+// summed over the rows in order, and its strict upper triangle to 0.
+func gramLower(g, a []float64, k int) {
+	clear(g)
+	for i := 0; i+k <= len(a); i += k {
+		row := a[i : i+k]
+		for p, vp := range row {
+			gp := g[p*k : p*k+p+1]
+			for j := range gp {
+				gp[j] += float64(vp * row[j])
+			}
+		}
+	}
 }
 
 // addMeanTimes adds meanᵀ·g (g is len(mean)×k) to c.

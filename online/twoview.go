@@ -50,6 +50,10 @@ type TwoView struct {
 
 	cov *covariance // the covariance solver's statistics (Config.Solver SolverCovariance), once the budget is full
 
+	mon   monitor // the held-out score and the change detector (Assess)
+	mom   moments
+	reset bool // Forget: restart the model with the next batch
+
 	wnorm        float64 // ‖W‖₂ of the current batch (0 before the first update)
 	trRun        float64 // exponential average of the functions' variance
 	w, wUse, tmp []float64
@@ -122,7 +126,7 @@ func (l *TwoView) centered() bool { return !l.cfg.Uncentered }
 
 // StepSize returns η for the next batch.
 func (l *TwoView) StepSize() float64 {
-	u := math.Min(decay(l.cfg, l.t), MaxUnitStep)
+	u := math.Min(decay(l.cfg, l.age()), MaxUnitStep)
 	s := l.lambda0
 	// The update multiplies by I − ηW (KSVD) or subtracts η·C·G·W (KCCA,
 	// KSIR); once the functions grow, ‖W‖ grows and a fixed η would flip
@@ -191,21 +195,16 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 			return err
 		}
 	}
-	if wx, wy := l.Dims(); dx != wx || dy != wy {
-		return fmt.Errorf("%w: dimensions %d and %d, model has %d and %d", ErrInput, dx, dy, wx, wy)
-	}
-	if err := l.v[0].fm.Kernel.CheckInput(x); err != nil {
-		return fmt.Errorf("%w: x: %w", ErrInput, err)
-	}
-	if l.cfg.Algorithm != AlgKSIR {
-		if err := l.v[1].fm.Kernel.CheckInput(y); err != nil {
-			return fmt.Errorf("%w: y: %w", ErrInput, err)
-		}
+	if err := l.checkDomain(x, y, dx, dy); err != nil {
+		return err
 	}
 	k := l.cfg.K
 	l.scratch(rows)
 	l.inputs(0, x)
 	l.inputs(1, y)
+	if l.reset {
+		l.restartModel()
+	}
 	if len(l.v[0].seeds) == 0 {
 		return l.first(rows)
 	}
@@ -286,11 +285,11 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		// The new-block term, added as a new block of view i or to the
 		// block revisited in turn once the view's budget is reached.
 		v := &l.v[i]
-		j, seed, revisit := v.next(l.t, rows)
+		j, seed, revisit := v.next(l.age(), rows)
 		v.blockTerm(rows, k, j, seed, eta/float64(rows), l.res[i])
 		v.commit(k, j, seed, revisit)
 	}
-	rho := math.Max(1/float64(l.t+1), 0.01)
+	rho := math.Max(1/float64(l.age()+1), 0.01)
 	for i := range l.v {
 		if c := l.v[i].center; c != nil {
 			for q := range c {
@@ -299,6 +298,24 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 		}
 	}
 	l.learned(rows)
+	return nil
+}
+
+// checkDomain reports an error for pairs of the wrong dimensions (dx, dy
+// per row) or outside the kernels' domains, once the model has its
+// dimensions.
+func (l *TwoView) checkDomain(x, y []float64, dx, dy int) error {
+	if wx, wy := l.Dims(); dx != wx || dy != wy {
+		return fmt.Errorf("%w: dimensions %d and %d, model has %d and %d", ErrInput, dx, dy, wx, wy)
+	}
+	if err := l.v[0].fm.Kernel.CheckInput(x); err != nil {
+		return fmt.Errorf("%w: x: %w", ErrInput, err)
+	}
+	if l.cfg.Algorithm != AlgKSIR {
+		if err := l.v[1].fm.Kernel.CheckInput(y); err != nil {
+			return fmt.Errorf("%w: y: %w", ErrInput, err)
+		}
+	}
 	return nil
 }
 
@@ -472,9 +489,9 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Model: l.cfg.Model, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: ridgeOf(l.cfg)},
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: ridgeOf(l.cfg), Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
-			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected},
+			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
 			Settings: snapshot.Settings{Uncentered: l.cfg.Uncentered, Standardize: l.cfg.Standardize, Slices: l.cfg.Slices,
 				Trace0: l.trace0, WNorm: l.wnorm, TraceRun: l.trRun},
 		},
@@ -493,7 +510,7 @@ func ridgeOf(c Config) float64 {
 }
 
 // RestoreTwoView returns a two-view learner that continues from snap.
-// Runtime settings (Workers, CacheBytes, KeepBytes) come from rt.
+// Runtime settings (Workers, CacheBytes, KeepBytes, Forget) come from rt.
 func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if err := snap.Validate(); err != nil {
 		return nil, err
@@ -511,7 +528,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
-		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes,
+		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Forget: rt.Forget,
 		Solver: SolverOja, Ridge: h.Schedule.Ridge,
 	}
 	if Solver(h.Schedule.Solver) == SolverCovariance {
@@ -564,6 +581,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		l.cov = c
 	}
 	l.resume(h)
+	l.mon.resume(h.Diagnostics.Quality)
 	l.lambda0, l.trace0 = h.Schedule.Scale, h.Settings.Trace0
 	return l, nil
 }

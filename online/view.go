@@ -300,7 +300,19 @@ type progress struct {
 	t, samples uint64
 	rejected   uint64
 	backoff    float64 // the divergence guard's factor on η, halved per refused batch
+	// restart is the step at which the model last restarted (Forget):
+	// every rate that decays with the steps counts from it.
+	restart uint64
+	changes uint64 // the changes of the stream detected so far (Assess)
 }
+
+// age is the number of steps since the schedule (re)started: the t of
+// θ₀/(1+θ₁t) and of every running estimate's 1/t rate.
+func (p *progress) age() uint64 { return p.t - p.restart }
+
+// Changes returns the number of changes of the stream that Assess
+// detected since the model started.
+func (p *progress) Changes() uint64 { return p.changes }
 
 // Step returns the number of learned batches.
 func (p *progress) Step() uint64 { return p.t }
@@ -331,6 +343,7 @@ func (p *progress) refused(rows int, halve bool) {
 // resume sets p from a snapshot header.
 func (p *progress) resume(h *snapshot.Header) {
 	p.t, p.samples, p.rejected, p.backoff = h.Step, h.SamplesSeen, h.Diagnostics.Rejected, h.Schedule.Backoff
+	p.restart, p.changes = min(h.Schedule.Restart, h.Step), h.Diagnostics.Changes
 	if p.backoff == 0 {
 		p.backoff = 1
 	}

@@ -77,6 +77,11 @@ type Notice struct {
 	Size        int       `json:"size"`
 	SHA256      string    `json:"sha256"`
 	Created     time.Time `json:"created"`
+	// Quality is the version's held-out score on its stream and Changes
+	// the changes of the stream detected up to it (snapshot.Diagnostics);
+	// absent where the model has none.
+	Quality *snapshot.Quality `json:"quality,omitempty"`
+	Changes uint64            `json:"changes,omitempty"`
 }
 
 // ObjectName is the object store name of a version.
@@ -185,6 +190,7 @@ func (p *Publisher) store(ctx context.Context, obs jetstream.ObjectStore, h snap
 		Model: p.cfg.Model, Version: h.Version(), SamplesSeen: h.SamplesSeen,
 		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
+		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes,
 	}
 	if _, err := obs.PutBytes(ctx, n.Object, data); err != nil {
 		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)

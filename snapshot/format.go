@@ -112,6 +112,10 @@ type Schedule struct {
 	// Ridge is the covariance solver's regularisation (relative to each
 	// view's mean feature variance); 0 for every other rule.
 	Ridge float64 `json:"ridge,omitempty"`
+	// Restart is the step at which the schedule last restarted after a
+	// change of the stream was detected (0: never): the step size and
+	// the running averages count their steps from it.
+	Restart uint64 `json:"restart,omitempty"`
 }
 
 // Preprocess is the per-dimension standardisation x' = (x − Mean)/Scale
@@ -183,6 +187,31 @@ type Diagnostics struct {
 	Rejected uint64 `json:"rejected"`
 	// BadSamples counts samples dropped by validation upstream.
 	BadSamples uint64 `json:"bad_samples,omitempty"`
+	// Changes counts the changes of the stream detected so far, each of
+	// which restarted the schedule (Schedule.Restart is the last).
+	Changes uint64 `json:"changes,omitempty"`
+	// Quality is the held-out score of the served model on the stream
+	// (see Quality); nil where none was measured (fit, or before the
+	// first held-out point).
+	Quality *Quality `json:"quality,omitempty"`
+}
+
+// Quality is a model's score on held-out points of its own stream,
+// measured before each was learned (progressive validation), so it
+// needs no known truth.
+type Quality struct {
+	// Score is the one figure: for kpca and gha the share of the kernel's
+	// variance that the k functions capture on fresh points (1 − the
+	// feature-space reconstruction error, relative); for ksvd the sum of
+	// the held-out singular values; for kcca and ksir the sum of the
+	// held-out correlations of the k pairs of functions.
+	Score float64 `json:"score"`
+	// Components is the score of each component (its captured share,
+	// singular value or correlation).
+	Components []float64 `json:"components,omitempty"`
+	// Points is how many held-out points the score averages (its
+	// effective window).
+	Points float64 `json:"points"`
 }
 
 // Header is the JSON header of a snapshot.

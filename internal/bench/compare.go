@@ -235,7 +235,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 				blasimpl.SetThreads(1) // the learner's workers each call the BLAS
 			}
 			lc := l.Config()
-			m, size, sizeOf, closer = dsgdMethod{l}, lc.MaxFeatures, "features (max)", l.Close
+			m, size, sizeOf, closer = newDSGDMethod(l), lc.MaxFeatures, "features (max)", l.Close
 			name = fmt.Sprintf("streamkpca (%s, θ₀ = %g, θ₁ = %g)", lc.Solver, lc.Theta0, lc.Theta1)
 			if lc.Features == online.FeaturesLandmarks {
 				sizeOf = "landmarks (max)"
@@ -288,13 +288,44 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 	return res, nil
 }
 
-// dsgdMethod adapts the learner to baseline.Method.
-type dsgdMethod struct{ l *online.KPCA }
+// dsgdMethod adapts the learner to baseline.Method. As the service
+// does, it scores one point in DefaultHoldout before learning it
+// (online.KPCA.Assess), so that the change detector runs on these
+// stationary streams too.
+type dsgdMethod struct {
+	l    *online.KPCA
+	seen *uint64
+	held *[]float64
+}
+
+func newDSGDMethod(l *online.KPCA) dsgdMethod {
+	return dsgdMethod{l: l, seen: new(uint64), held: new([]float64)}
+}
 
 func (m dsgdMethod) Observe(x []float64, rows int) {
+	d := len(x) / rows
+	*m.held = holdout((*m.held)[:0], x, rows, d, *m.seen, DefaultHoldout)
+	*m.seen += uint64(rows)
+	if _, err := m.l.Assess(*m.held, len(*m.held)/d); err != nil {
+		panic(err)
+	}
 	if err := m.l.Update(x, rows); err != nil && !errors.Is(err, online.ErrDiverged) {
 		panic(err) // shapes are ours; nothing else can fail here
 	}
+}
+
+// DefaultHoldout is the benchmarks' held-out slice: the service's.
+const DefaultHoldout = online.DefaultHoldout
+
+// holdout appends to dst the rows of x (rows×d) that online.HeldOut
+// holds out, the first being stream point first.
+func holdout(dst, x []float64, rows, d int, first uint64, every int) []float64 {
+	for i := range rows {
+		if online.HeldOut(first+uint64(i), every) {
+			dst = append(dst, x[i*d:i*d+d]...)
+		}
+	}
+	return dst
 }
 func (m dsgdMethod) Fit() error                      { return nil }
 func (m dsgdMethod) Eval(dst, x []float64, rows int) { m.l.EvalTo(dst, x, rows) }

@@ -102,6 +102,7 @@ func RunHermite(ctx context.Context, cfg HermiteConfig) (HermiteResult, error) {
 	res := HermiteResult{Bench: "hermite", Dims: d, K: k, Algorithm: string(lc.Algorithm), Solver: string(lc.Solver),
 		Batch: cfg.Batch, Block: lc.BlockSize, MaxFeatures: lc.MaxFeatures, Theta0: lc.Theta0, Theta1: lc.Theta1}
 	x := make([]float64, cfg.Batch*d)
+	hx := make([]float64, 0, cfg.Batch*d)
 	out := make([]float64, held*k)
 	var learn time.Duration
 	next := 1000.0
@@ -112,6 +113,10 @@ func RunHermite(ctx context.Context, cfg HermiteConfig) (HermiteResult, error) {
 		b := min(cfg.Batch, cfg.Points-n)
 		h.Sample(x[:b*d], rng)
 		t0 := time.Now()
+		hx = holdout(hx[:0], x[:b*d], b, d, uint64(n), DefaultHoldout)
+		if _, err := l.Assess(hx, len(hx)/d); err != nil {
+			return res, err
+		}
 		err := l.Update(x[:b*d], b)
 		learn += time.Since(t0)
 		if err != nil && !errors.Is(err, online.ErrDiverged) {

@@ -20,11 +20,13 @@ import (
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
+		return errors.New("usage: streamkpca bench hermite|drift|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
 	}
 	switch args[0] {
 	case "hermite":
 		return benchHermite(ctx, args[1:])
+	case "drift":
+		return benchDrift(ctx, args[1:])
 	case "kcca":
 		return benchKCCA(ctx, args[1:])
 	case "throughput":
@@ -38,7 +40,7 @@ func Run(ctx context.Context, args []string) error {
 	case "cluster":
 		return benchCluster(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
@@ -67,6 +69,37 @@ func benchHermite(ctx context.Context, args []string) error {
 			float64(c.Points)/c.Seconds, progress.ETA(float64(c.Points), float64(total), time.Duration(c.Seconds*float64(time.Second))))
 	}
 	res, err := bench.RunHermite(ctx, cfg)
+	pr.Done()
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
+// benchDrift is `streamkpca bench drift`: a change of the stream, and how
+// far the served model is from the current truth after it
+// (internal/bench.RunDrift).
+func benchDrift(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
+	var cfg bench.DriftConfig
+	fs.StringVar(&cfg.Case, "case", "switch", "switch (rotated by a random orthogonal Q after T points) or rotate (a quarter turn over the next T)")
+	fs.IntVar(&cfg.Points, "points", 102_400, "T: points on each side of the change")
+	fs.IntVar(&cfg.K, "k", 5, "components")
+	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
+	fs.IntVar(&cfg.Holdout, "holdout", 16, "one point in this many is scored before it is learned")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed")
+	lc := &cfg.Learner
+	fs.Func("features", "random or landmarks (default random)", func(v string) error { lc.Features = online.FeatureSource(v); return nil })
+	fs.Func("solver", "subspace, covariance or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
+	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pr := progress.New()
+	cfg.Progress = func(run string, c bench.DriftPoint, total int) {
+		pr.Update("%s: %d/%d points  error %.3g  quality %.4f  changes %d", run, c.Points, total, c.Error, c.Quality, c.Changes)
+	}
+	res, err := bench.RunDrift(ctx, cfg)
 	pr.Done()
 	if err != nil {
 		return err

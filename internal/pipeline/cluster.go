@@ -182,6 +182,12 @@ func (c *clusterLearner) bandwidth() float64 {
 	return 0
 }
 
+// assess does nothing in cluster mode: every member would score its own
+// held-out rows and restart on its own, and the members must hold one
+// model bit for bit. (A group-wide held-out score is not built.)
+func (c *clusterLearner) assess(_, _ []float64, _ int) (bool, error) { return false, nil }
+func (c *clusterLearner) quality() *snapshot.Quality                 { return nil }
+
 func (c *clusterLearner) twoView() bool                   { return false }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
 func (c *clusterLearner) close() {

@@ -22,6 +22,11 @@ type learner interface {
 	// generated is the learner's generated feature blocks, which the
 	// served model shares (snapshot.ModelOptions.Shared).
 	generated() []features.Generated
+	// assess scores the served model on held-out rows before they are
+	// learned and reports a detected change of the stream (see
+	// online.KPCA.Assess); quality is the score so far (nil: none).
+	assess(x, y []float64, rows int) (bool, error)
+	quality() *snapshot.Quality
 	close()
 }
 
@@ -38,6 +43,10 @@ func (o oneView) checkInput(x, _ []float64) error       { return o.l.CheckInput(
 func (o oneView) bandwidth() float64                    { return o.l.Kernel().Bandwidth }
 func (o oneView) close()                                { o.l.Close() }
 func (o oneView) generated() []features.Generated       { return o.l.Generated() }
+func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
+	return o.l.Assess(x, rows)
+}
+func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
 
 type twoViews struct{ l *online.TwoView }
 
@@ -58,6 +67,10 @@ func (t twoViews) close()             { t.l.Close() }
 func (t twoViews) generated() []features.Generated {
 	return t.l.Generated()
 }
+func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
+	return t.l.Assess(x, y, rows)
+}
+func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
 func (t twoViews) checkInput(x, y []float64) error {
 	c := t.l.Config()
 	if err := c.Kernel.CheckInput(x); err != nil {

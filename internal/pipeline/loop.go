@@ -19,13 +19,17 @@ import (
 
 // loop is the state of the learning loop (owned by Run's goroutine).
 type loop struct {
-	p         *Pipeline
-	batch     []float64
-	batchY    []float64
-	rows      int
-	sinceSnap int
-	lastSnap  time.Time
-	lastCut   *snapshot.Snapshot
+	p      *Pipeline
+	batch  []float64
+	batchY []float64
+	rows   int
+	// heldX, heldY: the batch's held-out rows (learner.holdout), also in
+	// batch, scored before the batch is learned.
+	heldX, heldY []float64
+	heldRows     int
+	sinceSnap    int
+	lastSnap     time.Time
+	lastCut      *snapshot.Snapshot
 	// model is the newest served Model, whose blocks the next one reuses.
 	model *snapshot.Model
 	// held: the pending rows could not start the model; they stay
@@ -103,6 +107,10 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		}
 		return false
 	}
+	if online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), p.cfg.Learner.Holdout) {
+		l.heldX, l.heldY = append(l.heldX, l.batch[n0:]...), append(l.heldY, l.batchY[m0:]...)
+		l.heldRows++
+	}
 	l.rows++
 	return l.rows == 1
 }
@@ -173,6 +181,7 @@ func (l *loop) learn() {
 	} else if l.rows == 0 {
 		return
 	}
+	l.assess()
 	t0 := time.Now()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
 	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
@@ -241,6 +250,47 @@ func (l *loop) learn() {
 		// The next step's round confirms this state: take it there, so
 		// that the snapshot after that step, on the cadence, has it.
 		c.due = true
+	}
+}
+
+// assess scores the served model on the batch's held-out rows before the
+// batch is learned: the quality figure, and the change detector that
+// restarts the model (learner.forget). The rows are scored once: a batch
+// that is not learned now keeps them for learning, not for scoring.
+func (l *loop) assess() {
+	p := l.p
+	if l.heldRows == 0 {
+		return
+	}
+	changed, err := p.learner.assess(l.heldX, l.heldY, l.heldRows)
+	l.heldX, l.heldY, l.heldRows = l.heldX[:0], l.heldY[:0], 0
+	if err != nil {
+		// Validated upstream, like update's rows; an error here is a bug,
+		// and the rows are learned all the same.
+		p.log.Error().Err(err).Msg("held-out rows not scored")
+		return
+	}
+	q := p.learner.quality()
+	if q != nil {
+		p.met.Quality.Set(q.Score)
+	}
+	p.mu.Lock()
+	p.status.Quality = q
+	if changed {
+		p.status.Changes++
+	}
+	p.mu.Unlock()
+	if changed {
+		p.met.Changes.Inc()
+		ev := p.log.Warn().Uint64("step", p.learner.step())
+		if q != nil {
+			ev = ev.Float64("quality", q.Score)
+		}
+		if p.cfg.Learner.Forget == string(online.ForgetOff) {
+			ev.Msg("the stream changed: the held-out score dropped (learner.forget is off: the model is kept)")
+		} else {
+			ev.Msg("the stream changed: the held-out score dropped; the model restarts from the next batch (learner.forget: off keeps it)")
+		}
 	}
 }
 
@@ -325,6 +375,7 @@ func (l *loop) snapshot(final bool) {
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()
 	p.status.Version, p.status.LastSnapshot, p.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
+	p.status.Restart = snap.Header.Schedule.Restart
 	if len(eig) > 0 {
 		p.history = append(p.history, historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig})
 		if len(p.history) > historyLen {

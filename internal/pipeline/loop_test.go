@@ -675,3 +675,73 @@ func TestStatusPageShowsScore(t *testing.T) {
 		t.Error("status page does not say that the score failed")
 	}
 }
+
+// scaledPoints returns n CSV messages of N(0, diag(s²)).
+func scaledPoints(n int, s []float64, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	out := make([][]byte, n)
+	for i := range out {
+		var b strings.Builder
+		for j, sj := range s {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatFloat(sj*rng.NormFloat64(), 'g', -1, 64))
+		}
+		out[i] = []byte(b.String())
+	}
+	return out
+}
+
+// TestLoopScoresHeldOutAndFollowsAChange: the loop scores one message in
+// learner.holdout before learning it, shows the score on the status
+// page, in /metrics and in snapshots, and when the stream's axes swap
+// scales the detector fires, the model restarts (Schedule.Restart) and
+// every message is still learned exactly once.
+func TestLoopScoresHeldOutAndFollowsAChange(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Batch, c.Learner.Holdout, c.Learner.Bandwidth = 256, 8, 1.5
+	c.Snapshot.EveryBatches = 10
+	const before, after = 100 * 256, 30 * 256
+	src := ingest.NewMemSource("v", before+after)
+	src.Produce(0, scaledPoints(before, []float64{1.6, 1.0, 0.6, 0.3}, 1)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(before)
+	deadline := time.Now().Add(60 * time.Second)
+	for h.p.Status().Samples < before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := h.p.Status()
+	if st.Quality == nil || !(st.Quality.Score > 0.3) || st.Quality.Score > 1 || st.Changes != 0 {
+		t.Fatalf("before the change: quality %+v, changes %d; want a score in (0.3, 1] and no change", st.Quality, st.Changes)
+	}
+	src.Produce(0, scaledPoints(after, []float64{0.3, 0.6, 1.0, 1.6}, 2)...)
+	h.waitConsumed(before + after)
+	for h.p.Status().Samples < before+after && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st = h.p.Status()
+	if st.Changes == 0 {
+		t.Fatalf("no change detected after the stream's scales were permuted (quality %+v)", st.Quality)
+	}
+	if got := testutil.ToFloat64(h.p.met.Changes); got != float64(st.Changes) {
+		t.Fatalf("streamkpca_changes_detected_total %v, status %d", got, st.Changes)
+	}
+	if got := testutil.ToFloat64(h.p.met.Quality); !(got > 0) {
+		t.Fatalf("streamkpca_quality_score %v", got)
+	}
+	rec := httptest.NewRecorder()
+	h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	page := rec.Body.String()
+	for _, want := range []string{"quality (held-out", "share of the kernel", "changes of the stream detected", "the model restarted at step"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+	snap := h.stop()
+	covers(t, snap, before+after, before+after)
+	if snap.Header.Schedule.Restart <= before/256 || snap.Header.Diagnostics.Quality == nil || snap.Header.Diagnostics.Changes == 0 {
+		t.Fatalf("final snapshot: restart at step %d, quality %+v, changes %d; want a restart after step %d",
+			snap.Header.Schedule.Restart, snap.Header.Diagnostics.Quality, snap.Header.Diagnostics.Changes, before/256)
+	}
+}

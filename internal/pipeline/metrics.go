@@ -28,6 +28,8 @@ type Metrics struct {
 	Published      prometheus.Gauge
 	Served         prometheus.GaugeFunc // set by New: it reads the served (pinned or newest) version
 	Eigenvalues    *prometheus.GaugeVec
+	Quality        prometheus.Gauge
+	Changes        prometheus.Counter
 	Requests       *prometheus.CounterVec
 	RequestSeconds *prometheus.HistogramVec
 }
@@ -50,12 +52,14 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		DeadLetterErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
 		Published:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
 		Eigenvalues:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
+		Quality:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),
+		Changes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_changes_detected_total", Help: "Changes of the stream the held-out score's detector found (each restarts the model unless learner.forget is off)."}),
 		Requests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
 		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
 		m.Members, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.Eigenvalues, m.Requests, m.RequestSeconds)
+		m.Published, m.Eigenvalues, m.Quality, m.Changes, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

@@ -46,17 +46,23 @@ type Options struct {
 
 // Status is a point-in-time view of the pipeline for progress displays.
 type Status struct {
-	Samples      uint64
-	Features     int
-	Step         uint64
-	Version      uint64 // newest persisted snapshot
-	Published    uint64 // newest published version
-	Bad          uint64
-	BadByReason  map[string]uint64 // dead-lettered messages by reason, this run
-	Consumed     uint64            // messages handled (learned or dead-lettered), this run
-	Lag          int64
-	Bandwidth    float64
-	Eigenvalues  []float64
+	Samples     uint64
+	Features    int
+	Step        uint64
+	Version     uint64 // newest persisted snapshot
+	Published   uint64 // newest published version
+	Bad         uint64
+	BadByReason map[string]uint64 // dead-lettered messages by reason, this run
+	Consumed    uint64            // messages handled (learned or dead-lettered), this run
+	Lag         int64
+	Bandwidth   float64
+	Eigenvalues []float64
+	// Quality is the held-out score of the served model (see
+	// online.KPCA.Assess), nil before any; Changes counts the changes of
+	// the stream detected in this run.
+	Quality      *snapshot.Quality
+	Changes      uint64
+	Restart      uint64 // the step of the model's last restart (0: none)
 	LastSnapshot time.Time
 	// Members (cluster mode) is the size of the group this instance
 	// steps with in Generation; 0 while it is in none (joining, idle

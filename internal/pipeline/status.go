@@ -41,6 +41,8 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
+<tr><th>quality (held-out, no truth needed)</th><td>{{with .Quality}}{{printf "%.4g" .Score}} {{$.QualityMeaning}} over the last {{printf "%.0f" .Points}} held-out messages{{else}}none yet (one message in {{.Holdout}} is scored before it is learned){{end}}</td></tr>
+<tr><th>changes of the stream detected</th><td>{{.Changes}}{{if .Changes}} (the model restarted at step {{.Restart}}){{end}}</td></tr>
 {{with .Score}}<tr><th>{{.Name}}</th><td>{{if .Err}}not computed: {{.Err}}{{else}}{{printf "%.3g" .Value}}{{end}} (version {{.Version}})</td></tr>{{end}}
 <tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
 </table>
@@ -86,8 +88,21 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Features": st.Features, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
+			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,
+			"Changes": st.Changes, "Restart": st.Restart,
 		})
 	}
+}
+
+// qualityMeaning says what the held-out score of algorithm alg measures.
+func qualityMeaning(alg string) string {
+	switch alg {
+	case "kcca", "ksir":
+		return "(sum of the k held-out correlations)"
+	case "ksvd":
+		return "(sum of the k held-out singular values)"
+	}
+	return "(share of the kernel's variance the k components capture)"
 }
 
 // eigenChart draws the eigenvalue estimates against samples as an inline

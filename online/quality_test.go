@@ -1,0 +1,376 @@
+package online
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/streamkpca/streamkpca/online/features"
+)
+
+// gaussianRows draws rows points of N(0, diag(s²)).
+func gaussianRows(rng *rand.Rand, rows int, s []float64) []float64 {
+	d := len(s)
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64() * s[i%d]
+	}
+	return x
+}
+
+// TestAssessMatchesExplicitProjection checks the held-out score of
+// Assess against the same figure computed another way: the features of
+// every block written out (Φ, m × n·B), ψ = Φ/√n, the served functions'
+// coefficients U = √n·A, and the share ‖P·ψ(x)‖²/k(x, x) with P the
+// orthogonal projection on U's columns formed by gonum's QR, averaged
+// over the held-out points. With the oja solver (whose coefficients are
+// not orthonormal, so G ≠ I). Centring's score differs only by the
+// centre subtracted and the kernel mean in the denominator.
+func TestAssessMatchesExplicitProjection(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		solver Solver
+	}{{"subspace", SolverSubspace}, {"oja", SolverOja}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			s := []float64{1, 0.7, 0.4}
+			l, err := New(Config{K: 3, BlockSize: 64, MaxFeatures: 512, Solver: tc.solver,
+				Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.2}, Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for range 12 {
+				if err := l.Update(gaussianRows(rng, 128, s), 128); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const m = 60
+			d, k := len(s), 3
+			x := gaussianRows(rng, m, s)
+			if _, err := l.Assess(x, m); err != nil {
+				t.Fatal(err)
+			}
+			got := l.Quality()
+
+			// The explicit computation.
+			coef, _, _ := l.served()
+			n, nb := len(l.seeds), l.cfg.BlockSize
+			psi := mat.NewDense(m, n*nb, nil)
+			phi := make([]float64, m*nb)
+			for j, seed := range l.seeds {
+				l.ev.PhiTo(phi, x, m, j, seed)
+				for r := range m {
+					for f := range nb {
+						psi.Set(r, j*nb+f, phi[r*nb+f]/math.Sqrt(float64(n)))
+					}
+				}
+			}
+			u := mat.NewDense(n*nb, k, slices.Clone(coef))
+			u.Scale(math.Sqrt(float64(n)), u)
+			var qr mat.QR
+			qr.Factorize(u)
+			var q mat.Dense
+			qr.QTo(&q)
+			q1 := q.Slice(0, n*nb, 0, k)
+			var proj mat.Dense
+			proj.Mul(psi, q1) // m×k: coordinates of Pψ
+			want := 0.0
+			for r := range m {
+				xr := x[r*d : r*d+d]
+				v := mat.Norm(proj.RowView(r), 2)
+				want += v * v / l.fm.Kernel.Eval(xr, xr)
+			}
+			want /= m
+			if math.Abs(got.Score-want) > 1e-9 {
+				t.Fatalf("held-out score %.12f, explicit projection %.12f", got.Score, want)
+			}
+			if got.Points != m {
+				t.Fatalf("points %v, want %d", got.Points, m)
+			}
+		})
+	}
+}
+
+// TestAssessLinearPCA checks the score's meaning where the answer is
+// known exactly: with the linear kernel kpca is PCA, k(x, x) = ‖x‖², and
+// the best k directions of held-out points capture the top k eigenvalues
+// of their second-moment matrix over its trace (gonum's EigenSym). The
+// learned model, scored on those points, must come within 0.01 of it and
+// not above it.
+func TestAssessLinearPCA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	s := []float64{3, 2, 1, 0.5, 0.3}
+	d, k := len(s), 2
+	l, err := New(Config{K: k, Kernel: features.Kernel{Family: features.Linear}, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 200 {
+		if err := l.Update(gaussianRows(rng, 256, s), 256); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const m = 4000
+	x := gaussianRows(rng, m, s)
+	if _, err := l.Assess(x, m); err != nil {
+		t.Fatal(err)
+	}
+	got := l.Quality().Score
+	var sym mat.SymDense
+	stat.CovarianceMatrix(&sym, mat.NewDense(m, d, x), nil)
+	// Second moments (uncentred): covariance + mean·meanᵀ.
+	xm := mat.NewDense(m, d, x)
+	mean := make([]float64, d)
+	for j := range d {
+		mean[j] = mat.Sum(xm.ColView(j)) / m
+	}
+	sm := mat.NewSymDense(d, nil)
+	for a := range d {
+		for b := a; b < d; b++ {
+			sm.SetSym(a, b, sym.At(a, b)*(m-1)/m+mean[a]*mean[b])
+		}
+	}
+	var es mat.EigenSym
+	if !es.Factorize(sm, false) {
+		t.Fatal("eigendecomposition failed")
+	}
+	vals := es.Values(nil)
+	slices.Sort(vals)
+	slices.Reverse(vals)
+	var top, all float64
+	for i, v := range vals {
+		all += v
+		if i < k {
+			top += v
+		}
+	}
+	best := top / all
+	// The mean of the per-point shares weighs points by 1/‖x‖², the
+	// optimum above by ‖x‖²: compare the pooled ratio, which is what the
+	// optimum is, through the per-point shares times ‖x‖².
+	var num, den float64
+	h := make([]float64, m*k)
+	l.EvalTo(h, x, m)
+	for r := range m {
+		xr := x[r*d : r*d+d]
+		nx := floatsDot(xr, xr)
+		den += nx
+		for q := range k {
+			num += h[r*k+q] * h[r*k+q]
+		}
+	}
+	pooled := num / den
+	if pooled > best+1e-9 || pooled < best-0.01 {
+		t.Fatalf("captured share of the learned directions %.5f, the best two directions %.5f", pooled, best)
+	}
+	if got < 0.5*best || got > 1 {
+		t.Fatalf("held-out score %.4f out of range (best pooled share %.4f)", got, best)
+	}
+}
+
+func floatsDot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// rotatedStream is a 4-D Gaussian stream whose axes' scales are
+// permuted after the switch: the top eigenfunctions move to other axes.
+func rotatedStream(rng *rand.Rand, rows int, after bool) []float64 {
+	s := []float64{1.6, 1.0, 0.6, 0.3}
+	if after {
+		s = []float64{0.3, 0.6, 1.0, 1.6}
+	}
+	return gaussianRows(rng, rows, s)
+}
+
+// TestForgetRestartsAsAFreshLearner streams a switch and checks that the
+// detector fires soon after it and never before, and that from the
+// restart on the learner is a learner started afresh at that batch, bit
+// for bit (the reference: a new learner fed the same batches); and that a
+// snapshot taken after the restart restores a learner that continues
+// bit for bit.
+func TestForgetRestartsAsAFreshLearner(t *testing.T) {
+	const (
+		rows    = 256
+		before  = 100
+		after   = 40
+		holdout = 8
+	)
+	cfg := Config{K: 2, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Workers: 1}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	var fresh *KPCA
+	detected := -1
+	var restored *KPCA
+	for step := range before + after {
+		x := rotatedStream(rng, rows, step >= before)
+		var held []float64
+		for i := range rows {
+			if HeldOut(uint64(step*rows+i), holdout) {
+				held = append(held, x[i*4:i*4+4]...)
+			}
+		}
+		changed, err := l.Assess(held, len(held)/4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changed {
+			if step < before {
+				t.Fatalf("change detected at step %d, before the switch at %d", step, before)
+			}
+			if detected < 0 {
+				detected = step
+				if fresh, err = New(cfg); err != nil {
+					t.Fatal(err)
+				}
+				defer fresh.Close()
+			}
+		}
+		if err := l.Update(x, rows); err != nil {
+			t.Fatal(err)
+		}
+		if fresh != nil {
+			if err := fresh.Update(x, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if detected >= 0 && step == detected+5 {
+			snap := l.Snapshot()
+			if snap.Header.Schedule.Restart != uint64(detected) || snap.Header.Diagnostics.Changes != 1 {
+				t.Fatalf("snapshot schedule restart %d, changes %d; want %d, 1", snap.Header.Schedule.Restart, snap.Header.Diagnostics.Changes, detected)
+			}
+			if restored, err = Restore(snap, Config{Workers: 1}); err != nil {
+				t.Fatal(err)
+			}
+			defer restored.Close()
+		} else if restored != nil {
+			if err := restored.Update(x, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if detected < 0 || detected > before+8 {
+		t.Fatalf("change detected at step %d, want within 8 batches of the switch at %d", detected, before)
+	}
+	a, b := l.Snapshot(), fresh.Snapshot()
+	if !slices.Equal(a.Coef[0], b.Coef[0]) || !slices.Equal(a.Header.Seeds, b.Header.Seeds) {
+		t.Fatalf("after the restart the learner differs from a fresh one (%d vs %d seeds)", len(a.Header.Seeds), len(b.Header.Seeds))
+	}
+	if a.Header.Step != before+after || a.Header.SamplesSeen != (before+after)*rows {
+		t.Fatalf("step %d, samples %d: the counters must go on through a restart", a.Header.Step, a.Header.SamplesSeen)
+	}
+	if c := restored.Snapshot(); !slices.Equal(c.Coef[0], a.Coef[0]) {
+		t.Fatal("a learner restored after the restart does not continue bit for bit")
+	}
+}
+
+// TestForgetOffDetectsButKeeps: with Forget off a change is reported and
+// counted, the model is not restarted.
+func TestForgetOffDetectsButKeeps(t *testing.T) {
+	l, err := New(Config{K: 2, BlockSize: 128, MaxFeatures: 2048, Forget: ForgetOff,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	for step := range 140 {
+		x := rotatedStream(rng, 256, step >= 100)
+		if _, err := l.Assess(x[:32*4], 32); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(x, 256); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := l.Snapshot()
+	if l.Changes() == 0 || snap.Header.Schedule.Restart != 0 || l.Features() != 2048 {
+		t.Fatalf("changes %d, restart %d, features %d: want a change reported, no restart, the blocks kept", l.Changes(), snap.Header.Schedule.Restart, l.Features())
+	}
+}
+
+// TestMonitorFalseAlarms runs the detector on 20,000 batch figures of
+// white noise: its threshold is set for about one alarm in e^{2κh} ≈
+// 20,000 batches, so a handful at most.
+func TestMonitorFalseAlarms(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var m monitor
+	alarms := 0
+	for range 20000 {
+		if m.detect(0.8 + 0.01*rng.NormFloat64()) {
+			alarms++
+		}
+	}
+	if alarms > 3 {
+		t.Fatalf("%d false alarms in 20,000 stationary batches", alarms)
+	}
+	// A drop of 4σ is found within a few batches.
+	for i := range 10 {
+		if m.detect(0.76 + 0.01*rng.NormFloat64()) {
+			if i > 4 {
+				t.Fatalf("a 4σ drop found after %d batches", i+1)
+			}
+			return
+		}
+	}
+	t.Fatal("a 4σ drop was not detected within 10 batches")
+}
+
+// TestTwoViewAssessCorrelations checks kcca's held-out score against
+// Pearson correlations (gonum's stat.Correlation) of the served pairs of
+// functions on the same held-out pairs.
+func TestTwoViewAssessCorrelations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	pairs := func(n int) ([]float64, []float64) {
+		x, y := make([]float64, n*2), make([]float64, n*2)
+		for i := range n {
+			z := rng.NormFloat64()
+			x[2*i], x[2*i+1] = z+0.3*rng.NormFloat64(), rng.NormFloat64()
+			y[2*i], y[2*i+1] = z*z+0.3*rng.NormFloat64(), rng.NormFloat64()
+		}
+		return x, y
+	}
+	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 20 {
+		x, y := pairs(256)
+		if err := l.Update(x, y, 256); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const m = 20000
+	x, y := pairs(m)
+	if _, err := l.Assess(x, y, m); err != nil {
+		t.Fatal(err)
+	}
+	got := l.Quality()
+	u, v := make([]float64, m*2), make([]float64, m*2)
+	l.EvalTo(0, u, x, m)
+	l.EvalTo(1, v, y, m)
+	um, vm := mat.NewDense(m, 2, u), mat.NewDense(m, 2, v)
+	for q := range 2 {
+		want := stat.Correlation(mat.Col(nil, q, um), mat.Col(nil, q, vm), nil)
+		if math.Abs(got.Components[q]-want) > 0.03 {
+			t.Fatalf("component %d: held-out score %.4f, Pearson correlation %.4f", q, got.Components[q], want)
+		}
+	}
+	if got.Components[0] < 0.5 {
+		t.Fatalf("the first pair's held-out correlation is %.3f; the stream plants one near 0.9", got.Components[0])
+	}
+}
