@@ -205,6 +205,17 @@ type Learner struct {
 	// the model when the stream changes: docs/learners.md) or off (never:
 	// for streams known to be stationary). Default: detect.
 	Forget string `yaml:"forget"`
+	// LoadShedding: auto (when the learner cannot keep up with the
+	// stream, learn a deterministic fraction of its messages, chosen by
+	// a hash of partition and offset, and stop adding features, so that
+	// consumer lag stays bounded; every offset is still covered, nothing
+	// is dead-lettered for load) or off (learn every message; lag grows
+	// when the stream is faster than the learner). Not in cluster mode.
+	// Default: auto.
+	LoadShedding string `yaml:"load_shedding"`
+	// TargetLoad is the share of the loop's time the learner may take
+	// before load shedding learns a fraction, in (0, 1]. Default: 0.8.
+	TargetLoad float64 `yaml:"target_load"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed"`
 	// Center learns the centred operator. Default: false.
@@ -352,6 +363,10 @@ func (c *Config) SetDefaults() {
 	defI(&c.Learner.K, 3) // the service's; the library requires k
 	defI(&c.Learner.Batch, 512)
 	defI(&c.Learner.Holdout, online.DefaultHoldout)
+	def(&c.Learner.LoadShedding, "auto")
+	if c.Learner.TargetLoad == 0 {
+		c.Learner.TargetLoad = 0.8
+	}
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
@@ -497,6 +512,12 @@ func (c *Config) Validate() error {
 	}
 	if f := online.Forgetting(c.Learner.Forget); !slices.Contains(online.Forgettings, f) {
 		bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
+	}
+	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
+		bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
+	}
+	if !(c.Learner.TargetLoad > 0) || c.Learner.TargetLoad > 1 {
+		bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)
 	}
 	if c.Learner.Holdout < 1 {
 		bad("learner.holdout", "%d: must be ≥ 1 (1 holds out nothing)", c.Learner.Holdout)

@@ -72,6 +72,12 @@ func (l *KPCA) Close() {
 // Features returns the current number of features.
 func (l *KPCA) Features() int { return l.view.features() }
 
+// HoldGrowth stops (hold true) or resumes adding feature blocks: while
+// held, every step revisits the existing blocks in turn, as past
+// MaxFeatures, so a step's cost stops growing. The service holds growth
+// while it cannot keep up with its stream.
+func (l *KPCA) HoldGrowth(hold bool) { l.view.hold = hold }
+
 // Generated returns the blocks the learner has generated, for a
 // snapshot.Model of its snapshots to share (snapshot.ModelOptions.Shared)
 // instead of generating them again: a service serving what it learns

@@ -66,10 +66,11 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 			h[j] = v * v / den
 		}
 	}
-	// The detector is armed once the feature budget is full: while blocks
-	// join, the served average holds them at less than their share and
-	// the score falls as the model improves (see the comment above).
-	if !l.mon.observe(q.h[:rows*k], rows, k, len(l.seeds) >= l.maxBlock) {
+	// The detector is armed once the feature budget is full and the model
+	// is monitorArmAge steps old: while blocks join, the served average
+	// holds them at less than their share, and a young model's score
+	// moves as it settles (see monitor).
+	if !l.mon.observe(q.h[:rows*k], rows, k, len(l.seeds) >= l.maxBlock && l.age() >= monitorArmAge) {
 		return false, nil
 	}
 	l.changes++
@@ -195,6 +196,12 @@ func meanOffDiagonal(kern func(x, y []float64) float64, xs []float64, rows, d in
 // with the textbook κ = 1/2 and a high threshold h = 10, fires after
 // about h/(Δ/σ − κ) batches for a drop of Δ (three batches for a drop of
 // 4σ) and on a stationary stream about once in e^{2κh} ≈ 20,000 batches.
+// κ is raised to 1% of μ when that is more than σ/2, so that a score
+// that settles by a percent or two (a young covariance model's does)
+// does not add up to a change. The detector runs once the model is 60
+// steps old and its feature budget full: measured with landmark blocks
+// (`streamkpca bench drift --features landmarks`), a model restarted 45
+// steps earlier still settled by 3% and set it off.
 // μ and σ are frozen while S > 0, so a slow slide cannot drag the
 // reference down with it. After a change (and at the start) the first
 // warmup batches only estimate μ and σ. A rising score (a model still
@@ -215,8 +222,13 @@ const (
 	monitorKappa  = 0.5
 	monitorH      = 10
 	monitorWarmup = 20
-	monitorWindow = 50   // batches of the reference μ, σ
-	qualityWindow = 1024 // held-out points of the reported score
+	// monitorArmAge is the steps since the model (re)started before the
+	// detector runs; monitorMinDrop the least drop, relative to μ, that
+	// counts.
+	monitorArmAge  = 60
+	monitorMinDrop = 0.01
+	monitorWindow  = 50   // batches of the reference μ, σ
+	qualityWindow  = 1024 // held-out points of the reported score
 )
 
 // observe adds a held-out batch's per-point component scores c (rows×k)
@@ -267,7 +279,8 @@ func (m *monitor) detect(f float64) bool {
 	if !(sd > 0) {
 		return false
 	}
-	m.s = math.Max(0, m.s+(m.mu-f)/sd-monitorKappa)
+	kappa := math.Max(monitorKappa, monitorMinDrop*math.Abs(m.mu)/sd)
+	m.s = math.Max(0, m.s+(m.mu-f)/sd-kappa)
 	if m.s <= monitorH {
 		return false
 	}
@@ -321,7 +334,7 @@ func HeldOut(key uint64, every int) bool {
 	if every <= 1 {
 		return false
 	}
-	return mix64(key)%uint64(every) == 0
+	return Mix(key)%uint64(every) == 0
 }
 
 // HoldoutKey is the key of a Kafka message for HeldOut.
@@ -329,9 +342,10 @@ func HoldoutKey(partition int, offset int64) uint64 {
 	return uint64(partition)<<48 ^ uint64(offset)
 }
 
-// mix64 is SplitMix64's finaliser (Steele, Lea & Flood 2014): every
-// input bit moves every output bit.
-func mix64(z uint64) uint64 {
+// Mix is SplitMix64's finaliser (Steele, Lea & Flood 2014): every input
+// bit moves every output bit. HeldOut and the service's load shedding
+// draw their deterministic subsets with it.
+func Mix(z uint64) uint64 {
 	z += 0x9E3779B97F4A7C15
 	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
 	z = (z ^ z>>27) * 0x94D049BB133111EB
@@ -369,7 +383,7 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	l.EvalTo(0, m.u, x, rows)
 	l.EvalTo(1, m.v, y, rows)
 	m.score(rows, k, l.cfg.Algorithm != AlgKSVD)
-	if !l.mon.observe(m.c, rows, k, l.budgetFull()) {
+	if !l.mon.observe(m.c, rows, k, l.budgetFull() && l.age() >= monitorArmAge) {
 		return false, nil
 	}
 	l.changes++

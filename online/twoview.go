@@ -109,6 +109,10 @@ func (l *TwoView) Close() {
 // Features returns the current number of features of view x.
 func (l *TwoView) Features() int { return l.v[0].features() }
 
+// HoldGrowth stops or resumes adding feature blocks to both views, as
+// KPCA.HoldGrowth.
+func (l *TwoView) HoldGrowth(hold bool) { l.v[0].hold, l.v[1].hold = hold, hold }
+
 // Generated returns the blocks of both views, as KPCA.Generated.
 func (l *TwoView) Generated() []features.Generated {
 	return []features.Generated{l.v[0].generated(), l.v[1].generated()}

@@ -23,6 +23,7 @@ type view struct {
 	pre      snapshot.Preprocess
 	center   []float64 // nil unless the functions are centred
 	maxBlock int       // the feature budget in blocks
+	hold     bool      // HoldGrowth: revisit instead of appending
 	seedBase uint64    // block j's seed is DeriveSeed(seedBase, j)
 
 	// scratch for one batch: standardised inputs, the functions' values,
@@ -138,7 +139,7 @@ func (v *view) scratch(rows, k int) {
 // make one, revisits instead.
 func (v *view) next(t uint64, rows int) (j int, seed uint64, revisit bool) {
 	j = len(v.seeds)
-	if j >= v.maxBlock || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.seedBase, j) != nil {
+	if j >= v.maxBlock || v.hold && j > 0 || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.seedBase, j) != nil {
 		j = int(t % uint64(len(v.seeds)))
 		return j, v.seeds[j], true
 	}

@@ -190,6 +190,12 @@ type Diagnostics struct {
 	// Changes counts the changes of the stream detected so far, each of
 	// which restarted the schedule (Schedule.Restart is the last).
 	Changes uint64 `json:"changes,omitempty"`
+	// LearnedFraction is the fraction of the stream's messages the
+	// service was learning when the snapshot was taken (load shedding:
+	// 1 or absent when it learns all), and Shed the messages it did not
+	// learn to keep up, since the model started.
+	LearnedFraction float64 `json:"learned_fraction,omitempty"`
+	Shed            uint64  `json:"shed,omitempty"`
 	// Quality is the held-out score of the served model on the stream
 	// (see Quality); nil where none was measured (fit, or before the
 	// first held-out point).

@@ -20,13 +20,15 @@ import (
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite|drift|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
+		return errors.New("usage: streamkpca bench hermite|drift|keepup|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
 	}
 	switch args[0] {
 	case "hermite":
 		return benchHermite(ctx, args[1:])
 	case "drift":
 		return benchDrift(ctx, args[1:])
+	case "keepup":
+		return benchKeepUp(ctx, args[1:])
 	case "kcca":
 		return benchKCCA(ctx, args[1:])
 	case "throughput":
@@ -40,7 +42,7 @@ func Run(ctx context.Context, args []string) error {
 	case "cluster":
 		return benchCluster(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, keepup, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
@@ -100,6 +102,38 @@ func benchDrift(ctx context.Context, args []string) error {
 		pr.Update("%s: %d/%d points  error %.3g  quality %.4f  changes %d", run, c.Points, total, c.Error, c.Quality, c.Changes)
 	}
 	res, err := bench.RunDrift(ctx, cfg)
+	pr.Done()
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
+// benchKeepUp is `streamkpca bench keepup`: the service against a stream
+// produced at a fixed rate, and whether its lag stays bounded
+// (internal/bench.RunKeepUp).
+func benchKeepUp(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench keepup", flag.ContinueOnError)
+	var cfg bench.KeepUpConfig
+	fs.Float64Var(&cfg.Rate, "rate", 15000, "messages per second produced (16-D hermite, JSON)")
+	fs.DurationVar(&cfg.Duration, "duration", 150*time.Second, "how long the stream runs")
+	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the topic")
+	fs.StringVar(&cfg.LoadShedding, "load-shedding", "auto", "the service's learner.load_shedding: auto or off")
+	fs.DurationVar(&cfg.Every, "every", 10*time.Second, "how often the lag is sampled")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "streamkpca-keepup-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Dir = dir
+	pr := progress.New()
+	cfg.Progress = func(p bench.KeepUpPoint) {
+		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features)
+	}
+	res, err := bench.RunKeepUp(ctx, cfg)
 	pr.Done()
 	if err != nil {
 		return err

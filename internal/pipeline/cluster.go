@@ -188,6 +188,9 @@ func (c *clusterLearner) bandwidth() float64 {
 func (c *clusterLearner) assess(_, _ []float64, _ int) (bool, error) { return false, nil }
 func (c *clusterLearner) quality() *snapshot.Quality                 { return nil }
 
+// holdGrowth: cluster mode does not shed load (see pace).
+func (c *clusterLearner) holdGrowth(bool) {}
+
 func (c *clusterLearner) twoView() bool                   { return false }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
 func (c *clusterLearner) close() {

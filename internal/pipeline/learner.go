@@ -27,6 +27,8 @@ type learner interface {
 	// online.KPCA.Assess); quality is the score so far (nil: none).
 	assess(x, y []float64, rows int) (bool, error)
 	quality() *snapshot.Quality
+	// holdGrowth stops or resumes adding feature blocks (load shedding).
+	holdGrowth(hold bool)
 	close()
 }
 
@@ -47,6 +49,7 @@ func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 	return o.l.Assess(x, rows)
 }
 func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
+func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
 
 type twoViews struct{ l *online.TwoView }
 
@@ -71,6 +74,7 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 	return t.l.Assess(x, y, rows)
 }
 func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
+func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
 func (t twoViews) checkInput(x, y []float64) error {
 	c := t.l.Config()
 	if err := c.Kernel.CheckInput(x); err != nil {

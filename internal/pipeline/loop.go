@@ -27,9 +27,11 @@ type loop struct {
 	// batch, scored before the batch is learned.
 	heldX, heldY []float64
 	heldRows     int
-	sinceSnap    int
-	lastSnap     time.Time
-	lastCut      *snapshot.Snapshot
+	// pace sets the fraction of the stream learned (load shedding).
+	pace      *pace
+	sinceSnap int
+	lastSnap  time.Time
+	lastCut   *snapshot.Snapshot
 	// model is the newest served Model, whose blocks the next one reuses.
 	model *snapshot.Model
 	// held: the pending rows could not start the model; they stay
@@ -107,7 +109,17 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		}
 		return false
 	}
-	if online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), p.cfg.Learner.Holdout) {
+	key := online.HoldoutKey(m.Partition, m.Offset)
+	if !l.pace.keep(key) {
+		// Shed to keep up: covered by the offsets, not learned.
+		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
+		p.met.Shed.Inc()
+		p.mu.Lock()
+		p.status.Shed++
+		p.mu.Unlock()
+		return false
+	}
+	if online.HeldOut(key, p.cfg.Learner.Holdout) {
 		l.heldX, l.heldY = append(l.heldX, l.batch[n0:]...), append(l.heldY, l.batchY[m0:]...)
 		l.heldRows++
 	}
@@ -181,10 +193,11 @@ func (l *loop) learn() {
 	} else if l.rows == 0 {
 		return
 	}
-	l.assess()
 	t0 := time.Now()
+	l.assess()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
-	p.met.BatchSeconds.Observe(time.Since(t0).Seconds())
+	took := time.Since(t0)
+	p.met.BatchSeconds.Observe(took.Seconds())
 	if p.clu != nil && err != nil {
 		switch {
 		case errors.Is(err, cluster.ErrAborted):
@@ -244,12 +257,45 @@ func (l *loop) learn() {
 	p.status.Bandwidth = p.learner.bandwidth()
 	p.mu.Unlock()
 	p.met.Features.Set(float64(p.learner.features()))
+	if err == nil {
+		l.keepUp(took)
+	}
 	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
 	l.sinceSnap++
 	if c := p.clu; c != nil && l.sinceSnap+1 >= p.cfg.Snapshot.EveryBatches {
 		// The next step's round confirms this state: take it there, so
 		// that the snapshot after that step, on the cadence, has it.
 		c.due = true
+	}
+}
+
+// keepUp updates the fraction of the stream learned after a batch that
+// took took to learn (see pace), holds the learner's growth while it is
+// below 1 and says when shedding starts and stops.
+func (l *loop) keepUp(took time.Duration) {
+	p := l.p
+	if l.pace == nil || l.pace.off {
+		return
+	}
+	backlog := p.lag()
+	p.mu.Lock()
+	seen := int64(p.status.Consumed)
+	before := p.status.LearnedFraction
+	p.mu.Unlock()
+	f := l.pace.observe(l.rows, took.Seconds(), seen, backlog, time.Now())
+	p.met.LearnedFraction.Set(f)
+	p.mu.Lock()
+	p.status.LearnedFraction = f
+	p.mu.Unlock()
+	switch {
+	case f < 1 && before >= 1:
+		p.learner.holdGrowth(true)
+		p.log.Warn().Float64("learned_fraction", f).Float64("stream_msgs_per_s", l.pace.rate).Float64("learner_s_per_msg", l.pace.cost).
+			Int64("backlog", backlog).Int("features", p.learner.features()).
+			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) and adding no features, to keep lag bounded (learner.load_shedding)")
+	case f >= 1 && before < 1:
+		p.learner.holdGrowth(false)
+		p.log.Info().Int64("backlog", backlog).Msg("keeping up again: learning every message")
 	}
 }
 
@@ -324,6 +370,10 @@ func (l *loop) snapshot(final bool) {
 	} else {
 		snap = p.learner.snapshot()
 		p.mu.Lock()
+		if f := p.status.LearnedFraction; f < 1 {
+			snap.Header.Diagnostics.LearnedFraction = f
+		}
+		snap.Header.Diagnostics.Shed = p.status.Shed
 		offs := p.learned
 		if l.rows == 0 {
 			offs = p.consumed // trailing dead-lettered messages are covered too

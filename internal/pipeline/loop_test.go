@@ -745,3 +745,76 @@ func TestLoopScoresHeldOutAndFollowsAChange(t *testing.T) {
 			snap.Header.Schedule.Restart, snap.Header.Diagnostics.Quality, snap.Header.Diagnostics.Changes, before/256)
 	}
 }
+
+// TestShedsLoadExactlyOnce: a stream that keeps arriving faster than the
+// learner learns is thinned (load shedding) so that the loop keeps up;
+// every message is still considered exactly once, across a crash while
+// shedding: after the restart, samples learned plus messages shed equal
+// the messages produced, the snapshot's offsets cover them all, and
+// nothing was dead-lettered for load.
+func TestShedsLoadExactlyOnce(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 16
+	c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 256, 2048, 256, 4
+	c.Snapshot.EveryBatches = 5
+	src := ingest.NewMemSource("v", 64)
+	fast := func(o *Options) { o.paceWindow = 100 * time.Millisecond }
+	dl := &ingest.MemDeadLetter{}
+	h := startLoop(t, c, src, dl, fast)
+	// Produce faster than the learner: bursts every 10 ms until it sheds.
+	msgs := points(200_000, 16, 9)
+	produced := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for h.p.Status().Shed == 0 {
+		if time.Now().After(deadline) || produced+1000 > len(msgs) {
+			t.Fatalf("no load shed after %d messages (learned %d, fraction %.3f)", produced, h.p.Status().Samples, h.p.Status().LearnedFraction)
+		}
+		src.Produce(0, msgs[produced:produced+1000]...)
+		produced += 1000
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Crash while shedding, once a snapshot covers some shed messages.
+	for latestOrNil(c) == nil || latestOrNil(c).Header.Diagnostics.Shed == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot covering shed messages")
+		}
+		if produced+1000 > len(msgs) {
+			t.Fatal("no snapshot covering shed messages before the test's stream ran out")
+		}
+		src.Produce(0, msgs[produced:produced+1000]...)
+		produced += 1000
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.p.Kill()
+	<-h.done
+	before := latest(t, c)
+	if f := before.Header.Diagnostics.LearnedFraction; !(f > 0 && f < 1) {
+		t.Fatalf("snapshot taken while shedding records learned fraction %v", f)
+	}
+	// A new process against the same topic: a new source over the same log
+	// (the killed run's source still holds messages it had read ahead).
+	src2 := ingest.NewMemSource("v", 64)
+	src2.Produce(0, msgs[:produced]...)
+	h2 := startLoop(t, c, src2, dl, fast)
+	h2.waitConsumed(uint64(produced) - uint64(nextOffset(before, 0)))
+	snap := h2.stop()
+	if got := snap.Header.SamplesSeen + snap.Header.Diagnostics.Shed; got != uint64(produced) {
+		t.Fatalf("learned %d + shed %d = %d, produced %d: every message must be considered exactly once",
+			snap.Header.SamplesSeen, snap.Header.Diagnostics.Shed, got, produced)
+	}
+	if next := nextOffset(snap, 0); next != int64(produced) {
+		t.Fatalf("offsets cover %d of %d messages", next, produced)
+	}
+	if recs, _ := dl.Records(); len(recs) != 0 {
+		t.Fatalf("%d messages dead-lettered; load shedding must dead-letter none", len(recs))
+	}
+}
+
+func latestOrNil(c configs.Config) *snapshot.Snapshot {
+	st := snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}
+	snap, _, err := st.Latest()
+	if err != nil {
+		return nil
+	}
+	return snap
+}

@@ -11,55 +11,60 @@ import (
 
 // Metrics are the service's Prometheus metrics (names in docs/operations.md).
 type Metrics struct {
-	Samples        prometheus.Counter
-	Batches        prometheus.Counter
-	Rejected       prometheus.Counter
-	BadMessages    *prometheus.CounterVec
-	Duplicates     prometheus.Counter
-	BatchSeconds   prometheus.Histogram
-	Features       prometheus.Gauge
-	Members        prometheus.Gauge
-	Version        prometheus.Gauge
-	Snapshots      prometheus.Counter
-	SnapshotErrors prometheus.Counter
-	Publishes      prometheus.Counter
-	PublishErrors  prometheus.Counter
-	DeadLetterErrs prometheus.Counter
-	Published      prometheus.Gauge
-	Served         prometheus.GaugeFunc // set by New: it reads the served (pinned or newest) version
-	Eigenvalues    *prometheus.GaugeVec
-	Quality        prometheus.Gauge
-	Changes        prometheus.Counter
-	Requests       *prometheus.CounterVec
-	RequestSeconds *prometheus.HistogramVec
+	Samples         prometheus.Counter
+	Batches         prometheus.Counter
+	Rejected        prometheus.Counter
+	BadMessages     *prometheus.CounterVec
+	Duplicates      prometheus.Counter
+	BatchSeconds    prometheus.Histogram
+	Features        prometheus.Gauge
+	Members         prometheus.Gauge
+	Version         prometheus.Gauge
+	Snapshots       prometheus.Counter
+	SnapshotErrors  prometheus.Counter
+	Publishes       prometheus.Counter
+	PublishErrors   prometheus.Counter
+	DeadLetterErrs  prometheus.Counter
+	Published       prometheus.Gauge
+	Served          prometheus.GaugeFunc // set by New: it reads the served (pinned or newest) version
+	Eigenvalues     *prometheus.GaugeVec
+	Quality         prometheus.Gauge
+	Shed            prometheus.Counter
+	LearnedFraction prometheus.Gauge
+	Changes         prometheus.Counter
+	Requests        *prometheus.CounterVec
+	RequestSeconds  *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Samples:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_samples_learned_total", Help: "Samples passed to the learner."}),
-		Batches:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_total", Help: "Mini-batches learned."}),
-		Rejected:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_rejected_total", Help: "Mini-batches refused by the divergence guard."}),
-		BadMessages:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_bad_messages_total", Help: "Messages refused and dead-lettered, by reason."}, []string{"reason"}),
-		Duplicates:     prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_duplicate_messages_total", Help: "Messages dropped because their offset was already consumed (after a rebalance)."}),
-		BatchSeconds:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamkpca_batch_seconds", Help: "Time to learn one mini-batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		Features:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_features", Help: "Random features in the model."}),
-		Members:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_cluster_members", Help: "Cluster mode: members of the group this instance steps with (0: none at the moment)."}),
-		Version:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_model_version", Help: "Version (step) of the newest persisted snapshot."}),
-		Snapshots:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshots_total", Help: "Snapshots persisted."}),
-		SnapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshot_errors_total", Help: "Snapshot writes that failed (retried)."}),
-		Publishes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publishes_total", Help: "Versions published on NATS."}),
-		PublishErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
-		DeadLetterErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
-		Published:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
-		Eigenvalues:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
-		Quality:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),
-		Changes:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_changes_detected_total", Help: "Changes of the stream the held-out score's detector found (each restarts the model unless learner.forget is off)."}),
-		Requests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
-		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
+		Samples:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_samples_learned_total", Help: "Samples passed to the learner."}),
+		Batches:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_total", Help: "Mini-batches learned."}),
+		Rejected:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_rejected_total", Help: "Mini-batches refused by the divergence guard."}),
+		BadMessages:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_bad_messages_total", Help: "Messages refused and dead-lettered, by reason."}, []string{"reason"}),
+		Duplicates:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_duplicate_messages_total", Help: "Messages dropped because their offset was already consumed (after a rebalance)."}),
+		BatchSeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamkpca_batch_seconds", Help: "Time to learn one mini-batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		Features:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_features", Help: "Random features in the model."}),
+		Members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_cluster_members", Help: "Cluster mode: members of the group this instance steps with (0: none at the moment)."}),
+		Version:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_model_version", Help: "Version (step) of the newest persisted snapshot."}),
+		Snapshots:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshots_total", Help: "Snapshots persisted."}),
+		SnapshotErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshot_errors_total", Help: "Snapshot writes that failed (retried)."}),
+		Publishes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publishes_total", Help: "Versions published on NATS."}),
+		PublishErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
+		DeadLetterErrs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
+		Published:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
+		Eigenvalues:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
+		Quality:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),
+		Shed:            prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_messages_shed_total", Help: "Messages not learned to keep up with the stream (learner.load_shedding): their offsets are covered, they are not dead-lettered."}),
+		LearnedFraction: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_learned_fraction", Help: "Fraction of the stream's messages being learned now (1: all; below: load shedding keeps lag bounded)."}),
+		Changes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_changes_detected_total", Help: "Changes of the stream the held-out score's detector found (each restarts the model unless learner.forget is off)."}),
+		Requests:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
+		RequestSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
+	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
 		m.Members, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.Eigenvalues, m.Quality, m.Changes, m.Requests, m.RequestSeconds)
+		m.Published, m.Eigenvalues, m.Quality, m.Changes, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

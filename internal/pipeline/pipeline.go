@@ -42,6 +42,10 @@ type Options struct {
 	// Score, if set, is a quality measure of the served model that the
 	// status page shows (the demo's known error); see Pipeline.Score.
 	Score *Score
+
+	// paceWindow, in tests, shortens load shedding's rate window (see
+	// pace; 0: the default 5 s).
+	paceWindow time.Duration
 }
 
 // Status is a point-in-time view of the pipeline for progress displays.
@@ -60,10 +64,15 @@ type Status struct {
 	// Quality is the held-out score of the served model (see
 	// online.KPCA.Assess), nil before any; Changes counts the changes of
 	// the stream detected in this run.
-	Quality      *snapshot.Quality
-	Changes      uint64
-	Restart      uint64 // the step of the model's last restart (0: none)
-	LastSnapshot time.Time
+	Quality *snapshot.Quality
+	Changes uint64
+	Restart uint64 // the step of the model's last restart (0: none)
+	// LearnedFraction is the fraction of the stream's messages learned
+	// now (load shedding; 1 when it keeps up), Shed the messages not
+	// learned to keep up since the model started.
+	LearnedFraction float64
+	Shed            uint64
+	LastSnapshot    time.Time
 	// Members (cluster mode) is the size of the group this instance
 	// steps with in Generation; 0 while it is in none (joining, idle
 	// without partitions, or after a failed step until the next).
@@ -100,6 +109,7 @@ type Pipeline struct {
 	history      []historyPoint
 	startSamples uint64
 	scorer       scorer
+	paceWindow   time.Duration // Options.paceWindow
 
 	kill     chan struct{}
 	killOnce sync.Once
@@ -134,7 +144,7 @@ func New(opt Options) (*Pipeline, error) {
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
 		parsed: make(chan []parsed, 1),
-		scorer: scorer{s: opt.Score},
+		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow,
 	}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},
@@ -216,6 +226,13 @@ func New(opt Options) (*Pipeline, error) {
 		return nil, err
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.status.LearnedFraction = 1
+	if snap != nil && !cfg.Cluster.Enabled {
+		if f := snap.Header.Diagnostics.LearnedFraction; f > 0 && f < 1 {
+			p.status.LearnedFraction = f
+		}
+		p.status.Shed = snap.Header.Diagnostics.Shed
+	}
 	p.startSamples = p.status.Samples
 	dx, dy := p.learner.dims()
 	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs}
@@ -443,7 +460,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return nil
 	})
 
-	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now()}
+	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(),
+		pace: newPace(p.cfg.Learner.LoadShedding == "off" || p.clu != nil, p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)}
+	if f := p.status.LearnedFraction; f < 1 {
+		p.learner.holdGrowth(true)
+		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
+	}
 	l.model, _ = p.cur.Get() // a restored version: its blocks are reused by the next
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()

@@ -21,7 +21,8 @@ type historyPoint struct {
 const historyLen = 200
 
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
-	"f3": func(v float64) string { return fmt.Sprintf("%.4g", v) },
+	"f3":  func(v float64) string { return fmt.Sprintf("%.4g", v) },
+	"pct": func(v float64) float64 { return 100 * v },
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
 <title>streamkpca — {{.Model}}</title>
@@ -39,6 +40,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>random features</th><td>{{.Features}}</td></tr>
 {{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
+<tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
 <tr><th>quality (held-out, no truth needed)</th><td>{{with .Quality}}{{printf "%.4g" .Score}} {{$.QualityMeaning}} over the last {{printf "%.0f" .Points}} held-out messages{{else}}none yet (one message in {{.Holdout}} is scored before it is learned){{end}}</td></tr>
@@ -89,7 +91,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,
-			"Changes": st.Changes, "Restart": st.Restart,
+			"Changes": st.Changes, "Restart": st.Restart, "Fraction": st.LearnedFraction, "Shed": st.Shed,
 		})
 	}
 }

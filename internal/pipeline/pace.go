@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"math"
+	"time"
+
+	"github.com/streamkpca/streamkpca/online"
+)
+
+// pace keeps the loop up with the stream (learner.load_shedding). A
+// consumer that learns slower than its topic grows lag without bound
+// until Kafka's retention deletes what it never read; pace trades the
+// fraction of the stream that is learned for a bounded lag instead.
+//
+// # The rule
+//
+// After every batch it updates two exponentially weighted estimates: c,
+// the learner's seconds per learned row (the batch's update and scoring,
+// wall time), and λ, the stream's arrival rate in messages per second
+// (the growth of consumed + lag, over windows of 5 s). With B the backlog
+// (consumer lag plus messages read ahead), the fraction of messages to
+// learn, once the stream alone needs more than u of the loop (c·λ > u),
+// is
+//
+//	f* = u / (c · (λ + B/T)),    f = clamp(f*, fMin, 1)
+//
+// and 1 otherwise, with u the target load (learner.target_load, 0.8 by default: the rest of
+// the cores parse, decode and run the brokers' clients) and T = 60 s the
+// time to drain a backlog in; at f = f* the loop reads (λ + B/T)/u
+// messages a second, more than arrive, so the backlog drains. f falls
+// at once and rises by at most 10% a batch, so a burst does not make it
+// oscillate. Nothing is shed before two windows (10 s) have measured λ:
+// a backlog that is not growing (a topic filled before the service
+// started, a burst) is read in full, however long; only a stream that
+// keeps arriving faster than the learner learns is thinned. While f < 1
+// the learner stops adding feature blocks (learner.holdGrowth): a block
+// more makes every later step slower, and the stream has just said it
+// cannot pay for it.
+//
+// A message is learned when a hash of its partition and offset falls
+// under f (keep): the same messages at the same f after a restart, and
+// the held-out slice (a different hash) is unrelated to it. Messages not
+// learned are counted (streamkpca_messages_shed_total), never
+// dead-lettered, and their offsets are covered by the next snapshot like
+// every other: nothing is read twice. Bad messages are dead-lettered
+// whatever f is.
+//
+// This is load shedding as stream processors do it under overload
+// (Tatbul et al. 2003, "Load shedding in a data stream manager": drop a
+// fraction of the input chosen to keep the system's output timely,
+// placed as early as possible), with the drop chosen by a hash so that it
+// is deterministic, and the fraction set from a cost model instead of a
+// queue threshold because the learner's cost per row is measurable
+// exactly. Flink and Kafka Streams do not shed (they backpressure, and
+// lag grows in the broker): for a learner, whose model is a statistical
+// summary, a uniformly thinned stream is the same distribution.
+type pace struct {
+	off    bool
+	target float64       // u
+	window time.Duration // of λ's estimate
+
+	frac     float64 // f
+	cost     float64 // c, seconds per learned row (0: none measured)
+	rate     float64 // λ, messages per second
+	windows  int     // rate windows measured
+	mark     time.Time
+	markSeen float64 // consumed + lag at mark
+}
+
+// Pace settings (see pace).
+const (
+	paceDrain   = 60 * time.Second
+	paceWindow  = 5 * time.Second
+	paceWindows = 2
+	paceMin     = 1.0 / 256
+	paceRise    = 1.1
+	paceAlpha   = 0.3
+)
+
+// newPace returns a pace that starts at fraction frac (a restored
+// snapshot's; 1 for a new model), measuring λ over windows of window
+// (0: paceWindow).
+func newPace(off bool, target, frac float64, window time.Duration) *pace {
+	if !(frac > 0) || frac > 1 {
+		frac = 1
+	}
+	if window <= 0 {
+		window = paceWindow
+	}
+	return &pace{off: off, target: target, frac: frac, window: window}
+}
+
+// keep reports whether the message with key (online.HoldoutKey) is
+// learned at the current fraction (a nil pace keeps every message).
+func (p *pace) keep(key uint64) bool {
+	if p == nil || p.off || p.frac >= 1 {
+		return true
+	}
+	return float64(online.Mix(key^shedStream)>>11)/(1<<53) < p.frac
+}
+
+// shedStream separates shedding's hash from the held-out slice's
+// (online.HeldOut).
+const shedStream = 0x5348454444494E47 // "SHEDDING"
+
+// observe updates the estimates after a batch of rows learned in
+// learnSec seconds; seen is the messages consumed so far and backlog the
+// messages behind them (lag and read-ahead), at now. It returns the new
+// fraction.
+func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time.Time) float64 {
+	if p.off {
+		return 1
+	}
+	if rows > 0 && learnSec > 0 {
+		c := learnSec / float64(rows)
+		if p.cost == 0 {
+			p.cost = c
+		} else {
+			p.cost += paceAlpha * (c - p.cost)
+		}
+	}
+	arrived := float64(seen + backlog)
+	if p.mark.IsZero() {
+		p.mark, p.markSeen = now, arrived
+		return p.frac
+	}
+	if dt := now.Sub(p.mark); dt >= p.window {
+		r := math.Max(0, arrived-p.markSeen) / dt.Seconds()
+		if p.windows == 0 {
+			p.rate = r
+		} else {
+			p.rate += 0.5 * (r - p.rate)
+		}
+		p.windows++
+		p.mark, p.markSeen = now, arrived
+	}
+	if p.cost == 0 || p.windows < paceWindows || p.rate == 0 {
+		return p.frac
+	}
+	want := 1.0
+	if p.cost*p.rate > p.target {
+		// The stream alone outruns the learner: thin it, and drain the
+		// backlog too.
+		demand := p.rate + float64(backlog)/paceDrain.Seconds()
+		want = math.Min(1, math.Max(paceMin, p.target/(p.cost*demand)))
+	}
+	p.frac = math.Min(want, p.frac*paceRise)
+	return p.frac
+}
