@@ -341,6 +341,7 @@ func (l *TwoView) covStep(rows int) error {
 	k := l.cfg.K
 	if l.cov == nil {
 		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		l.addLandmarkPairs(l.cov)
 	}
 	c := l.cov
 	for i := range l.v {
@@ -370,6 +371,31 @@ func (l *TwoView) covStep(rows int) error {
 		}
 	}
 	return nil
+}
+
+// addLandmarkPairs adds the pairs of the landmark blocks to new
+// statistics c, as KPCA.covStep does for one view: the batches that built
+// the blocks were learned by the paper's rule before the budget filled,
+// and block j of both views holds the same pairs (view.shuffleKey), so
+// after one pass every pair is in the statistics once. A block whose
+// features would overflow the sums stays out, as does everything when the
+// views' block counts differ (a batch that made a block in one view only).
+func (l *TwoView) addLandmarkPairs(c *covariance) {
+	vx, vy := &l.v[0], &l.v[1]
+	if !vx.fm.Landmarks || !vy.fm.Landmarks || len(vx.seeds) != len(vy.seeds) {
+		return
+	}
+	nb := l.cfg.BlockSize
+	one := make([]float64, nb*nb) // one block's features at one block's points
+	for j := range vx.seeds {
+		_, zx := vx.ev.Landmarks(j)
+		_, zy := vy.ev.Landmarks(j)
+		if c.gatherFeatures(0, one, vx.ev, zx.Z, nb, vx.seeds) != nil ||
+			c.gatherFeatures(1, one, vy.ev, zy.Z, nb, vy.seeds) != nil {
+			continue
+		}
+		c.add(nb)
+	}
 }
 
 func (l *TwoView) init(x, y []float64, rows, dx, dy int) error {

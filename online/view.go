@@ -25,6 +25,10 @@ type view struct {
 	maxBlock int       // the feature budget in blocks
 	hold     bool      // HoldGrowth: revisit instead of appending
 	seedBase uint64    // block j's seed is DeriveSeed(seedBase, j)
+	// shuffleKey draws a landmark block's points from a batch of more
+	// than B: the model seed, the same for both views, so that the two
+	// views' block j holds the same pairs (TwoView.covStep adds them).
+	shuffleKey uint64
 
 	// scratch for one batch: standardised inputs, the functions' values,
 	// one block's features and its new coefficients
@@ -86,7 +90,7 @@ func (v *view) setup(c Config, s viewSpec, x []float64, rows int) error {
 	if s.center {
 		v.center = make([]float64, k)
 	}
-	v.seedBase = c.Seed
+	v.seedBase, v.shuffleKey = c.Seed, c.Seed
 	if s.index == 1 {
 		v.seedBase ^= viewTag
 	}
@@ -139,7 +143,7 @@ func (v *view) scratch(rows, k int) {
 // make one, revisits instead.
 func (v *view) next(t uint64, rows int) (j int, seed uint64, revisit bool) {
 	j = len(v.seeds)
-	if j >= v.maxBlock || v.hold && j > 0 || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.seedBase, j) != nil {
+	if j >= v.maxBlock || v.hold && j > 0 || v.fm.Landmarks && addLandmarks(v.ev, v.xs, rows, v.shuffleKey, j) != nil {
 		j = int(t % uint64(len(v.seeds)))
 		return j, v.seeds[j], true
 	}
@@ -198,7 +202,7 @@ func (v *view) firstBlock(rows int) (uint64, error) {
 	seed := features.DeriveSeed(v.seedBase, 0)
 	if v.fm.Landmarks {
 		v.ev.TruncateLandmarks(0) // a first batch that failed may have left one
-		if err := addLandmarks(v.ev, v.xs, rows, v.seedBase, 0); err != nil {
+		if err := addLandmarks(v.ev, v.xs, rows, v.shuffleKey, 0); err != nil {
 			return 0, err
 		}
 	}

