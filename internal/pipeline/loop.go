@@ -27,8 +27,10 @@ type loop struct {
 	// batch, scored before the batch is learned.
 	heldX, heldY []float64
 	heldRows     int
-	// pace sets the fraction of the stream learned (load shedding).
+	// pace sets the fraction of the stream learned (load shedding) and
+	// whether the model may grow; holding: growth is held now.
 	pace      *pace
+	holding   bool
 	sinceSnap int
 	lastSnap  time.Time
 	lastCut   *snapshot.Snapshot
@@ -289,13 +291,21 @@ func (l *loop) keepUp(took time.Duration) {
 	p.mu.Unlock()
 	switch {
 	case f < 1 && before >= 1:
-		p.learner.holdGrowth(true)
 		p.log.Warn().Float64("learned_fraction", f).Float64("stream_msgs_per_s", l.pace.rate).Float64("learner_s_per_msg", l.pace.cost).
 			Int64("backlog", backlog).Int("features", p.learner.features()).
-			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) and adding no features, to keep lag bounded (learner.load_shedding)")
+			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) to keep lag bounded (learner.load_shedding)")
 	case f >= 1 && before < 1:
-		p.learner.holdGrowth(false)
 		p.log.Info().Int64("backlog", backlog).Msg("keeping up again: learning every message")
+	}
+	if hold := !l.pace.grow(); hold != l.holding {
+		l.holding = hold
+		p.learner.holdGrowth(hold)
+		if hold {
+			p.log.Info().Int("features", p.learner.features()).Float64("stream_msgs_per_s", l.pace.rate).
+				Msg("the model stops growing: more features would make steps too slow for the stream (learner.max_features is the ceiling, the stream the limit)")
+		} else {
+			p.log.Info().Int("features", p.learner.features()).Msg("the stream leaves room again: the model grows")
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // After every batch it updates two exponentially weighted estimates: c,
 // the learner's seconds per learned row (the batch's update and scoring,
 // wall time), and λ, the stream's arrival rate in messages per second
-// (the growth of consumed + lag, over windows of 5 s). With B the backlog
+// (the growth of consumed + lag, over windows of 1 s). With B the backlog
 // (consumer lag plus messages read ahead), the fraction of messages to
 // learn, once the stream alone needs more than u of the loop (c·λ > u),
 // is
@@ -29,13 +29,15 @@ import (
 // time to drain a backlog in; at f = f* the loop reads (λ + B/T)/u
 // messages a second, more than arrive, so the backlog drains. f falls
 // at once and rises by at most 10% a batch, so a burst does not make it
-// oscillate. Nothing is shed before two windows (10 s) have measured λ:
+// oscillate. The model grows (a new feature block a step, up to
+// learner.max_features) only while c·λ < ¾·u: a block more makes every
+// later step slower, so growth stops with room to spare, before the
+// stream would have to be thinned (a larger max_features is then safe:
+// the stream decides how much of it is used). Nothing is shed before ten
+// windows (10 s) have measured λ:
 // a backlog that is not growing (a topic filled before the service
 // started, a burst) is read in full, however long; only a stream that
-// keeps arriving faster than the learner learns is thinned. While f < 1
-// the learner stops adding feature blocks (learner.holdGrowth): a block
-// more makes every later step slower, and the stream has just said it
-// cannot pay for it.
+// keeps arriving faster than the learner learns is thinned.
 //
 // A message is learned when a hash of its partition and offset falls
 // under f (keep): the same messages at the same f after a restart, and
@@ -69,9 +71,10 @@ type pace struct {
 
 // Pace settings (see pace).
 const (
+	paceGrow    = 0.75 // of the target load: the most at which the model grows
 	paceDrain   = 60 * time.Second
-	paceWindow  = 5 * time.Second
-	paceWindows = 2
+	paceWindow  = time.Second
+	paceWindows = 10 // before any message is shed
 	paceMin     = 1.0 / 256
 	paceRise    = 1.1
 	paceAlpha   = 0.3
@@ -79,7 +82,7 @@ const (
 
 // newPace returns a pace that starts at fraction frac (a restored
 // snapshot's; 1 for a new model), measuring λ over windows of window
-// (0: paceWindow).
+// (0: paceWindow, 1 s).
 func newPace(off bool, target, frac float64, window time.Duration) *pace {
 	if !(frac > 0) || frac > 1 {
 		frac = 1
@@ -97,6 +100,15 @@ func (p *pace) keep(key uint64) bool {
 		return true
 	}
 	return float64(online.Mix(key^shedStream)>>11)/(1<<53) < p.frac
+}
+
+// grow reports whether the model may add feature blocks: the stream
+// leaves room for a larger model (or has not been measured yet).
+func (p *pace) grow() bool {
+	if p == nil || p.off || p.cost == 0 || p.windows == 0 {
+		return true
+	}
+	return p.frac >= 1 && p.cost*p.rate < paceGrow*p.target
 }
 
 // shedStream separates shedding's hash from the held-out slice's
@@ -129,7 +141,7 @@ func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time
 		if p.windows == 0 {
 			p.rate = r
 		} else {
-			p.rate += 0.5 * (r - p.rate)
+			p.rate += paceAlpha * (r - p.rate)
 		}
 		p.windows++
 		p.mark, p.markSeen = now, arrived

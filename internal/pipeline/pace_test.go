@@ -111,3 +111,45 @@ func TestShedSubsetIsDeterministic(t *testing.T) {
 		t.Fatalf("kept %.4f of the held-out messages: shedding is correlated with the held-out slice", share)
 	}
 }
+
+// TestPaceStopsGrowthBeforeShedding: a model whose step cost grows with
+// its blocks (c = blocks × 1 µs a row) on a stream of 10,000 messages/s
+// grows while the stream leaves room and stops at c·λ ≈ ¾·u = 0.6, i.e.
+// about 60 blocks (a few more: it grows during the first second, before
+// λ is measured), well inside a ceiling of 512, without ever shedding;
+// on a stream of 1,000 a second (c·λ = 0.51 at 512 blocks) it grows to
+// the ceiling.
+func TestPaceStopsGrowthBeforeShedding(t *testing.T) {
+	for _, tc := range []struct {
+		lambda    float64
+		lo, hi    int
+		wantFrac  float64
+		maxBlocks int
+	}{{10000, 50, 70, 1, 512}, {1000, 512, 512, 1, 512}} {
+		p := newPace(false, 0.8, 1, 0)
+		blocks := 1
+		t0 := time.Unix(0, 0)
+		var now, consumed float64
+		for now < 300 {
+			c := float64(blocks) * 1e-6
+			f := p.frac
+			read := 512 / f
+			if avail := tc.lambda*now - consumed; read > avail {
+				now += (read - avail) / tc.lambda
+			}
+			now += 512 * c
+			consumed += read
+			backlog := math.Max(0, tc.lambda*now-consumed)
+			p.observe(512, 512*c, int64(consumed), int64(backlog), t0.Add(time.Duration(now*float64(time.Second))))
+			if p.frac < 1 {
+				t.Fatalf("λ %.0f: shed (fraction %.3f) at %d blocks: growth must stop before the stream needs thinning", tc.lambda, p.frac, blocks)
+			}
+			if p.grow() && blocks < tc.maxBlocks {
+				blocks++
+			}
+		}
+		if blocks < tc.lo || blocks > tc.hi {
+			t.Fatalf("λ %.0f: the model grew to %d blocks, want %d–%d", tc.lambda, blocks, tc.lo, tc.hi)
+		}
+	}
+}

@@ -44,7 +44,7 @@ type Options struct {
 	Score *Score
 
 	// paceWindow, in tests, shortens load shedding's rate window (see
-	// pace; 0: the default 5 s).
+	// pace; 0: the default 1 s).
 	paceWindow time.Duration
 }
 
@@ -463,6 +463,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(),
 		pace: newPace(p.cfg.Learner.LoadShedding == "off" || p.clu != nil, p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)}
 	if f := p.status.LearnedFraction; f < 1 {
+		l.holding = true
 		p.learner.holdGrowth(true)
 		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
 	}
