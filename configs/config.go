@@ -182,7 +182,9 @@ type Learner struct {
 	// kcca and for kpca/gha with landmark features, subspace otherwise.
 	Solver string `yaml:"solver"`
 	// Ridge of the covariance solver, relative to each view's mean
-	// feature variance. Default: 0.01.
+	// feature variance. Default: for kcca 0, chosen by the learner on
+	// held-out pairs (from 1e-3 to 1: docs/learners.md); 0.01 for kpca
+	// and gha.
 	Ridge float64 `yaml:"ridge"`
 	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 1, 0.05
 	// for the subspace solver; 0.5, 0.01 for oja; 1, 0.001 for
@@ -525,8 +527,8 @@ func (c *Config) Validate() error {
 	if math.IsNaN(c.Learner.Average) || c.Learner.Average > 1 {
 		bad("learner.average", "%v: must be in (0, 1], or negative to serve the last iterate", c.Learner.Average)
 	}
-	if !(c.Learner.Ridge > 0) || math.IsInf(c.Learner.Ridge, 0) {
-		bad("learner.ridge", "%v: must be > 0", c.Learner.Ridge)
+	if !(c.Learner.Ridge >= 0) || math.IsInf(c.Learner.Ridge, 0) {
+		bad("learner.ridge", "%v: must be > 0, or 0 for kcca to choose it on held-out pairs", c.Learner.Ridge)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
 		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)

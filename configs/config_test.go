@@ -244,7 +244,8 @@ func TestLandmarksForEveryAlgorithmButKSIR(t *testing.T) {
 }
 
 // TestCovarianceSolver: kcca defaults to the covariance solver with its
-// budget and ridge; kpca and gha take it on request; it is refused for
+// budget and its ridge chosen on held-out pairs (0); kpca and gha take it
+// on request, with the ridge 0.01; it is refused for
 // ksvd and ksir and past its feature bound, and a non-positive ridge is
 // refused.
 func TestCovarianceSolver(t *testing.T) {
@@ -252,7 +253,7 @@ func TestCovarianceSolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Learner.Solver != "covariance" || c.Learner.MaxFeatures != 2048 || c.Learner.Block != 512 || c.Learner.Ridge != 0.01 {
+	if c.Learner.Solver != "covariance" || c.Learner.MaxFeatures != 2048 || c.Learner.Block != 512 || c.Learner.Ridge != 0 {
 		t.Errorf("kcca defaults: solver %q, max_features %d, block %d, ridge %v", c.Learner.Solver, c.Learner.MaxFeatures, c.Learner.Block, c.Learner.Ridge)
 	}
 	for _, set := range [][]string{
@@ -267,7 +268,7 @@ func TestCovarianceSolver(t *testing.T) {
 		}
 	}
 	for _, alg := range []string{"kpca", "gha"} {
-		if c, err := Load("", nil, "learner.algorithm="+alg, "learner.solver=covariance"); err != nil || c.Learner.MaxFeatures != 2048 || c.Learner.Features != "random" {
+		if c, err := Load("", nil, "learner.algorithm="+alg, "learner.solver=covariance"); err != nil || c.Learner.MaxFeatures != 2048 || c.Learner.Features != "random" || c.Learner.Ridge != 0.01 {
 			t.Errorf("%s with the covariance solver: %v, max_features %d, features %q", alg, err, c.Learner.MaxFeatures, c.Learner.Features)
 		}
 	}

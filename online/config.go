@@ -71,7 +71,9 @@ type Config struct {
 	// statistics of a fixed feature budget per view, its default).
 	Solver Solver
 	// Ridge is the covariance solver's regularisation, relative to each
-	// view's mean feature variance. Default: 1e-2 (DefaultRidge).
+	// view's mean feature variance. Default: for kcca 0, chosen by the
+	// learner on held-out pairs (see ridge.go), starting from
+	// DefaultRidge; for kpca and gha DefaultRidge (1e-2).
 	Ridge float64
 	// Theta0 and Theta1 set the step η_t = Theta0/(1+Theta1·t)/λ̂; Theta0
 	// is unitless. Subspace solver: λ̂ = n·λ̂_k (n blocks, λ̂_k the k-th
@@ -239,7 +241,7 @@ func (c *Config) setDefaults() {
 			c.BlockSize = DefaultCovarianceBlockSize
 		}
 	}
-	if c.Ridge == 0 {
+	if c.Ridge == 0 && !(c.Algorithm == AlgKCCA && c.Solver == SolverCovariance) {
 		c.Ridge = DefaultRidge
 	}
 	if c.Features == "" {
@@ -324,8 +326,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: solver must be %s, got %q", ErrConfig, OneOf(Solvers), c.Solver)
 	}
-	if !(c.Ridge > 0) || math.IsInf(c.Ridge, 0) {
-		return fmt.Errorf("%w: ridge must be > 0, got %v", ErrConfig, c.Ridge)
+	if !(c.Ridge >= 0) || math.IsInf(c.Ridge, 0) {
+		return fmt.Errorf("%w: ridge must be > 0 (or 0: kcca chooses it on held-out pairs), got %v", ErrConfig, c.Ridge)
 	}
 	if c.Kernel.Family != features.Linear && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)

@@ -82,8 +82,9 @@ type covariance struct {
 	g, ev    []float64 // p×p, p
 	tau      []float64 // p
 	work     []float64
-	cor      []float64 // the last solve's canonical correlations (p)
-	gu       []float64 // one view with landmarks: U, UᵀU = G + δI, the features' Gram matrix in the RKHS (see setGram); nil otherwise
+	cor      []float64    // the last solve's canonical correlations (p)
+	search   *ridgeSearch // kcca with the ridge chosen on held-out pairs; nil otherwise
+	gu       []float64    // one view with landmarks: U, UᵀU = G + δI, the features' Gram matrix in the RKHS (see setGram); nil otherwise
 	solveErr error
 	ws       dense.Workspace // the products, factorisations and solves
 }

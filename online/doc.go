@@ -110,6 +110,24 @@
 // before any coefficient changes: the model is never corrupted, the step is
 // halved for the batches that follow, and [ErrDiverged] is returned.
 //
+// # Held-out score and forgetting
+//
+// Assess scores the served model on points it has not learned yet (the
+// caller learns them afterwards): for kpca and gha the share of each
+// point's kernel variance the k functions capture, h(x)ᵀG⁻¹h(x)/k(x,x)
+// with G = n·AᵀA; for the two-view learners the held-out correlations
+// (kcca, ksir) or singular values (ksvd) of the pairs of functions (see
+// quality.go). Quality reports it and every snapshot carries it
+// (Diagnostics.Quality). A one-sided CUSUM on its batch means detects a
+// drop; unless Config.Forget is off the model then restarts with the
+// next Update (Forget): blocks, coefficients and statistics go and the
+// next batch initialises block 0 as a new model's first batch does, the
+// step counter and the samples seen go on, and Schedule.Restart records
+// the step, from which the step size, the running estimates and the
+// averaging window count (so a restored learner continues bit for bit).
+// HeldOut chooses held-out points by a hash of a key, so a restart holds
+// out the same ones.
+//
 // # Invariants
 //
 //   - Deterministic: same config, seed and batches ⇒ bit-identical

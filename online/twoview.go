@@ -50,9 +50,12 @@ type TwoView struct {
 
 	cov *covariance // the covariance solver's statistics (Config.Solver SolverCovariance), once the budget is full
 
-	mon   monitor // the held-out score and the change detector (Assess)
-	mom   moments
-	reset bool // Forget: restart the model with the next batch
+	mon monitor // the held-out score and the change detector (Assess)
+	mom moments
+	// ridgeAuto: the covariance solver chooses its ridge on held-out
+	// pairs (Config.Ridge 0; see ridge.go).
+	ridgeAuto bool
+	reset     bool // Forget: restart the model with the next batch
 
 	wnorm        float64 // ‖W‖₂ of the current batch (0 before the first update)
 	trRun        float64 // exponential average of the functions' variance
@@ -90,7 +93,7 @@ func NewTwoView(cfg Config) (*TwoView, error) {
 		return nil, fmt.Errorf("%w: %s is not a two-view algorithm", ErrConfig, cfg.Algorithm)
 	}
 	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
-	return &TwoView{cfg: cfg, progress: progress{backoff: 1}}, nil
+	return &TwoView{cfg: cfg, progress: progress{backoff: 1}, ridgeAuto: cfg.Solver == SolverCovariance && cfg.Ridge == 0}, nil
 }
 
 // Config returns the configuration with defaults.
@@ -340,7 +343,10 @@ func (l *TwoView) budgetFull() bool {
 func (l *TwoView) covStep(rows int) error {
 	k := l.cfg.K
 	if l.cov == nil {
-		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		l.cov = newCovariance(len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
+		if l.ridgeAuto {
+			l.cov.search = newRidgeSearch(l.cov.m[0], l.cov.m[1])
+		}
 		l.addLandmarkPairs(l.cov)
 	}
 	c := l.cov
@@ -351,10 +357,16 @@ func (l *TwoView) covStep(rows int) error {
 			return fmt.Errorf("%w: step %d: view %d: %w", ErrDiverged, l.t, i, err)
 		}
 	}
+	if c.search != nil {
+		c.search.offer(c.phi, rows, c.m[0], c.m[1])
+	}
 	c.add(rows)
 	l.learned(rows)
 	if !c.due() {
 		return nil
+	}
+	if c.search != nil && c.search.due(c.n) {
+		c.chooseRidge(k, l.centered())
 	}
 	iters := 2
 	if c.solves == 0 {
@@ -519,7 +531,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Model: l.cfg.Model, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: ridgeOf(l.cfg), Restart: l.restart},
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
 			Settings: snapshot.Settings{Uncentered: l.cfg.Uncentered, Standardize: l.cfg.Standardize, Slices: l.cfg.Slices,
@@ -537,6 +549,34 @@ func ridgeOf(c Config) float64 {
 		return c.Ridge
 	}
 	return 0
+}
+
+// ridgeNow is the ridge a snapshot records (0 for the other rules).
+func (l *TwoView) ridgeNow() float64 {
+	r, _ := l.Ridge()
+	return r
+}
+
+// ridgeStart is the ridge the covariance solver starts from: the
+// configured one, or DefaultRidge when it is chosen on held-out pairs.
+func (l *TwoView) ridgeStart() float64 {
+	if l.cfg.Ridge > 0 {
+		return l.cfg.Ridge
+	}
+	return DefaultRidge
+}
+
+// Ridge returns the covariance solver's ridge now (chosen on held-out
+// pairs unless configured) and whether it is chosen; 0, false for the
+// other rules.
+func (l *TwoView) Ridge() (float64, bool) {
+	if l.cfg.Solver != SolverCovariance {
+		return 0, false
+	}
+	if l.cov != nil {
+		return l.cov.ridge, l.ridgeAuto
+	}
+	return l.ridgeStart(), l.ridgeAuto
 }
 
 // RestoreTwoView returns a two-view learner that continues from snap.
@@ -575,6 +615,8 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A chosen ridge goes on being chosen, from the latest choice.
+	l.ridgeAuto = cfg.Solver == SolverCovariance && (h.Schedule.RidgeAuto || cfg.Ridge == 0)
 	k := h.K
 	yBlock := vy.BlockSize
 	if err := l.initView(0, vx.Kernel, nil, 0, vx.Dim, h.BlockSize, h.MaxFeatures, false); err != nil {
@@ -603,10 +645,13 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err
+		}
+		if l.ridgeAuto {
+			c.search = newRidgeSearch(c.m[0], c.m[1])
 		}
 		l.cov = c
 	}

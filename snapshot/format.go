@@ -112,6 +112,9 @@ type Schedule struct {
 	// Ridge is the covariance solver's regularisation (relative to each
 	// view's mean feature variance); 0 for every other rule.
 	Ridge float64 `json:"ridge,omitempty"`
+	// RidgeAuto: the learner chooses Ridge itself on held-out pairs (kcca's
+	// covariance solver by default); Ridge is its latest choice.
+	RidgeAuto bool `json:"ridge_auto,omitempty"`
 	// Restart is the step at which the schedule last restarted after a
 	// change of the stream was detected (0: never): the step size and
 	// the running averages count their steps from it.

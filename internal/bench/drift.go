@@ -62,8 +62,8 @@ type DriftRun struct {
 	// Detected lists the points at which a change was detected.
 	Detected []int        `json:"detected,omitempty"`
 	Curve    []DriftPoint `json:"curve"`
-	// Before is the error at the change (the last checkpoint before it);
-	// At20 and At100 at +20% and +100% of T after it.
+	// Before is the error at the last checkpoint before the change, T/20
+	// points before it; At20 and At100 at +20% and +100% of T after it.
 	Before float64 `json:"error_before,omitempty"`
 	At20   float64 `json:"error_at_20pct"`
 	At100  float64 `json:"error_at_100pct"`
@@ -370,7 +370,7 @@ func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) 
 			}
 			out.Curve = append(out.Curve, p)
 			switch n {
-			case T:
+			case T - every:
 				out.Before = p.Error
 			case T + T/5:
 				out.At20 = p.Error

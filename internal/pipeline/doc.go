@@ -15,6 +15,19 @@
 // message consumed after the last snapshot is dead-lettered again after a
 // crash.
 //
+// # Held-out scoring and load shedding
+//
+// A message that passes validation is, in this order: shed (not learned,
+// its offset covered all the same) when load shedding's fraction says so
+// (see pace); held out (learner.holdout: scored by the served model
+// before its batch is learned, then learned) when HeldOut picks it; and
+// learned. Both choices hash the message's partition and offset, with
+// different hashes, so a restart makes the same ones at the same
+// fraction; the fraction is in every snapshot (Diagnostics.LearnedFraction)
+// and a restart resumes with it. Bad messages are dead-lettered whatever
+// the fraction; nothing is dead-lettered for load. Cluster mode neither
+// scores nor sheds.
+//
 // # Shutdown
 //
 // On ctx cancellation: stop fetching → learn the partial batch → final
