@@ -210,3 +210,29 @@ func TestKeepBytesTradesTimeNotBits(t *testing.T) {
 		t.Errorf("keeping allocated %d bytes more than not keeping, want ≥ %d (half the buffer)", int64(keptBytes)-int64(noneBytes), want)
 	}
 }
+
+// BenchmarkAssess measures a step in steady state (as BenchmarkUpdate's)
+// preceded by scoring its held-out slice (assess=1-in-16: Assess on the
+// batch's 32 rows, as the service does by default) or not (assess=none):
+// the ratio is what the held-out score costs.
+func BenchmarkAssess(b *testing.B) {
+	for _, c := range []struct{ d, nf, k int }{{16, 32768, 5}, {784, 32768, 10}} {
+		for _, assess := range []bool{false, true} {
+			name := map[bool]string{false: "none", true: "1-in-16"}[assess]
+			b.Run(fmt.Sprintf("d=%d/features=%d/k=%d/assess=%s", c.d, c.nf, c.k, name), func(b *testing.B) {
+				l, x := fullLearner(b, SolverSubspace, c.d, c.nf, c.k)
+				defer l.Close()
+				sinkErr = l.Update(x, benchRows)
+				held := x[:benchRows/16*c.d]
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if assess {
+						_, sinkErr = l.Assess(held, benchRows/16)
+					}
+					sinkErr = l.Update(x, benchRows)
+				}
+			})
+		}
+	}
+}

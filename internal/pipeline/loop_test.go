@@ -773,6 +773,14 @@ func TestShedsLoadExactlyOnce(t *testing.T) {
 		produced += 1000
 		time.Sleep(10 * time.Millisecond)
 	}
+	if got := testutil.ToFloat64(h.p.met.LearnedFraction); !(got < 1) {
+		t.Fatalf("streamkpca_learned_fraction %v while shedding", got)
+	}
+	rec := httptest.NewRecorder()
+	h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if page := rec.Body.String(); !strings.Contains(page, "% of the messages, to keep up with the stream") {
+		t.Errorf("the status page does not say that it learns a fraction of the stream")
+	}
 	// Crash while shedding, once a snapshot covers some shed messages.
 	for latestOrNil(c) == nil || latestOrNil(c).Header.Diagnostics.Shed == 0 {
 		if time.Now().After(deadline) {
