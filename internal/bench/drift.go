@@ -42,6 +42,9 @@ type DriftConfig struct {
 	Learner online.Config
 	// Seed of the stream, the rotation and the models. Default: 1.
 	Seed uint64
+	// Runs are the learners to run: defaults, forget-off, restarted.
+	// Default: all three.
+	Runs []string
 	// Progress, if set, is called after every checkpoint.
 	Progress func(run string, c DriftPoint, total int)
 }
@@ -107,7 +110,13 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 	orDefault(&cfg.Holdout, DefaultHoldout)
 	orDefault(&cfg.Seed, 1)
 	res := DriftResult{Bench: "drift", Case: cfg.Case, Points: cfg.Points, K: cfg.K, Batch: cfg.Batch}
-	for _, run := range []string{"defaults", "forget-off", "restarted"} {
+	if len(cfg.Runs) == 0 {
+		cfg.Runs = []string{"defaults", "forget-off", "restarted"}
+	}
+	for _, run := range cfg.Runs {
+		if run != "defaults" && run != "forget-off" && run != "restarted" {
+			return res, fmt.Errorf("bench: drift run %q (known: defaults, forget-off, restarted)", run)
+		}
 		st, err := newStream()
 		if err != nil {
 			return res, err

@@ -92,6 +92,10 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
 	fs.IntVar(&cfg.Holdout, "holdout", 16, "one point in this many is scored before it is learned")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed")
+	fs.Func("runs", "learners to run, comma-separated: defaults, forget-off, restarted (default all)", func(v string) error {
+		cfg.Runs = strings.Split(v, ",")
+		return nil
+	})
 	lc := &cfg.Learner
 	fs.Func("features", "random or landmarks (default random)", func(v string) error { lc.Features = online.FeatureSource(v); return nil })
 	fs.Func("solver", "subspace, covariance or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
