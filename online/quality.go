@@ -70,14 +70,22 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 	// is monitorArmAge steps old: while blocks join, the served average
 	// holds them at less than their share, and a young model's score
 	// moves as it settles (see monitor).
-	if !l.mon.observe(q.h[:rows*k], rows, k, len(l.seeds) >= l.maxBlock && l.age() >= monitorArmAge) {
-		return false, nil
+	return l.detect(&l.mon, q.h[:rows*k], rows, k, len(l.seeds) >= l.maxBlock, l.cfg.Forget, l.Forget), nil
+}
+
+// detect feeds a held-out batch's component scores c (rows×k) to mon,
+// the detector armed once full (the feature budget) and the model
+// monitorArmAge steps old; on a change it counts it and, unless forget is
+// off, calls restart. It reports the change.
+func (p *progress) detect(mon *monitor, c []float64, rows, k int, full bool, forget Forgetting, restart func()) bool {
+	if !mon.observe(c, rows, k, full && p.age() >= monitorArmAge) {
+		return false
 	}
-	l.changes++
-	if l.cfg.Forget != ForgetOff {
-		l.Forget()
+	p.changes++
+	if forget != ForgetOff {
+		restart()
 	}
-	return true, nil
+	return true
 }
 
 // Quality returns the held-out score so far (see Assess), nil before
@@ -134,16 +142,7 @@ type assessScratch struct {
 }
 
 func (q *assessScratch) grow(rows, d, k int) {
-	if cap(q.xs) < rows*d {
-		q.xs = make([]float64, rows*d)
-	}
-	if cap(q.h) < rows*k {
-		q.h = make([]float64, rows*k)
-	}
-	if cap(q.l) < k*k {
-		q.l = make([]float64, k*k)
-	}
-	q.xs, q.h, q.l = q.xs[:rows*d], q.h[:rows*k], q.l[:k*k]
+	q.xs, q.h, q.l = sized(q.xs, rows*d), sized(q.h, rows*k), sized(q.l, k*k)
 }
 
 // factor sets l to the lower Cholesky factor of G = n·AᵀA for the
@@ -413,14 +412,7 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	l.EvalTo(0, m.u, x, rows)
 	l.EvalTo(1, m.v, y, rows)
 	m.score(rows, k, l.cfg.Algorithm != AlgKSVD)
-	if !l.mon.observe(m.c, rows, k, l.budgetFull() && l.age() >= monitorArmAge) {
-		return false, nil
-	}
-	l.changes++
-	if l.cfg.Forget != ForgetOff {
-		l.Forget()
-	}
-	return true, nil
+	return l.detect(&l.mon, m.c, rows, k, l.budgetFull(), l.cfg.Forget, l.Forget), nil
 }
 
 // Quality returns the held-out score so far (see Assess), nil before
@@ -470,10 +462,7 @@ func (m *moments) grow(rows, k int) {
 		m.su, m.sv, m.suu, m.svv = make([]float64, k), make([]float64, k), make([]float64, k), make([]float64, k)
 		m.w = 0
 	}
-	if cap(m.u) < rows*k {
-		m.u, m.v, m.c = make([]float64, rows*k), make([]float64, rows*k), make([]float64, rows*k)
-	}
-	m.u, m.v, m.c = m.u[:rows*k], m.v[:rows*k], m.c[:rows*k]
+	m.u, m.v, m.c = sized(m.u, rows*k), sized(m.v, rows*k), sized(m.c, rows*k)
 }
 
 // score sets c (rows×k) to each pair's component scores against the

@@ -122,16 +122,16 @@ func (v *view) features() int { return len(v.seeds) * v.fm.BlockSize }
 // scratch sizes the batch buffers for rows points.
 func (v *view) scratch(rows, k int) {
 	d, nb := v.fm.Dim, v.fm.BlockSize
-	if cap(v.xs) < rows*d {
-		v.xs = make([]float64, rows*d)
+	v.xs, v.h, v.phi = sized(v.xs, rows*d), sized(v.h, rows*k), sized(v.phi, rows*nb)
+}
+
+// sized returns buf with length n, reallocated only when its capacity is
+// smaller (scratch reused from batch to batch; its contents are not kept).
+func sized(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
 	}
-	if cap(v.h) < rows*k {
-		v.h = make([]float64, rows*k)
-	}
-	if cap(v.phi) < rows*nb {
-		v.phi = make([]float64, rows*nb)
-	}
-	v.xs, v.h, v.phi = v.xs[:rows*d], v.h[:rows*k], v.phi[:rows*nb]
+	return buf[:n]
 }
 
 // next returns the block that receives step t's new-block term: a new one

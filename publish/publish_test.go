@@ -102,6 +102,10 @@ func TestPublishWatchLatest(t *testing.T) {
 	defer sub.Unsubscribe()
 	for v := uint64(1); v <= 3; v++ {
 		s, data := golden(t, v)
+		// The held-out score and the changes detected travel with the
+		// notice.
+		s.Header.Diagnostics.Quality = &snapshot.Quality{Score: 0.5 + float64(v)/10, Components: []float64{0.5, float64(v) / 10}, Points: 1024}
+		s.Header.Diagnostics.Changes = v - 1
 		if _, err := pub.Publish(ctx, s, data); err != nil {
 			t.Fatal(err)
 		}
@@ -143,6 +147,9 @@ func TestPublishWatchLatest(t *testing.T) {
 		case n := <-notices:
 			if n.Version != uint64(i) || n.Object != ObjectName("golden", uint64(i)) || len(n.SHA256) != 64 {
 				t.Errorf("notice %d: %+v", i, n)
+			}
+			if i <= 3 && (n.Quality == nil || n.Quality.Score != 0.5+float64(i)/10 || n.Changes != uint64(i-1)) {
+				t.Errorf("notice %d: quality %+v, changes %d; want the snapshot's", i, n.Quality, n.Changes)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("notice %d not received", i)
