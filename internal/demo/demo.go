@@ -174,8 +174,17 @@ Try, in another terminal:
 			}
 			lastVer = s.Version
 			el := time.Since(start).Seconds()
-			fmt.Printf("%6.0fs  samples %9d  %7.0f pts/s  features %6d  lag %7d  version %5d (published %5d)  error %s  eig %.3f\n",
-				el, s.Samples, float64(s.Samples-startSamples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues)
+			extra := ""
+			if q := s.Quality; q != nil {
+				extra += fmt.Sprintf("  held-out share %.3f", q.Score)
+			}
+			if s.LearnedFraction < 1 {
+				// Load shedding: say it, or the lag staying flat while
+				// fewer points are learned reads as a fault.
+				extra += fmt.Sprintf("  learning %.0f%% of the stream to keep up", 100*s.LearnedFraction)
+			}
+			fmt.Printf("%6.0fs  samples %9d  %7.0f pts/s  features %6d  lag %7d  version %5d (published %5d)  error %s  eig %.3f%s\n",
+				el, s.Samples, float64(s.Samples-startSamples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues, extra)
 		}
 	}
 }
