@@ -489,4 +489,15 @@ func TestKCCAChoosesItsRidge(t *testing.T) {
 		t.Fatalf("restored ridge %v auto %v, want %v, true", rr, ra, r)
 	}
 	t.Logf("chosen %v (choices %v): S₂ %.4f; fixed %v: %.4f", r, l.cov.search.chosen, got, ridgeGrid, all)
+	// A second pass over the same pairs: their held-out ones are in the
+	// statistics already, so the choosing stops (and the ridge stays).
+	choices := len(l.cov.search.chosen)
+	for i := 0; i < n; i += b {
+		if err := l.Update(x[i*dx:(i+b)*dx], y[i*dy:(i+b)*dy], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !l.cov.search.done || len(l.cov.search.chosen) != choices {
+		t.Fatalf("after a second pass: done %v, choices %v (were %d)", l.cov.search.done, l.cov.search.chosen, choices)
+	}
 }

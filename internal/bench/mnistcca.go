@@ -51,12 +51,15 @@ type CCACheckpoint struct {
 
 // CCAMethodResult is one method's row.
 type CCAMethodResult struct {
-	Method  string          `json:"method"`
-	Size    int             `json:"size"`
-	SizeOf  string          `json:"size_of"`
-	Seconds float64         `json:"seconds"`
-	SumK    float64         `json:"sum_k"`
-	Curve   []CCACheckpoint `json:"curve,omitempty"`
+	Method  string  `json:"method"`
+	Size    int     `json:"size"`
+	SizeOf  string  `json:"size_of"`
+	Seconds float64 `json:"seconds"`
+	SumK    float64 `json:"sum_k"`
+	// Ridge is the learner's covariance-solver ridge at the end (chosen
+	// on held-out pairs unless set), 0 for the baselines.
+	Ridge float64         `json:"ridge,omitempty"`
+	Curve []CCACheckpoint `json:"curve,omitempty"`
 }
 
 // MNISTCCAResult is RunMNISTCCA's report.
@@ -157,6 +160,7 @@ func RunMNISTCCA(ctx context.Context, set mnist.Set, cfg MNISTCCAConfig) (MNISTC
 		}
 	}
 	row.Seconds, row.SumK = clock.Seconds(), row.Curve[len(row.Curve)-1].SumK
+	row.Ridge, _ = l.Ridge()
 	res.Methods = append(res.Methods, row)
 
 	// The baselines: a feature map per view, then regularised CCA.
