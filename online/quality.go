@@ -101,12 +101,12 @@ func (l *KPCA) Quality() *snapshot.Quality { return l.mon.quality() }
 // Assess calls it when the held-out score drops; it is also for callers
 // that know the stream changed.
 //
-// Why not keep the blocks and only restart the schedule: measured on 16-D
-// hermite rotated by a random orthogonal Q (`streamkpca bench drift`),
-// the functions of the old stream are nearly orthogonal to the new ones,
-// and orthogonal iteration from them took 100,000 points to reach the
-// error a fresh start's exact initialisation reaches in 5,000 (0.83
-// against 9.5e-4 at +20% of the 102,400 points before the change).
+// Keeping the blocks and restarting only the schedule is not enough: on
+// 16-D hermite rotated by a random orthogonal Q (`streamkpca bench
+// drift`) the functions of the old stream are nearly orthogonal to the
+// new ones, and orthogonal iteration from them takes some 100,000 points
+// to reach the error a fresh start's exact initialisation reaches in
+// 5,000 (0.83 against 9.5e-4, 20,480 points after the change).
 func (l *KPCA) Forget() {
 	if l.t > 0 {
 		l.reset = true
@@ -196,16 +196,16 @@ func meanOffDiagonal(kern func(x, y []float64) float64, xs []float64, rows, d in
 // with h = 10 and κ the larger of ½ (the textbook slack) and 2% of μ in
 // those units: a score that settles or wanders by a percent or two (a
 // young covariance model's does) never adds up to a change, and one batch
-// adds at most 3. Measured before these two bounds: a batch of 32 held-out
-// shares 6σ below μ (the shares have a heavy lower tail: a few points far
-// out, whose variance the top components barely capture) set off a false
-// alarm on the stationary 1-D hermite stream after 929,000 points. A drop
-// of Δ ≥ κ + 3 standard errors is found after ⌈h/3⌉ = 4 batches. μ and σ
-// are frozen while S > 0, so a slow slide cannot drag the reference down
-// with it; the points' σ (not the batch means') is stable over a long
-// window, where an estimate from the last few dozen batch means was
-// small after a calm stretch and then made ordinary batches look like
-// drops. After a change (and at the start) the first warmup batches only
+// adds at most 3: held-out shares have a heavy lower tail (a few points
+// far out, whose variance the top components barely capture), and on the
+// stationary 1-D hermite stream a batch of 32 lies 6σ below μ about once
+// in a million points; without the cap one such batch makes a false
+// alarm. A drop of Δ ≥ κ + 3 standard errors is found after ⌈h/3⌉ = 4
+// batches. μ and σ are frozen while S > 0, so a slow slide cannot drag
+// the reference down with it; σ is the points' (not the batch means'),
+// stable over a long window, where one taken from a few dozen batch means
+// is small after a calm stretch and makes ordinary batches look like
+// drops (docs/results.md). After a change (and at the start) the first warmup batches only
 // estimate μ and σ, and the detector runs once the model is 60 steps old
 // and its feature budget full: measured with landmark blocks (`streamkpca
 // bench drift --features landmarks`), a model restarted 45 steps earlier

@@ -35,18 +35,16 @@ import (
 //
 // A held-out pair seen a second time (fit's second epoch, a replayed
 // topic) ends the choosing for good: its first copy is in S and would
-// score a ridge on data it was fitted to (measured on MNIST halves over
-// six epochs: S50 36.9 and 37.9 after epochs 1 and 2, then 31.6 once the
-// choice at the third epoch picked a ridge on repeated pairs). The hashes
-// of up to ridgeSeen held-out pairs are kept for that; past them the
-// ridge is kept too.
+// score a ridge on data it was fitted to (on MNIST halves such a choice
+// picks a small ridge and S50 falls from 37.9 to 31.6). The hashes of up
+// to ridgeSeen held-out pairs are kept for that; past them the ridge is
+// kept too.
 //
 // The best ridge falls as the statistics grow (fewer pairs want more
 // regularisation), so the choice is made again as they grow: on MNIST
-// halves (k = 50, 2,048 random features per view, 8,000 pairs) choices
-// only at each doubling ended at 0.3, made on 5,120 pairs before the
-// second epoch ended them (S50 37.3 after two epochs, where 0.1 by hand
-// gives 37.9). Scoring a candidate costs one solve (two Cholesky
+// halves (k = 50, 2,048 random features per view, 8,000 pairs) the choice
+// made on 5,120 pairs is 0.3 (S50 37.3 after two epochs) and the one made
+// on the whole first epoch 0.1 (37.9, as 0.1 set by hand). Scoring a candidate costs one solve (two Cholesky
 // factorisations of m×m and ridgeIters subspace iterations) and two
 // products of the ring with the coefficients.
 const (
