@@ -19,13 +19,14 @@ import (
 // wall time), and λ, the stream's arrival rate in messages per second
 // (the growth of consumed + lag, over windows of 1 s). With B the backlog
 // (consumer lag plus messages read ahead), the fraction of messages to
-// learn, once the stream alone needs more than u of the loop (c·λ > u),
-// is
+// learn, once the stream alone needs more than u of the loop (c·λ > u)
+// and the backlog has grown over the last ten windows, is
 //
 //	f* = u / (c · (λ + B/T)),    f = clamp(f*, fMin, 1)
 //
-// and 1 otherwise, with u the target load (learner.target_load, 0.8 by default: the rest of
-// the cores parse, decode and run the brokers' clients) and T = 60 s the
+// and 1 otherwise, with u the target load (learner.target_load, 0.8 by
+// default: the rest of the cores parse, decode and run the brokers'
+// clients) and T = 60 s the
 // time to drain a backlog in; at f = f* the loop reads (λ + B/T)/u
 // messages a second, more than arrive, so the backlog drains. f falls
 // at once and rises by at most 10% a batch, so a burst does not make it
@@ -33,9 +34,10 @@ import (
 // learner.max_features) only while c·λ < ¾·u: a block more makes every
 // later step slower, so growth stops with room to spare, before the
 // stream would have to be thinned (a larger max_features is then safe:
-// the stream decides how much of it is used). Nothing is shed before ten
-// windows (10 s) have measured λ:
-// a backlog that is not growing (a topic filled before the service
+// the stream decides how much of it is used; a backlog that shrank over
+// the last ten windows does not hold growth). Nothing is shed before ten
+// windows (10 s) have measured λ and the backlog: a backlog that is not
+// growing (a topic filled before the service
 // started, a burst) is read in full, however long; only a stream that
 // keeps arriving faster than the learner learns is thinned.
 //
@@ -67,6 +69,27 @@ type pace struct {
 	windows  int     // rate windows measured
 	mark     time.Time
 	markSeen float64 // consumed + lag at mark
+	// backlogs is the backlog at the last paceWindows+1 window marks:
+	// growing says whether the stream is outrunning the loop now.
+	backlogs []int64
+}
+
+// growing reports whether the backlog grew over the last span windows
+// (span ≤ paceWindows). λ alone cannot say it: while the fetchers wait
+// for the loop (a full queue), the reported lag is the lag at their last
+// fetch, so consumed + lag rises with the loop's own pace even on a topic
+// that nothing is written to.
+func (p *pace) growing(span int) bool {
+	n := len(p.backlogs)
+	return n > span && p.backlogs[n-1] > p.backlogs[n-1-span]
+}
+
+// draining reports whether the backlog shrank over the last span
+// windows: the loop is reading a backlog that nothing adds to fast
+// enough, whatever λ says.
+func (p *pace) draining(span int) bool {
+	n := len(p.backlogs)
+	return n > span && p.backlogs[n-1] < p.backlogs[n-1-span]
 }
 
 // Pace settings (see pace).
@@ -108,7 +131,7 @@ func (p *pace) grow() bool {
 	if p == nil || p.off || p.cost == 0 || p.windows == 0 {
 		return true
 	}
-	return p.frac >= 1 && p.cost*p.rate < paceGrow*p.target
+	return p.frac >= 1 && (p.cost*p.rate < paceGrow*p.target || p.draining(paceWindows))
 }
 
 // shedStream separates shedding's hash from the held-out slice's
@@ -145,12 +168,16 @@ func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time
 		}
 		p.windows++
 		p.mark, p.markSeen = now, arrived
+		p.backlogs = append(p.backlogs, backlog)
+		if len(p.backlogs) > paceWindows+1 {
+			p.backlogs = append(p.backlogs[:0], p.backlogs[1:]...)
+		}
 	}
 	if p.cost == 0 || p.windows < paceWindows || p.rate == 0 {
 		return p.frac
 	}
 	want := 1.0
-	if p.cost*p.rate > p.target {
+	if p.cost*p.rate > p.target && (p.frac < 1 || p.growing(paceWindows)) {
 		// The stream alone outruns the learner: thin it, and drain the
 		// backlog too.
 		demand := p.rate + float64(backlog)/paceDrain.Seconds()

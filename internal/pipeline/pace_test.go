@@ -153,3 +153,30 @@ func TestPaceStopsGrowthBeforeShedding(t *testing.T) {
 		}
 	}
 }
+
+// TestPaceStaleLagIsNoStream: on a topic filled before the start, the
+// fetchers wait for the loop (a full queue of 100,000: ten seconds of the
+// loop) and the lag they report is the lag at their last fetch, so
+// consumed + lag rises with the loop's pace between fetches, as if a
+// stream arrived. The backlog only shrinks, so nothing is shed, and once
+// ten windows show it shrinking growth is not held either. (On λ alone
+// the pace held growth here for good.)
+func TestPaceStaleLagIsNoStream(t *testing.T) {
+	p := newPace(false, 0.8, 1, 0)
+	t0 := time.Unix(0, 0)
+	const total, queue, c = 2_000_000, 100_000, 1e-4 // the loop learns 10,000 rows/s
+	var now float64
+	var consumed int64
+	for consumed < total-queue {
+		consumed += 512
+		now += 512 * c
+		fetched := min(total, (consumed/queue+1)*queue)
+		backlog := int64(total - fetched)
+		if f := p.observe(512, 512*c, consumed, backlog, t0.Add(time.Duration(now*float64(time.Second)))); f != 1 {
+			t.Fatalf("at %d of %d messages (%.0f s): fraction %.3f on a backlog nothing is added to", consumed, total, now, f)
+		}
+		if now > 2*paceWindows && !p.grow() {
+			t.Fatalf("at %d messages (%.0f s): growth held on a draining backlog", consumed, now)
+		}
+	}
+}
