@@ -272,8 +272,9 @@ func (l *loop) learn() {
 }
 
 // keepUp updates the fraction of the stream learned after a batch that
-// took took to learn (see pace), holds the learner's growth while it is
-// below 1 and says when shedding starts and stops.
+// took took to learn (see pace), holds the learner's growth while the
+// stream leaves no room for it, and says when shedding and growth start
+// and stop.
 func (l *loop) keepUp(took time.Duration) {
 	p := l.p
 	if l.pace == nil || l.pace.off {
@@ -345,7 +346,7 @@ func (l *loop) assess() {
 		if p.cfg.Learner.Forget == string(online.ForgetOff) {
 			ev.Msg("the stream changed: the held-out score dropped (learner.forget is off: the model is kept)")
 		} else {
-			ev.Msg("the stream changed: the held-out score dropped; the model restarts from the next batch (learner.forget: off keeps it)")
+			ev.Msg("the stream changed: the held-out score dropped; the model restarts with this batch (learner.forget: off keeps it)")
 		}
 	}
 }
