@@ -26,7 +26,7 @@ Verbs:
   project   project points:      streamkpca project --model model.skpca --input FILE|-
   inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
   produce   write synthetic or file data into a Kafka topic
-  bench     benchmarks as JSON:  streamkpca bench hermite|kcca|throughput|compare|mnist|pipeline
+  bench     benchmarks as JSON:  streamkpca bench hermite|drift|keepup|kcca|throughput|compare|mnist|pipeline|cluster
   plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|compare|scatter|correlations
   synth     synthetic data as CSV: streamkpca synth hermite|hermite16|digits|twoview|mixture --n N --out FILE
   version   module version, commit, Go, SIMD level and BLAS, as JSON
