@@ -61,14 +61,13 @@ var ridgeGrid = []float64{1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1}
 
 // ridgeSearch is the held-out ring and the schedule of the choice.
 type ridgeSearch struct {
-	fx, fy  []float64 // ridgeKeep × m_x, × m_y: the ring's features
-	pairs   int       // in the ring
-	next    int       // the ring's next slot
-	offered uint64    // pairs seen, the key of HeldOut
-	lastN   float64   // statistics' count at the last choice
-	chosen  []float64 // ridge chosen at each choice (for reports)
-	seen    map[uint64]struct{}
-	done    bool // a held-out pair came again, or seen is full: the ridge is kept
+	fx, fy []float64 // ridgeKeep × m_x, × m_y: the ring's features
+	pairs  int       // in the ring
+	next   int       // the ring's next slot
+	lastN  float64   // statistics' count at the last choice
+	chosen []float64 // ridge chosen at each choice (for reports)
+	seen   map[uint64]struct{}
+	done   bool // a held-out pair came again, or seen is full: the ridge is kept
 	// scratch
 	ax, ay, u, v, q []float64
 }
@@ -99,7 +98,6 @@ func (r *ridgeSearch) offer(phi [2][]float64, rows, mx, my int) {
 		r.next = (r.next + 1) % ridgeKeep
 		r.pairs = min(r.pairs+1, ridgeKeep)
 	}
-	r.offered += uint64(rows)
 }
 
 // pairKey hashes a pair's features (up to 16 of each view): the same pair

@@ -241,15 +241,14 @@ func (s *hermiteDrift) score(eval func(dst, x []float64, rows int), n int) float
 // its held-out images, with one bandwidth (the median trick on the first
 // half) for both.
 type mnistDrift struct {
-	t         int
-	rng       *rand.Rand
-	train     [2][]float64
-	test      [2][]float64
-	truth     [2]*mat.Dense
-	pred      []float64
-	kern      features.Kernel
-	k         int
-	trainRows [2]int
+	t     int
+	rng   *rand.Rand
+	train [2][]float64
+	test  [2][]float64
+	truth [2]*mat.Dense
+	pred  []float64
+	kern  features.Kernel
+	k     int
 }
 
 // mnistDriftTrain and mnistDriftTest are each half's training and
@@ -277,7 +276,6 @@ func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
 		}
 		s.train[h] = all[h][:mnistDriftTrain*d]
 		s.test[h] = all[h][mnistDriftTrain*d : (mnistDriftTrain+mnistDriftTest)*d]
-		s.trainRows[h] = mnistDriftTrain
 	}
 	s.kern = features.Kernel{Family: features.Gaussian, Bandwidth: online.MedianDistance(s.train[0], 512, d, 512)}
 	for h := range 2 {
@@ -309,7 +307,7 @@ func (s *mnistDrift) sample(x []float64, rows, n int) {
 	const d = mnist.Pixels
 	h := s.half(n)
 	for r := range rows {
-		i := s.rng.IntN(s.trainRows[h])
+		i := s.rng.IntN(mnistDriftTrain)
 		copy(x[r*d:(r+1)*d], s.train[h][i*d:(i+1)*d])
 	}
 }
