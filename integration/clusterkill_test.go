@@ -47,6 +47,7 @@ func servedSamples(port int) (samples, step int64) {
 // serves and stores the same model, bit for bit, whose samples seen are
 // exactly the messages produced, and which is the closed form's.
 func TestClusterSIGKILL(t *testing.T) {
+	longOnly(t)
 	const topic, n = "ckill", 40_000
 	s := startStack(t, map[string]int32{topic: 4})
 	bin := buildBinary(t)

@@ -129,6 +129,7 @@ func TestNATSDownAndBack(t *testing.T) {
 // on the same port and data directory; the consumer retries, learning
 // resumes, and in the end every message is learned exactly once.
 func TestKafkaDownAndBack(t *testing.T) {
+	longOnly(t)
 	s := startStack(t, map[string]int32{"kd": 2})
 	const half = 30_000 / raceScale
 	produceHermite(t, s, "kd", half, 1)

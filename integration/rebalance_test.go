@@ -69,6 +69,7 @@ func TestRebalance(t *testing.T) {
 // so the test holds on any machine; the only clock is a generous time
 // limit for learning 120,000 messages.
 func TestBackpressure(t *testing.T) {
+	longOnly(t)
 	s := startStack(t, map[string]int32{"bp": 4})
 	const n, queueBytes = 300_000, 64 << 10
 	produceHermite(t, s, "bp", n, 1)

@@ -60,6 +60,7 @@ func scrape(port int, name string) float64 {
 // after the last restart and a graceful SIGTERM, samples_seen equals the
 // produced count exactly.
 func TestSIGKILL(t *testing.T) {
+	longOnly(t)
 	s := startStack(t, map[string]int32{"kill": 4})
 	const n = 100_000
 	produceHermite(t, s, "kill", n, 1)

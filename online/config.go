@@ -46,6 +46,10 @@ var ErrConfig = errors.New("online: invalid config")
 type Config struct {
 	// Model is the model's name. Default: "model".
 	Model string
+	// Incarnation is written into every snapshot's header
+	// (snapshot.Header.Incarnation); a restored learner keeps its
+	// snapshot's.
+	Incarnation string
 	// Algorithm is kpca, gha (New) or ksvd, kcca, ksir (NewTwoView).
 	// Default: kpca.
 	Algorithm Algorithm

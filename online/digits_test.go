@@ -38,6 +38,7 @@ func digitsRun(t *testing.T, cfg Config, epochs int) float64 {
 // 2e-3 of exact kernel PCA (measured 9.0e-4; the oja rule's defaults
 // reached 8.7e-3).
 func TestDefaultsOn64D(t *testing.T) {
+	longOnly(t)
 	if e := digitsRun(t, Config{K: 5}, 60); e > 2e-3 {
 		t.Errorf("held-out subspace error %.3g > 2e-3 with defaults", e)
 	}
@@ -49,6 +50,7 @@ func TestDefaultsOn64D(t *testing.T) {
 // solver must reach 2e-2; the Oja rule's figure is logged beside it.
 // Measured when written (deterministic): subspace 4.2e-3, oja 0.33.
 func TestSubspaceSolverSmallGaps(t *testing.T) {
+	longOnly(t)
 	if e := digitsRun(t, Config{K: 10}, 20); e > 2e-2 {
 		t.Errorf("subspace solver with defaults: held-out subspace error %.3g > 2e-2", e)
 	}

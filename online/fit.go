@@ -4,16 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // FitOptions configures Fit. Zero values mean the default.
 type FitOptions struct {
-	// Epochs: passes over the rows, in order first, then shuffled.
-	// Default: 1.
+	// Epochs: passes over the rows, in order first, then shuffled. 0,
+	// the default, stops by the held-out score (see Fit), after at most
+	// MaxEpochs passes or Budget.
 	Epochs int
+	// MaxEpochs bounds the passes when Epochs is 0. Default: 100.
+	MaxEpochs int
+	// Budget, if positive, bounds the wall-clock time of the passes when
+	// Epochs is 0: no pass starts after it (the running one finishes).
+	Budget time.Duration
 	// Batch is the mini-batch b. Default: 512.
 	Batch int
 	// YCols: for two-view algorithms, the last YCols columns of each row
@@ -35,18 +43,34 @@ type FitReport struct {
 	// unless configured); Eigenvalues the estimates (one-view models).
 	Bandwidth   float64
 	Eigenvalues []float64
+	// Epochs are the passes made; Scores the held-out score after each
+	// (Epochs 0 only: KPCA.Score or TwoView.Score on the held-out rows);
+	// Stop says why the passes ended.
+	Epochs int
+	Scores []float64
+	Stop   string
 }
 
 // Fit learns cfg's model from rows×d values in memory (a bounded data set:
-// `streamkpca fit`) by streaming them in mini-batches for opt.Epochs
-// epochs, shuffled after the first by a shuffle seeded from cfg.Seed, and
+// `streamkpca fit`) by streaming them in mini-batches, the first pass in
+// order, later ones shuffled by a shuffle seeded from cfg.Seed, and
 // returns the snapshot. It is the streaming learner run over a file, not a
-// batch solver: the result is what the service would learn from the same
-// rows in the same order.
+// batch solver: with opt.Epochs set, the result is what the service would
+// learn from the same rows in the same order.
+//
+// With opt.Epochs 0 (the default) the number of passes is chosen by the
+// held-out score, as the service's is by its held-out slice: one row in
+// fitHoldout (at most fitHoldoutMax, chosen by a hash of the row's index
+// and cfg.Seed) is held out, the others are learned pass after pass, and
+// after each pass the served model is scored on the held-out rows
+// (KPCA.Score, TwoView.Score). The passes stop when, with the feature
+// budget full, the score has not risen by fitTolerance (relative) for
+// fitPatience passes, or at
+// opt.MaxEpochs, or when opt.Budget has run out; then the held-out rows
+// are learned too, so no row is left out. A file too small to hold out
+// fitHoldoutMin rows is scored on all its rows (a convergence rule rather
+// than a held-out one).
 func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptions) (*snapshot.Snapshot, FitReport, error) {
-	if opt.Epochs == 0 {
-		opt.Epochs = 1
-	}
 	if opt.Batch == 0 {
 		opt.Batch = 512
 	}
@@ -58,6 +82,8 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		update  func(epoch int, perm []int) error
 		done    func() (*snapshot.Snapshot, FitReport)
 		release func()
+		scorer  fitScore
+		feats   func() int
 	)
 	if cfg.Algorithm.TwoView() {
 		yc := opt.YCols
@@ -87,6 +113,7 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.v[0].fm.Kernel.Bandwidth}
 		}
 		release = l.Close
+		scorer.two, feats = l.Score, l.Features
 	} else {
 		l, err := New(cfg)
 		if err != nil {
@@ -109,32 +136,145 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.Kernel().Bandwidth, Eigenvalues: eig}
 		}
 		release = l.Close
+		scorer.one, feats = l.Score, l.Features
 	}
 	defer release()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
-	perm := make([]int, rows)
-	for i := range perm {
-		perm[i] = i
-	}
-	var rejected int
-	for e := 0; e < opt.Epochs; e++ {
-		if e > 0 {
-			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	auto := opt.Epochs == 0
+	epochs := opt.Epochs
+	if auto {
+		epochs = opt.MaxEpochs
+		if epochs <= 0 {
+			epochs = fitMaxEpochs
 		}
-		for s := 0; s < rows; s += b {
+	}
+	perm, held := fitSplit(rows, cfg.Seed, auto)
+	var score func() (float64, error)
+	if auto {
+		score = fitScorer(cfg, x, d, opt.YCols, held, perm, scorer)
+	}
+	start := time.Now()
+	var rejected int
+	rep := FitReport{Stop: "the passes asked for"}
+	best, bestAt := math.Inf(-1), 0
+	learn := func(e int, idx []int) error {
+		for s := 0; s < len(idx); s += b {
 			if err := ctx.Err(); err != nil {
-				return nil, FitReport{}, err
+				return err
 			}
-			if err := update(e, perm[s:min(s+b, rows)]); err != nil {
+			if err := update(e, idx[s:min(s+b, len(idx))]); err != nil {
 				if errors.Is(err, ErrDiverged) {
 					rejected++
 					continue
 				}
-				return nil, FitReport{}, err
+				return err
 			}
 		}
+		return nil
 	}
-	snap, rep := done()
-	rep.Rejected = rejected
-	return snap, rep, nil
+	for e := 0; e < epochs; e++ {
+		if e > 0 {
+			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		}
+		before := feats()
+		if err := learn(e, perm); err != nil {
+			return nil, FitReport{}, err
+		}
+		rep.Epochs = e + 1
+		if !auto {
+			continue
+		}
+		sc, err := score()
+		if err != nil {
+			return nil, FitReport{}, err
+		}
+		rep.Scores = append(rep.Scores, sc)
+		// While blocks join, the score is not comparable from pass to
+		// pass (the served average holds a young block at less than its
+		// share, and a model with few features captures a larger share of
+		// their span): the rule counts passes with the budget full.
+		if sc > best+fitTolerance*math.Abs(best) || feats() != before {
+			best, bestAt = sc, e
+		}
+		if e-bestAt >= fitPatience {
+			rep.Stop = fmt.Sprintf("the held-out score rose by less than %g%% in %d passes", 100*fitTolerance, fitPatience)
+			break
+		}
+		if opt.Budget > 0 && time.Since(start) >= opt.Budget {
+			rep.Stop = fmt.Sprintf("the time budget (%s)", opt.Budget)
+			break
+		}
+		if e == epochs-1 {
+			rep.Stop = fmt.Sprintf("the most passes (%d)", epochs)
+		}
+	}
+	if err := learn(rep.Epochs-1, held); err != nil {
+		return nil, FitReport{}, err
+	}
+	snap, r := done()
+	r.Rejected, r.Epochs, r.Scores, r.Stop = rejected, rep.Epochs, rep.Scores, rep.Stop
+	return snap, r, nil
+}
+
+// fit's stopping rule (see Fit).
+const (
+	fitHoldout    = 10   // one row in fitHoldout is held out
+	fitHoldoutMin = 32   // fewer held-out rows: score on all rows
+	fitHoldoutMax = 4096 // at most this many held out
+	fitMaxEpochs  = 100
+	fitTolerance  = 1e-3
+	fitPatience   = 2
+)
+
+// fitSplit returns the rows learned pass after pass, in order, and the
+// held-out ones (none unless auto; see Fit).
+func fitSplit(rows int, seed uint64, auto bool) (learn, held []int) {
+	learn = make([]int, 0, rows)
+	for i := range rows {
+		if auto && len(held) < fitHoldoutMax && Mix(seed^uint64(i))%fitHoldout == 0 {
+			held = append(held, i)
+			continue
+		}
+		learn = append(learn, i)
+	}
+	if len(held) < fitHoldoutMin {
+		learn, held = learn[:0], held[:0]
+		for i := range rows {
+			learn = append(learn, i)
+		}
+	}
+	return learn, held
+}
+
+// fitScorer returns the score of the held-out rows, or, with none, of up
+// to fitHoldoutMax of the learned rows spread over the file.
+func fitScorer(cfg Config, x []float64, d, yc int, held, learned []int, s fitScore) func() (float64, error) {
+	idx := held
+	if len(idx) == 0 {
+		step := max(1, len(learned)/fitHoldoutMax)
+		for i := 0; i < len(learned); i += step {
+			idx = append(idx, learned[i])
+		}
+	}
+	n := len(idx)
+	if !cfg.Algorithm.TwoView() {
+		hx := make([]float64, 0, n*d)
+		for _, i := range idx {
+			hx = append(hx, x[i*d:i*d+d]...)
+		}
+		return func() (float64, error) { return s.one(hx, n) }
+	}
+	dx := d - yc
+	hx, hy := make([]float64, 0, n*dx), make([]float64, 0, n*yc)
+	for _, i := range idx {
+		hx = append(hx, x[i*d:i*d+dx]...)
+		hy = append(hy, x[i*d+dx:i*d+d]...)
+	}
+	return func() (float64, error) { return s.two(hx, hy, n) }
+}
+
+// fitScore is the learner's Score, one view or two.
+type fitScore struct {
+	one func(x []float64, rows int) (float64, error)
+	two func(x, y []float64, rows int) (float64, error)
 }

@@ -20,7 +20,7 @@ func TestFitIsTheStreamInOrder(t *testing.T) {
 	x := curvedData(rand.New(rand.NewPCG(4, 4)), rows)
 	d := len(x) / rows
 	cfg := Config{K: 2, BlockSize: 32, MaxFeatures: 512}
-	snap, rep, err := Fit(context.Background(), cfg, x, rows, d, FitOptions{Batch: b})
+	snap, rep, err := Fit(context.Background(), cfg, x, rows, d, FitOptions{Batch: b, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestFitIsTheStreamInOrder(t *testing.T) {
 		xy = append(append(xy, px[r*6:(r+1)*6]...), py[r*6:(r+1)*6]...)
 	}
 	tcfg := Config{Algorithm: AlgKCCA, K: 2, BlockSize: 32, MaxFeatures: 256}
-	tsnap, _, err := Fit(context.Background(), tcfg, xy, rows, 12, FitOptions{Batch: b, YCols: 6})
+	tsnap, _, err := Fit(context.Background(), tcfg, xy, rows, 12, FitOptions{Batch: b, YCols: 6, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +70,50 @@ func TestFitIsTheStreamInOrder(t *testing.T) {
 	cancel()
 	if _, _, err := Fit(ctx, cfg, x, rows, d, FitOptions{Epochs: 3}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Fit: %v", err)
+	}
+}
+
+// TestFitStopsByItsHeldOutScore: with Epochs 0 (the default) Fit makes
+// passes until its held-out score stops rising, learns the held-out rows
+// at the end (every row is learned), and ends far closer to exact kernel
+// PCA of the same 600 rows (the same kernel) than the one pass that was
+// the default before.
+func TestFitStopsByItsHeldOutScore(t *testing.T) {
+	const n, m = 600, 300
+	rng := rand.New(rand.NewPCG(3, 3))
+	x, hx := curvedData(rng, n), curvedData(rng, m)
+	kern := kernelG(MedianDistance(x, n, exactD, 512))
+	truth := newExactKPCA(t, kern, x, n, exactD, exactK).at(hx, m)
+	cfg := Config{K: exactK, Kernel: kern, MaxFeatures: 2048, BlockSize: 128}
+	errOf := func(opt FitOptions) (float64, FitReport) {
+		opt.Batch = 100
+		snap, rep, err := Fit(context.Background(), cfg, x, n, exactD, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Restore(snap, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return synthErr(evalDense(l, hx, m), truth), rep
+	}
+	one, _ := errOf(FitOptions{Epochs: 1})
+	auto, rep := errOf(FitOptions{})
+	t.Logf("one pass %.3g; by the rule %.3g after %d passes (%s), scores %.4g", one, auto, rep.Epochs, rep.Stop, rep.Scores)
+	held := 0
+	for i := range n {
+		if Mix(cfg.Seed^uint64(i))%fitHoldout == 0 {
+			held++
+		}
+	}
+	if want := uint64((n-held)*rep.Epochs + held); rep.Samples != want {
+		t.Errorf("samples %d, want %d: %d passes over %d rows, then the %d held out", rep.Samples, want, rep.Epochs, n-held, held)
+	}
+	if rep.Epochs < 2 || len(rep.Scores) != rep.Epochs || rep.Epochs == fitMaxEpochs {
+		t.Errorf("%d passes, %d scores: want the rule to stop it before %d", rep.Epochs, len(rep.Scores), fitMaxEpochs)
+	}
+	if !(auto < 1e-2) || !(auto < one/3) {
+		t.Errorf("subspace error by the rule %.3g, one pass %.3g: want < 1e-2 and < a third of one pass's (0.033 and 5.2e-3 when written)", auto, one)
 	}
 }

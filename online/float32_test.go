@@ -15,6 +15,7 @@ import (
 // default does, on the same stream and feature draws, with errors close to
 // the default's.
 func TestModesHermite(t *testing.T) {
+	longOnly(t)
 	h := synth.Hermite1D()
 	held := make([]float64, 2000)
 	h.Sample(held, rand.New(rand.NewPCG(2, 2)))

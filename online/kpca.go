@@ -675,6 +675,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model:       l.cfg.Model,
+			Incarnation: l.cfg.Incarnation,
 			Algorithm:   string(l.cfg.Algorithm),
 			Generator:   features.GeneratorID,
 			K:           l.cfg.K,

@@ -395,6 +395,7 @@ func TestGuardNeverCorrupts(t *testing.T) {
 // closer than random features of the same count, on the training points
 // and held out.
 func TestLandmarksAgainstExactKPCA(t *testing.T) {
+	longOnly(t) // about 12 s; TestCovarianceLandmarksIsNystrom stays quick
 	exactFixture(t)
 	truthTrain := exactRef.vecs
 	truthHeld := exactRef.at(exactHeld, exactHeldN)

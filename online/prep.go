@@ -79,7 +79,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	}
 	v := h.Views[0]
 	cfg := Config{
-		Model: h.Model, Algorithm: Algorithm(h.Algorithm), K: h.K, Dim: v.Dim,
+		Model: h.Model, Incarnation: h.Incarnation, Algorithm: Algorithm(h.Algorithm), K: h.K, Dim: v.Dim,
 		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
 		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,

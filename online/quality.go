@@ -38,11 +38,43 @@ var Forgettings = []Forgetting{ForgetDetect, ForgetOff}
 // score (before the first step, or wrong shape or values) changes
 // nothing and returns an error.
 func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
+	c, err := l.scores(x, rows)
+	if c == nil || err != nil {
+		return false, err
+	}
+	// The detector is armed once the feature budget is full and the model
+	// is monitorArmAge steps old: while blocks join, the served average
+	// holds them at less than their share, and a young model's score
+	// moves as it settles (see monitor).
+	return l.detect(&l.mon, c, rows, l.cfg.K, len(l.seeds) >= l.maxBlock, l.cfg.Forget, l.Forget), nil
+}
+
+// Score is the served model's held-out score on rows points x (rows×d,
+// raw) that it has not learned, with no side effect: the mean over the
+// points of the share of their kernel variance that the k functions
+// capture (see Assess), in [0, 1]. fit's stopping rule compares it from
+// epoch to epoch. 0 before the first step or for a collapsed basis.
+func (l *KPCA) Score(x []float64, rows int) (float64, error) {
+	c, err := l.scores(x, rows)
+	if c == nil || err != nil {
+		return 0, err
+	}
+	var s float64
+	for _, v := range c {
+		s += v
+	}
+	return s / float64(rows), nil
+}
+
+// scores sets the scratch to each held-out point's component scores
+// h_q(x)²/k(x, x) in the basis where G = n·AᵀA is the identity, and
+// returns them (rows×k); nil with no model or a collapsed basis.
+func (l *KPCA) scores(x []float64, rows int) ([]float64, error) {
 	if len(l.seeds) == 0 || rows == 0 {
-		return false, nil
+		return nil, nil
 	}
 	if err := l.checkBatch(x, rows); err != nil {
-		return false, err
+		return nil, err
 	}
 	k, d := l.cfg.K, l.fm.Dim
 	q := &l.qual
@@ -51,7 +83,7 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 	coef, center, _ := l.served()
 	l.evalWith(q.h, q.xs, rows, k, coef, center)
 	if !q.factor(coef, len(l.seeds), k) {
-		return false, nil // a collapsed basis: nothing to score against
+		return nil, nil // a collapsed basis: nothing to score against
 	}
 	var kbar float64
 	if center != nil {
@@ -66,11 +98,7 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 			h[j] = v * v / den
 		}
 	}
-	// The detector is armed once the feature budget is full and the model
-	// is monitorArmAge steps old: while blocks join, the served average
-	// holds them at less than their share, and a young model's score
-	// moves as it settles (see monitor).
-	return l.detect(&l.mon, q.h[:rows*k], rows, k, len(l.seeds) >= l.maxBlock, l.cfg.Forget, l.Forget), nil
+	return q.h[:rows*k], nil
 }
 
 // detect feeds a held-out batch's component scores c (rows×k) to mon,
@@ -413,6 +441,58 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	l.EvalTo(1, m.v, y, rows)
 	m.score(rows, k, l.cfg.Algorithm != AlgKSVD)
 	return l.detect(&l.mon, m.c, rows, k, l.budgetFull(), l.cfg.Forget, l.Forget), nil
+}
+
+// Score is the served model's held-out score on rows pairs (x, y as for
+// Update) that it has not learned, with no side effect: the sum over the
+// k components of the pairs' correlation of u_q(x) and v_q(y) (kcca,
+// ksir: the held-out canonical correlations, S_k) or of their covariance
+// (ksvd: the held-out singular values). fit's stopping rule compares it
+// from epoch to epoch. 0 before the first step or with fewer than 2 rows.
+func (l *TwoView) Score(x, y []float64, rows int) (float64, error) {
+	if len(l.v[0].seeds) == 0 || rows < 2 {
+		return 0, nil
+	}
+	if len(x)%rows != 0 || len(y)%rows != 0 {
+		return 0, fmt.Errorf("%w: %d x values and %d y values for %d rows", ErrInput, len(x), len(y), rows)
+	}
+	if err := checkValues(x, "x "); err != nil {
+		return 0, err
+	}
+	if err := checkValues(y, "y "); err != nil {
+		return 0, err
+	}
+	if err := l.checkDomain(x, y, len(x)/rows, len(y)/rows); err != nil {
+		return 0, err
+	}
+	k := l.cfg.K
+	u, v := make([]float64, rows*k), make([]float64, rows*k)
+	l.EvalTo(0, u, x, rows)
+	l.EvalTo(1, v, y, rows)
+	n := float64(rows)
+	var s float64
+	for q := range k {
+		var mu, mv float64
+		for r := range rows {
+			mu += u[r*k+q]
+			mv += v[r*k+q]
+		}
+		mu, mv = mu/n, mv/n
+		var suv, suu, svv float64
+		for r := range rows {
+			a, b := u[r*k+q]-mu, v[r*k+q]-mv
+			suv += a * b
+			suu += a * a
+			svv += b * b
+		}
+		switch {
+		case l.cfg.Algorithm == AlgKSVD:
+			s += suv / n
+		case suu > 0 && svv > 0:
+			s += suv / math.Sqrt(suu*svv)
+		}
+	}
+	return s, nil
 }
 
 // Quality returns the held-out score so far (see Assess), nil before

@@ -528,7 +528,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	cov, state := l.cov.state()
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
-			Model: l.cfg.Model, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
+			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov,
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
@@ -595,7 +595,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		return nil, fmt.Errorf("%w: a two-view model with landmark features in one view only", snapshot.ErrUnsupported)
 	}
 	cfg := Config{
-		Model: h.Model, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
+		Model: h.Model, Incarnation: h.Incarnation, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
 		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Forget: rt.Forget,

@@ -200,6 +200,9 @@ func kccaBeatsLinear(t *testing.T, x, y, hx, hy []float64, n, m, d, k, ojaEpochs
 	sl := linearCCA(t, x, y, n, d, d, hx, hy, m, k)
 	for _, c := range kccaSolvers {
 		t.Run(c.name, func(t *testing.T) {
+			if c.name == "oja" && ojaEpochs*n > 100_000 {
+				longOnly(t) // about 30 s
+			}
 			l, err := NewTwoView(c.cfg(Config{Algorithm: AlgKCCA, K: k}))
 			if err != nil {
 				t.Fatal(err)
@@ -259,6 +262,9 @@ func TestTwoViewAgainstExact(t *testing.T) {
 		{AlgKCCA, FeaturesRandom, 1024, SolverCovariance}, {AlgKCCA, FeaturesLandmarks, 512, SolverCovariance}} {
 		alg := c.alg
 		t.Run(string(alg)+"/"+string(c.f)+"/"+string(c.solver), func(t *testing.T) {
+			if c.solver == SolverOja {
+				longOnly(t) // about 10 s each; the covariance solver's cases stay quick
+			}
 			kk := k
 			if alg == AlgKSVD {
 				kk = 1 // σ₂ = 0.0081, σ₃ = 0.0069: only the top pair is well separated

@@ -35,7 +35,7 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 	var cur Current
 	store := goldenStore(t, 3, 7)
-	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
+	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: NewStoreVersions(store), CanPin: true})
 	cases := []struct {
 		method, path, body string
 		want               int

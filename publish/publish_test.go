@@ -241,7 +241,7 @@ func TestServiceOverNATS(t *testing.T) {
 	nc := natsServer(t)
 	var cur Current
 	store := goldenStore(t, 4, 9)
-	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}, CanPin: true})
+	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: NewStoreVersions(store), CanPin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestNATSPinNeedsAllowPin(t *testing.T) {
 	s, data := golden(t, 4)
 	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
 	cur.Set(m, data)
-	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: StoreVersions{Store: store}})
+	svc, err := NewService(nc, Config{Model: "golden"}, &cur, Limits{}, VersionOptions{Versions: NewStoreVersions(store)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package publish
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +11,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +37,10 @@ type Config struct {
 	KVBucket string
 	// Keep is how many versions the object store retains. Default: 10.
 	Keep int
+	// OnSkip, if set, is called when Watch or Latest passes over a
+	// version it cannot fetch (a pruned object, a pointer at a missing
+	// object, a checksum mismatch), with the version's notice and why.
+	OnSkip func(n Notice, err error)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -68,7 +76,10 @@ func (c *Config) UpdatesSubject() string { return c.Prefix + "." + c.Model + ".u
 
 // Notice announces one published version.
 type Notice struct {
-	Model       string    `json:"model"`
+	Model string `json:"model"`
+	// Incarnation is the model's incarnation (snapshot.Header.Incarnation):
+	// versions order within one; a new one supersedes the old.
+	Incarnation string    `json:"incarnation,omitempty"`
 	Version     uint64    `json:"version"`
 	SamplesSeen uint64    `json:"samples_seen"`
 	Features    int       `json:"features"`
@@ -161,7 +172,7 @@ func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data [
 	if err := p.nc.Publish(p.cfg.UpdatesSubject(), js); err != nil {
 		return n, fmt.Errorf("publish: notice: %w", err)
 	}
-	p.prune(ctx, obs)
+	p.prune(ctx, obs, kv, n)
 	return n, nil
 }
 
@@ -187,12 +198,14 @@ func (p *Publisher) handles(ctx context.Context) (jetstream.ObjectStore, jetstre
 func (p *Publisher) store(ctx context.Context, obs jetstream.ObjectStore, h snapshot.Header, data []byte) (Notice, error) {
 	sum := sha256.Sum256(data)
 	n := Notice{
-		Model: p.cfg.Model, Version: h.Version(), SamplesSeen: h.SamplesSeen,
+		Model: p.cfg.Model, Incarnation: h.Incarnation, Version: h.Version(), SamplesSeen: h.SamplesSeen,
 		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
 		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes,
 	}
-	if _, err := obs.PutBytes(ctx, n.Object, data); err != nil {
+	meta := jetstream.ObjectMeta{Name: n.Object, Metadata: map[string]string{
+		metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}}
+	if _, err := obs.Put(ctx, meta, bytes.NewReader(data)); err != nil {
 		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
 	}
 	return n, nil
@@ -260,23 +273,66 @@ func (p *Publisher) Reset() {
 	p.mu.Unlock()
 }
 
-func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore) {
+// Object metadata keys: the incarnation and version of a stored object.
+const (
+	metaIncarnation = "incarnation"
+	metaVersion     = "version"
+)
+
+// prune deletes stored versions readers no longer need, after latest
+// (just published) was pointed at: of latest's incarnation, all but the
+// newest Keep by version; of any other incarnation, every one once latest's
+// incarnation has Keep of its own (readers have moved to it by then).
+// It never deletes latest, nor the pinned version. Objects stored before
+// incarnations existed count as incarnation "".
+func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore, kv jetstream.KeyValue, latest Notice) {
 	lst, err := obs.List(ctx)
 	if err != nil {
 		return
 	}
-	prefix := p.cfg.Model + "/"
-	var names []string
-	for _, o := range lst {
-		if len(o.Name) > len(prefix) && o.Name[:len(prefix)] == prefix {
-			names = append(names, o.Name)
+	pinned := ""
+	if e, err := kv.Get(ctx, PinKey(p.cfg.Model)); err == nil {
+		var n Notice
+		if json.Unmarshal(e.Value(), &n) == nil {
+			pinned = n.Object
 		}
 	}
-	// Names sort by version (zero-padded); List returns them in any order.
-	slices.Sort(names)
-	for i := 0; i+p.cfg.Keep < len(names); i++ {
-		if err := obs.Delete(ctx, names[i]); err != nil {
-			p.log.Warn().Err(err).Str("object", names[i]).Msg("publish: pruning an old version failed")
+	type stored struct {
+		name string
+		v    uint64
+	}
+	prefix := p.cfg.Model + "/"
+	var mine, other []stored
+	for _, o := range lst {
+		if !strings.HasPrefix(o.Name, prefix) || o.Name == latest.Object || o.Name == pinned {
+			continue
+		}
+		v, err := strconv.ParseUint(o.Metadata[metaVersion], 10, 64)
+		if err != nil { // stored before metadata: the name holds the version
+			v, _ = strconv.ParseUint(strings.TrimPrefix(o.Name, prefix), 10, 64)
+		}
+		if o.Metadata[metaIncarnation] == latest.Incarnation {
+			mine = append(mine, stored{o.Name, v})
+		} else {
+			other = append(other, stored{o.Name, v})
+		}
+	}
+	// latest counts as one of the Keep.
+	slices.SortFunc(mine, func(a, b stored) int { return cmp.Compare(b.v, a.v) }) // newest first
+	var drop []string
+	for i, o := range mine {
+		if i+1 >= p.cfg.Keep {
+			drop = append(drop, o.name)
+		}
+	}
+	if len(mine)+1 >= p.cfg.Keep {
+		for _, o := range other {
+			drop = append(drop, o.name)
+		}
+	}
+	for _, name := range drop {
+		if err := obs.Delete(ctx, name); err != nil {
+			p.log.Warn().Err(err).Str("object", name).Msg("publish: pruning an old version failed")
 		}
 	}
 }
@@ -304,7 +360,74 @@ func Latest(ctx context.Context, nc *nats.Conn, cfg Config) (*snapshot.Model, No
 	if err != nil {
 		return nil, Notice{}, fmt.Errorf("publish: get latest: %w", err)
 	}
-	return fetch(ctx, obs, e.Value())
+	m, n, err := fetch(ctx, obs, e.Value())
+	if err == nil {
+		return m, n, nil
+	}
+	if cfg.OnSkip != nil {
+		cfg.OnSkip(n, err)
+	}
+	// The pointer names a version that cannot be fetched: the newest
+	// stored version of its incarnation that can.
+	if m, n2, err2 := newestStored(ctx, obs, cfg, n.Incarnation); err2 == nil {
+		return m, n2, nil
+	}
+	return nil, n, err
+}
+
+// newestStored fetches the newest stored version of incarnation inc
+// that can be fetched, checked against the Object Store's own digest,
+// reporting the others to cfg.OnSkip.
+func newestStored(ctx context.Context, obs jetstream.ObjectStore, cfg Config, inc string) (*snapshot.Model, Notice, error) {
+	lst, err := obs.List(ctx)
+	if err != nil {
+		return nil, Notice{}, fmt.Errorf("publish: list %s: %w", cfg.ObjectBucket, err)
+	}
+	prefix := cfg.Model + "/"
+	var cands []*jetstream.ObjectInfo
+	for _, o := range lst {
+		if strings.HasPrefix(o.Name, prefix) && o.Metadata[metaIncarnation] == inc {
+			cands = append(cands, o)
+		}
+	}
+	version := func(o *jetstream.ObjectInfo) uint64 {
+		v, _ := strconv.ParseUint(o.Metadata[metaVersion], 10, 64)
+		return v
+	}
+	slices.SortFunc(cands, func(a, b *jetstream.ObjectInfo) int { return cmp.Compare(version(b), version(a)) })
+	for _, o := range cands {
+		n := Notice{Model: cfg.Model, Incarnation: inc, Version: version(o), Object: o.Name, Bucket: cfg.ObjectBucket}
+		data, err := obs.GetBytes(ctx, o.Name) // the client checks the object's digest
+		if err == nil {
+			var m *snapshot.Model
+			if m, n, err = model(data, n); err == nil {
+				return m, n, nil
+			}
+		}
+		if cfg.OnSkip != nil {
+			cfg.OnSkip(n, err)
+		}
+	}
+	return nil, Notice{}, fmt.Errorf("publish: no stored version of %s (incarnation %q) can be fetched", cfg.Model, inc)
+}
+
+// model decodes a version's bytes into a Model and fills n from its
+// header.
+func model(data []byte, n Notice) (*snapshot.Model, Notice, error) {
+	snap, err := snapshot.Decode(data)
+	if err != nil {
+		return nil, n, err
+	}
+	h := snap.Header
+	n.Version, n.SamplesSeen, n.Features, n.Created = h.Version(), h.SamplesSeen, h.Features(), h.Created
+	n.Size, n.Quality, n.Changes = len(data), h.Diagnostics.Quality, h.Diagnostics.Changes
+	sum := sha256.Sum256(data)
+	n.SHA256 = hex.EncodeToString(sum[:])
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err != nil {
+		return nil, n, err
+	}
+	return m, n, nil
 }
 
 func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snapshot.Model, Notice, error) {
@@ -320,24 +443,21 @@ func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snap
 	if hex.EncodeToString(sum[:]) != n.SHA256 {
 		return nil, n, fmt.Errorf("publish: %s: sha256 mismatch", n.Object)
 	}
-	snap, err := snapshot.Decode(data)
-	if err != nil {
-		return nil, n, err
-	}
-	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
-	if err != nil {
-		return nil, n, err
-	}
-	return m, n, nil
+	m, _, err := model(data, n)
+	return m, n, err
 }
 
 // Watch calls fn with a ready Model for the version served to clients:
 // the newest published version, or the one an operator pinned (Pin),
 // which may be older; then again each time that changes (a newer version,
-// a pin, an unpin), until ctx is done; it returns ctx.Err(). Without pins
-// the versions come in increasing order. Versions that cannot be fetched
-// (pruned, corrupt) are skipped. Buckets that do not exist yet are waited
-// for.
+// a pin, an unpin, a new incarnation), until ctx is done; it returns
+// ctx.Err(). The rules (docs/api.md): within an incarnation versions only
+// go forward; a notice of another incarnation is followed whatever its
+// version (a model restarted without its history starts again at low
+// versions); a version that cannot be fetched (pruned, missing,
+// corrupt) is passed over, reported to cfg.OnSkip, and does not count as
+// seen, so the next fetchable version is delivered. Buckets that do not
+// exist yet are waited for.
 func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
 	if err := cfg.SetDefaults(); err != nil {
 		return err
@@ -364,9 +484,8 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 		return fmt.Errorf("publish: watch %s: %w", cfg.Model, err)
 	}
 	defer w.Stop()
-	var newest, pinned []byte // notices
-	var newestV, deliveredV uint64
-	delivered, initial := false, true
+	var f follower
+	initial := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,35 +494,74 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 			if !ok {
 				return ctx.Err()
 			}
-			var n Notice
 			switch {
 			case e == nil: // the initial values are in: deliver what they say
 				initial = false
 			case e.Key() == PinKey(cfg.Model) && e.Operation() == jetstream.KeyValuePut:
-				pinned = e.Value()
+				f.pinned = e.Value()
 			case e.Key() == PinKey(cfg.Model):
-				pinned = nil // deleted or purged: unpinned
-			case e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &n) == nil && n.Version > newestV:
-				newest, newestV = e.Value(), n.Version
+				f.pinned = nil // deleted or purged: unpinned
+			case e.Operation() == jetstream.KeyValuePut:
+				f.latest = e.Value()
 			default:
 				continue
 			}
 			if initial {
 				continue
 			}
-			want := newest
-			if pinned != nil {
-				want = pinned
-			}
-			if want == nil || json.Unmarshal(want, &n) != nil || (delivered && n.Version == deliveredV) {
+			want, ok := f.next()
+			if !ok {
 				continue
 			}
 			m, n, err := fetch(ctx, obs, want)
 			if err != nil {
+				if cfg.OnSkip != nil {
+					cfg.OnSkip(n, err)
+				}
 				continue
 			}
-			deliveredV, delivered = n.Version, true
+			f.delivered(n)
 			fn(m, n)
 		}
 	}
+}
+
+// follower decides what Watch delivers next (see Watch): the pinned
+// notice while there is one, else the latest pointer when it moves
+// forward within the delivered incarnation or names another.
+type follower struct {
+	latest, pinned []byte // the KV values
+	has            bool   // something was delivered
+	inc            string // what was delivered: incarnation, version
+	v              uint64
+	pinnedV        bool // and whether it was the pinned one
+}
+
+// next returns the notice to fetch, false when there is nothing new.
+func (f *follower) next() ([]byte, bool) {
+	want := f.latest
+	if f.pinned != nil {
+		want = f.pinned
+	}
+	var n Notice
+	if want == nil || json.Unmarshal(want, &n) != nil {
+		return nil, false
+	}
+	if !f.has || n.Incarnation != f.inc {
+		return want, true
+	}
+	if f.pinned != nil {
+		return want, n.Version != f.v // a pin may name an older version
+	}
+	return want, n.Version > f.v || f.wasPinned(n)
+}
+
+// wasPinned: after an unpin the latest is delivered even when older than
+// the pinned version that was.
+func (f *follower) wasPinned(n Notice) bool { return n.Version != f.v && f.pinnedV }
+
+// delivered records what Watch delivered.
+func (f *follower) delivered(n Notice) {
+	f.has, f.inc, f.v = true, n.Incarnation, n.Version
+	f.pinnedV = f.pinned != nil
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,10 @@ import (
 type Current struct {
 	p   atomic.Pointer[served] // newest
 	pin atomic.Pointer[served] // pinned, or nil
+	// pinMu orders pin requests (HTTP and NATS alike): each one's write
+	// to the NATS pin key and its change of what is served happen
+	// together, so the two always agree (see pin).
+	pinMu sync.Mutex
 }
 
 type served struct {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -57,6 +58,10 @@ func pin(cur *Current, opt VersionOptions, body []byte) (uint64, error) {
 	if err := dec.Decode(&req); err != nil || req.Version == nil {
 		return 0, fmt.Errorf("%w: body must be {\"version\": N} (0 unpins)", errBadRequest)
 	}
+	// One pin at a time: two requests racing must not leave the NATS key
+	// saying one version and this server serving the other.
+	cur.pinMu.Lock()
+	defer cur.pinMu.Unlock()
 	if *req.Version == 0 {
 		if opt.OnPin != nil {
 			if err := opt.OnPin(nil, nil); err != nil {
@@ -93,11 +98,37 @@ type VersionOptions struct {
 }
 
 // StoreVersions are the versions in a snapshot store (the service's
-// snapshot.dir, which keeps snapshot.keep of them).
-type StoreVersions struct{ Store *snapshot.Store }
+// snapshot.dir, which keeps snapshot.keep of them), served in their
+// published form (snapshot.Snapshot.Served: no learner state, whatever
+// the version's age), the last few built kept in a small cache.
+type StoreVersions struct {
+	Store *snapshot.Store
 
-// List reads every stored version (skipping unreadable files).
-func (s StoreVersions) List() ([]VersionInfo, error) {
+	mu    sync.Mutex
+	cache []cachedVersion // most recently used last
+}
+
+// NewStoreVersions returns the versions of store.
+func NewStoreVersions(store *snapshot.Store) *StoreVersions { return &StoreVersions{Store: store} }
+
+// Version cache bounds: at most versionCacheN versions, each Model with
+// a block cache of versionCacheBytes per view (its feature blocks,
+// generated as projections need them): with the published bytes, about
+// versionCacheN × (size + views × versionCacheBytes) in all.
+const (
+	versionCacheN     = 4
+	versionCacheBytes = 32 << 20
+)
+
+type cachedVersion struct {
+	v    uint64
+	m    *snapshot.Model
+	data []byte
+}
+
+// List reads every stored version (skipping unreadable files); sizes and
+// checksums are of the published form.
+func (s *StoreVersions) List() ([]VersionInfo, error) {
 	vs, err := s.Store.Versions()
 	if err != nil {
 		return nil, err
@@ -108,6 +139,9 @@ func (s StoreVersions) List() ([]VersionInfo, error) {
 		if err != nil {
 			continue
 		}
+		if data, err = PublishedBytes(snap, data); err != nil {
+			continue
+		}
 		sum := sha256.Sum256(data)
 		out = append(out, VersionInfo{Version: v, SamplesSeen: snap.Header.SamplesSeen, Created: snap.Header.Created,
 			Features: snap.Header.Features(), Size: len(data), SHA256: hex.EncodeToString(sum[:])})
@@ -115,17 +149,47 @@ func (s StoreVersions) List() ([]VersionInfo, error) {
 	return out, nil
 }
 
-// Load reads one version.
-func (s StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
+// Load returns one version in its published form.
+func (s *StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
+	s.mu.Lock()
+	for i, c := range s.cache {
+		if c.v == version {
+			s.cache = append(append(s.cache[:i:i], s.cache[i+1:]...), c)
+			s.mu.Unlock()
+			return c.m, c.data, nil
+		}
+	}
+	s.mu.Unlock()
 	snap, data, err := snapshot.Load(s.Store.Path(version))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %d (%v)", ErrNoVersion, version, err)
+		// Not the path: it names the server's directory.
+		return nil, nil, fmt.Errorf("%w: %d", ErrNoVersion, version)
 	}
-	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if data, err = PublishedBytes(snap, data); err != nil {
+		return nil, nil, err
+	}
+	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{CacheBytes: versionCacheBytes})
 	if err != nil {
 		return nil, nil, err
 	}
+	s.mu.Lock()
+	s.cache = append(s.cache, cachedVersion{version, m, data})
+	if len(s.cache) > versionCacheN {
+		s.cache = s.cache[1:]
+	}
+	s.mu.Unlock()
 	return m, data, nil
+}
+
+// PublishedBytes returns the published form of a snapshot read as data:
+// data itself when it holds no learner state, else the encoding of
+// snap.Served(), which is what the service publishes for that version
+// (the same bytes and SHA-256).
+func PublishedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
+	if snap.State == nil && snap.Header.Covariance == nil && snap.Header.Averaged == nil {
+		return data, nil
+	}
+	return snap.Served().MarshalBinary()
 }
 
 // addVersionRoutes adds, under base (/v1/models/<model>):

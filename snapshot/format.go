@@ -225,7 +225,14 @@ type Quality struct {
 
 // Header is the JSON header of a snapshot.
 type Header struct {
-	Model       string      `json:"model"`
+	Model string `json:"model"`
+	// Incarnation names one life of the model: chosen at random when a
+	// service starts it without local history (an empty snapshot.dir),
+	// kept by every snapshot after. Versions order within an incarnation;
+	// a reader moves to a new one when it appears (docs/api.md). Empty in
+	// models learned before incarnations existed, by fit, and in cluster
+	// mode.
+	Incarnation string      `json:"incarnation,omitempty"`
 	Algorithm   string      `json:"algorithm"`
 	Generator   string      `json:"generator"`
 	K           int         `json:"k"`

@@ -26,7 +26,9 @@ func cmdFit(ctx context.Context, args []string) error {
 	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le), - for stdin")
 	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
 	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
-	epochs := fs.Int("epochs", 1, "passes over the input (shuffled after the first)")
+	epochs := fs.Int("epochs", 0, "passes over the input (shuffled after the first); 0: until the held-out score stops rising (one row in 10 held out, then learned)")
+	maxEpochs := fs.Int("max-epochs", 100, "with --epochs 0: at most this many passes")
+	budget := fs.Duration("time", 10*time.Minute, "with --epochs 0: no pass starts after this long")
 	yCols := fs.Int("y-cols", 0, "two-view algorithms: the last N columns of each row are y (ksir: 1, the target)")
 	cols := fs.String("cols", "", "columns of the input to learn from, 1-based as cut's -f: 1-64 drops digits' label column; default all")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
@@ -56,9 +58,13 @@ func cmdFit(ctx context.Context, args []string) error {
 	start := time.Now()
 	pr := progress.New()
 	total := float64(rows * *epochs)
-	snap, rep, err := online.Fit(ctx, cfg, x, rows, d, online.FitOptions{Epochs: *epochs, Batch: c.Learner.Batch, YCols: *yCols,
+	snap, rep, err := online.Fit(ctx, cfg, x, rows, d, online.FitOptions{Epochs: *epochs, MaxEpochs: *maxEpochs, Budget: *budget, Batch: c.Learner.Batch, YCols: *yCols,
 		Progress: func(e int, seen uint64, feats int) {
 			el := time.Since(start)
+			if *epochs == 0 {
+				pr.Update("pass %d  %d rows  %d features  %.0f rows/s", e+1, seen, feats, float64(seen)/el.Seconds())
+				return
+			}
 			pr.Update("epoch %d/%d  %d rows  %d features  %.0f rows/s%s", e+1, *epochs, seen, feats, float64(seen)/el.Seconds(), progress.ETA(float64(seen), total, el))
 		}})
 	pr.Done()
@@ -78,9 +84,12 @@ func cmdFit(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
 	fmt.Fprintf(os.Stderr, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
+	if len(rep.Scores) > 0 {
+		fmt.Fprintf(os.Stderr, "%d passes, stopped by %s; held-out score after each: %.4g\n", rep.Epochs, rep.Stop, rep.Scores)
+	}
 	// The step rules need steps; the covariance solver's statistics are
 	// the file's after one pass.
-	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; steps < 20 && cfg.Solver != online.SolverCovariance {
+	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; *epochs > 0 && steps < 20 && cfg.Solver != online.SolverCovariance {
 		fmt.Fprintf(os.Stderr, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
 			steps, rows, c.Learner.Batch, *epochs, max(20, 20**epochs/max(steps, 1)))
 	}

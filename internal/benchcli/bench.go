@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/progress"
@@ -21,13 +22,15 @@ import (
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite|drift|keepup|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
+		return errors.New("usage: streamkpca bench hermite|drift|fit|keepup|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
 	}
 	switch args[0] {
 	case "hermite":
 		return benchHermite(ctx, args[1:])
 	case "drift":
 		return benchDrift(ctx, args[1:])
+	case "fit":
+		return benchFit(ctx, args[1:])
 	case "keepup":
 		return benchKeepUp(ctx, args[1:])
 	case "kcca":
@@ -43,7 +46,7 @@ func Run(ctx context.Context, args []string) error {
 	case "cluster":
 		return benchCluster(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, keepup, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
@@ -116,6 +119,47 @@ func benchDrift(ctx context.Context, args []string) error {
 	}
 	res, err := bench.RunDrift(ctx, cfg)
 	pr.Done()
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
+// benchFit is `streamkpca bench fit`: fit with its defaults on a file
+// against exact kernel PCA of the same rows (internal/bench.RunFitFile).
+func benchFit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench fit", flag.ContinueOnError)
+	var cfg bench.FitFileConfig
+	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le)")
+	cols := fs.String("cols", "", "columns to learn from, 1-based as cut's -f; default all")
+	fs.IntVar(&cfg.Learner.K, "k", 10, "components")
+	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
+	fs.Float64Var(&cfg.TestShare, "test-share", 0.1, "share of the rows kept from both and scored")
+	fs.DurationVar(&cfg.Budget, "time", 10*time.Minute, "fit's time budget")
+	fs.BoolVar(&cfg.Learner.Center, "center", false, "centred kernel PCA")
+	fs.Uint64Var(&cfg.Learner.Seed, "seed", 0, "learner seed (0: its default)")
+	fs.Func("epochs", "fixed pass counts to run as well, comma-separated (e.g. 1,20)", func(v string) error {
+		e, err := parseCounts("--epochs", v)
+		cfg.Epochs = e
+		return err
+	})
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *input == "" {
+		return errors.New("bench fit: --input is required")
+	}
+	tb, err := ingest.ReadFile(*input, "", 0)
+	if err != nil {
+		return err
+	}
+	x, d := tb.X, tb.Dim
+	if *cols != "" {
+		if x, d, err = ingest.SelectColumns(tb.X, tb.Rows, tb.Dim, *cols); err != nil {
+			return err
+		}
+	}
+	res, err := bench.RunFitFile(ctx, x, tb.Rows, d, cfg)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		w.Write([]byte("ready\n"))
 	})
 	api := publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
-		publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: p.httpToken != "", OnPin: p.tellWatchers})
+		publish.VersionOptions{Versions: p.versions, CanPin: p.httpToken != "", OnPin: p.tellWatchers})
 	srv, ln, err := publish.Listen(publish.ServerConfig{
 		Addr: p.cfg.HTTP.Addr, Token: p.httpToken, ProtectAll: p.cfg.HTTP.ProtectAll,
 		TLSCertFile: p.cfg.HTTP.TLSCertFile, TLSKeyFile: p.cfg.HTTP.TLSKeyFile,

@@ -14,6 +14,7 @@ import (
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -415,7 +416,7 @@ func (l *loop) snapshot(final bool) {
 	}
 	l.sinceSnap = 0
 	l.lastCut = snap
-	if data, err = servedBytes(snap, data); err != nil {
+	if data, err = publish.PublishedBytes(snap, data); err != nil {
 		p.met.SnapshotErrors.Inc()
 		p.log.Error().Err(err).Msg("snapshot persisted but not encoded for serving; the next snapshot retries")
 		return
@@ -466,14 +467,4 @@ func (l *loop) snapshot(final bool) {
 
 func sortOffsets(o []snapshot.Offset) {
 	slices.SortFunc(o, func(a, b snapshot.Offset) int { return cmp.Compare(a.Partition, b.Partition) })
-}
-
-// servedBytes is what is served over HTTP and published: the snapshot
-// without its learner state (snapshot.Snapshot.Served), which only a
-// learner restoring from the store uses. data is snap's stored encoding.
-func servedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
-	if snap.State == nil {
-		return data, nil
-	}
-	return snap.Served().MarshalBinary()
 }

@@ -4,6 +4,7 @@ package pipeline
 // dead-letter topic: no network, each in about a second.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -482,8 +483,20 @@ func TestVersionsAndPin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum := sha256.Sum256(data); old.SHA256 != hex.EncodeToString(sum[:]) || old.SamplesSeen != snap.Header.SamplesSeen {
-		t.Errorf("version %d listed as %+v, file says samples %d", old.Version, old, snap.Header.SamplesSeen)
+	// Listed and served in the published form: the learner state (the
+	// subspace solver's iterate and average) left out, as published.
+	if snap.State == nil {
+		t.Fatalf("version %d holds no learner state; the test needs one that does", old.Version)
+	}
+	pubForm, err := snap.Served().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(pubForm); old.SHA256 != hex.EncodeToString(sum[:]) || old.Size != len(pubForm) || old.SamplesSeen != snap.Header.SamplesSeen {
+		t.Errorf("version %d listed as %+v; its published form has %d bytes (stored %d), samples %d", old.Version, old, len(pubForm), len(data), snap.Header.SamplesSeen)
+	}
+	if code, body := call("GET", fmt.Sprintf("/versions/%d/snapshot", old.Version), "", true); code != 200 || !bytes.Equal(body, pubForm) {
+		t.Errorf("GET version %d's snapshot: %d, %d bytes; want its published form, %d bytes (stored: %d)", old.Version, code, len(body), len(pubForm), len(data))
 	}
 	m, _ := snapshot.NewModel(snap, snapshot.ModelOptions{})
 	want, _ := m.Project(nil, []float64{0.25})

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -82,6 +84,7 @@ type Status struct {
 
 // Pipeline is the streaming service.
 type Pipeline struct {
+	versions *publish.StoreVersions // snapshot.dir's versions, for HTTP and NATS
 	cfg      configs.Config
 	log      zerolog.Logger
 	reg      *prometheus.Registry
@@ -176,6 +179,7 @@ func New(opt Options) (*Pipeline, error) {
 		OnSkip: func(path string, err error) {
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
 		}}
+	p.versions = publish.NewStoreVersions(p.store)
 	lc := cfg.Learner.Online(cfg.Model, cfg.Kafka.Dim)
 	if err := p.store.Clean(); err != nil {
 		log.Warn().Err(err).Msg("leftover temporary snapshot files could not be removed")
@@ -208,7 +212,7 @@ func New(opt Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		if data, err = servedBytes(snap, data); err != nil {
+		if data, err = publish.PublishedBytes(snap, data); err != nil {
 			return nil, err
 		}
 		p.cur.Set(m, data)
@@ -217,11 +221,16 @@ func New(opt Options) (*Pipeline, error) {
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")
 	case errors.Is(err, snapshot.ErrNoSnapshot):
 		if cfg.Cluster.Enabled {
+			// The members must write one model bit for bit: no random
+			// incarnation (docs/api.md).
 			p.learner = &clusterLearner{cfg: lc}
-		} else if p.learner, err = newLearner(lc, nil); err != nil {
-			return nil, err
+		} else {
+			lc.Incarnation = newIncarnation()
+			if p.learner, err = newLearner(lc, nil); err != nil {
+				return nil, err
+			}
 		}
-		log.Info().Str("dir", cfg.Snapshot.Dir).Msg("no snapshot found; starting a new model")
+		log.Info().Str("dir", cfg.Snapshot.Dir).Str("incarnation", lc.Incarnation).Msg("no snapshot found; starting a new model")
 	default:
 		return nil, err
 	}
@@ -303,7 +312,7 @@ func New(opt Options) (*Pipeline, error) {
 		}
 		p.restorePin()
 		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors},
-			publish.VersionOptions{Versions: publish.StoreVersions{Store: p.store}, CanPin: cfg.NATS.AllowPin, OnPin: p.tellWatchers}); err != nil {
+			publish.VersionOptions{Versions: p.versions, CanPin: cfg.NATS.AllowPin, OnPin: p.tellWatchers}); err != nil {
 			log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
 		}
 	}
@@ -344,7 +353,7 @@ func (p *Pipeline) restorePin() {
 		p.log.Warn().Err(err).Msg("could not read the pin from NATS; serving the newest version")
 	case v == 0:
 	default:
-		m, data, err := publish.StoreVersions{Store: p.store}.Load(v)
+		m, data, err := p.versions.Load(v)
 		if err != nil {
 			p.log.Error().Err(err).Uint64("pinned", v).Msg("the pinned version is not in snapshot.dir; serving the newest while Watch clients follow the pin: unpin or pin again")
 			return
@@ -559,4 +568,12 @@ func (p *Pipeline) close() {
 		}
 	}
 	p.learner.close()
+}
+
+// newIncarnation returns a random incarnation id (snapshot.Header.Incarnation):
+// 16 hex digits.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
