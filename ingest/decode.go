@@ -75,6 +75,9 @@ type Decoder struct {
 	// kernels (polynomial, linear, dot-product, arc-cosine) and would
 	// spoil the whole batch. Default: DefaultMaxAbs.
 	MaxAbs float64
+	// OneView: the model learns from x alone, and a JSON object's "y" or
+	// "target" is ignored, whatever it holds (docs/operations.md).
+	OneView bool
 }
 
 // DefaultMaxAbs is the default bound on |value|: far beyond any
@@ -130,7 +133,7 @@ func (d *Decoder) Parse(x, y []float64, msg []byte) ([]float64, []float64, error
 	var err error
 	switch d.Format {
 	case FormatJSON:
-		x, y, err = decodeJSON(x, y, msg)
+		x, y, err = decodeJSON(x, y, msg, d.OneView)
 	case FormatCSV:
 		x, err = decodeCSV(x, msg)
 	case FormatF32LE:
@@ -215,7 +218,7 @@ type twoView struct {
 	Target []float64 `json:"target"`
 }
 
-func decodeJSON(x, y []float64, msg []byte) ([]float64, []float64, error) {
+func decodeJSON(x, y []float64, msg []byte, oneView bool) ([]float64, []float64, error) {
 	t := bytes.TrimSpace(msg)
 	switch t[0] {
 	case '[':
@@ -224,6 +227,15 @@ func decodeJSON(x, y []float64, msg []byte) ([]float64, []float64, error) {
 		}
 		return decodeJSONArray(x, y, t)
 	case '{':
+		if oneView {
+			var v struct {
+				X []float64 `json:"x"`
+			}
+			if err := json.Unmarshal(t, &v); err != nil {
+				return x, y, bad(ReasonMalformed, "json: %v", err)
+			}
+			return append(x, v.X...), y, nil
+		}
 		var v twoView
 		if err := json.Unmarshal(t, &v); err != nil {
 			return x, y, bad(ReasonMalformed, "json: %v", err)

@@ -325,3 +325,25 @@ func TestRefusedArrayHoldsNoMemory(t *testing.T) {
 		t.Fatalf("[1,2,3]: %v, %d values in %d slots", err, len(x), cap(x))
 	}
 }
+
+// TestOneViewIgnoresY: docs/operations.md says a one-view model ignores
+// "y" (and "target"). Before, a y of another width than an earlier
+// message's, or 1e999 in y, dead-lettered the message although x was
+// good.
+func TestOneViewIgnoresY(t *testing.T) {
+	d := &Decoder{Format: FormatJSON, OneView: true}
+	for _, msg := range []string{`{"x":[1,2],"y":[3]}`, `{"x":[4,5],"y":[6,7,8]}`, `{"x":[9,10],"y":[1e999]}`, `{"x":[11,12],"target":"nonsense"}`} {
+		x, y, err := d.Decode(nil, nil, []byte(msg))
+		if err == nil {
+			err = d.Check(x, y)
+		}
+		if err != nil || len(x) != 2 || len(y) != 0 {
+			t.Errorf("%s: x %v, y %v, %v; want x of 2 values, y ignored", msg, x, y, err)
+		}
+	}
+	// A two-view model still reads y and refuses one it cannot use.
+	two := &Decoder{Format: FormatJSON}
+	if _, _, err := two.Decode(nil, nil, []byte(`{"x":[1],"y":[1e999]}`)); err == nil {
+		t.Error("a two-view decoder accepted y = 1e999")
+	}
+}

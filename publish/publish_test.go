@@ -380,8 +380,8 @@ func TestNonFiniteProjectionIsAnError(t *testing.T) {
 
 // Concurrent hostile and valid project requests over loopback HTTP: every
 // valid one answered correctly, every hostile one refused, and the heap in
-// use stays under the stated bound, MaxConcurrent × (5 × MaxBytes +
-// 8·k·MaxVectors) above the idle heap. (Before: 25 requests of 2,000,000
+// use stays under the stated bound, MaxReading × MaxBytes +
+// MaxConcurrent × (5 × MaxBytes + 8·k·MaxVectors) above the idle heap. (Before: 25 requests of 2,000,000
 // vectors at once took resident memory to 4 GB.)
 func TestConcurrentProjectMemoryBound(t *testing.T) {
 	var cur Current
@@ -434,7 +434,8 @@ func TestConcurrentProjectMemoryBound(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	bound := uint64(lim.MaxConcurrent) * (5*uint64(lim.MaxBytes) + 8*uint64(m.K())*uint64(lim.MaxVectors))
+	lim.setDefaults()
+	bound := uint64(lim.MaxReading)*uint64(lim.MaxBytes) + uint64(lim.MaxConcurrent)*(5*uint64(lim.MaxBytes)+8*uint64(m.K())*uint64(lim.MaxVectors))
 	grew := peak - min(peak, idle.HeapInuse)
 	t.Logf("heap in use grew by %d MiB at most (bound %d MiB)", grew>>20, bound>>20)
 	if grew > bound {

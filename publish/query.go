@@ -11,9 +11,9 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -76,14 +76,24 @@ type Limits struct {
 	// MaxBytes of a request body. Default: 8 MiB (NATS requests are
 	// further bounded by the server's max payload).
 	MaxBytes int64
-	// MaxConcurrent bounds the HTTP project requests whose bodies are read
-	// and decoded at once (more wait for a slot before their body is
-	// read). Memory for projection requests stays below MaxConcurrent ×
-	// (5 × MaxBytes + 8·k·MaxVectors) bytes: a body, its decoded values (a
-	// number takes at least two bytes of body and eight decoded) and the
+	// MaxConcurrent bounds the HTTP project requests decoded and
+	// projected at once (more wait for a slot once their body is in).
+	// Memory for projection requests stays below MaxReading × MaxBytes +
+	// MaxConcurrent × (5 × MaxBytes + 8·k·MaxVectors) bytes: the bodies
+	// being received, and per slot a body, its decoded values (a number
+	// takes at least two bytes of body and eight decoded) and the
 	// projections. NATS requests are handled one at a time per endpoint.
 	// Default: 2 × GOMAXPROCS.
 	MaxConcurrent int
+	// MaxReading bounds the HTTP request bodies being received at once,
+	// each within BodyTimeout, before a projection slot is taken: a slow
+	// client holds a reading place, never a projection slot, so it cannot
+	// starve the others (bodies in memory: MaxReading × MaxBytes at most).
+	// Default: 4 × MaxConcurrent.
+	MaxReading int
+	// BodyTimeout is the time a request body has to arrive whole.
+	// Default: 5 s.
+	BodyTimeout time.Duration
 }
 
 func (l *Limits) setDefaults() {
@@ -95,6 +105,12 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxConcurrent <= 0 {
 		l.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
+	}
+	if l.MaxReading <= 0 {
+		l.MaxReading = 4 * l.MaxConcurrent
+	}
+	if l.BodyTimeout <= 0 {
+		l.BodyTimeout = 5 * time.Second
 	}
 }
 
@@ -443,7 +459,7 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 		}
 		serveSnapshot(w, r, m, data)
 	})
-	slots := make(chan struct{}, lim.MaxConcurrent)
+	slots := newProjectSlots(lim)
 	mux.HandleFunc("POST "+base+"/project", func(w http.ResponseWriter, r *http.Request) {
 		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
 			if version != 0 {
@@ -477,7 +493,10 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST",
 		base + "/versions": "GET", base + "/pin": "PUT, DELETE"}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		if a, ok := allow[strings.TrimSuffix(r.URL.Path, "/")]; ok && r.URL.Path == strings.TrimSuffix(r.URL.Path, "/") {
+		// The escaped path: M%2Fsnapshot is not M/snapshot (the routes
+		// above did not match it either).
+		p := r.URL.EscapedPath()
+		if a, ok := allow[p]; ok {
 			w.Header().Set("Allow", a)
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " is not allowed here; use " + a})
 			return
@@ -528,26 +547,65 @@ func serveSnapshot(w http.ResponseWriter, r *http.Request, m *snapshot.Model, da
 	w.Write(data)
 }
 
-// serveProject answers a project request against the model get returns,
-// reading the body only once a slot is free: at most cap(slots) bodies and
-// their decoded vectors are in memory at once.
-func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots chan struct{}, get func(version uint64) (*snapshot.Model, error)) {
+// readBody reads r's body, at most max bytes, into a buffer sized by
+// Content-Length when the client sent one (no doubling as it grows).
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= max {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
+	return buf.Bytes(), err
+}
+
+// projectSlots bound the HTTP project requests: reading places for
+// bodies being received and projection slots for bodies being decoded
+// and projected (Limits.MaxReading, Limits.MaxConcurrent).
+type projectSlots struct {
+	reading, project chan struct{}
+}
+
+func newProjectSlots(lim Limits) projectSlots {
+	return projectSlots{reading: make(chan struct{}, lim.MaxReading), project: make(chan struct{}, lim.MaxConcurrent)}
+}
+
+// take waits for a place in c; false when the request ended first.
+func take(c chan struct{}, r *http.Request) bool {
 	select {
-	case slots <- struct{}{}:
-		defer func() { <-slots }()
+	case c <- struct{}{}:
+		return true
 	case <-r.Context().Done():
+		return false
+	}
+}
+
+// serveProject answers a project request against the model get returns:
+// the body is received whole within lim.BodyTimeout holding a reading
+// place, then decoded and projected holding a projection slot. A slow
+// body thus never holds a projection slot, and at most MaxReading bodies
+// and MaxConcurrent decoded requests are in memory at once.
+func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots projectSlots, get func(version uint64) (*snapshot.Model, error)) {
+	if !take(slots.reading, r) {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBytes))
+	// Servers without per-request deadlines (a test's recorder) keep
+	// their own; the service's do per request.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(lim.BodyTimeout))
+	body, err := readBody(w, r, lim.MaxBytes)
+	<-slots.reading
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("request body over %d bytes", lim.MaxBytes)})
 		} else {
-			writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": "request body not received in time: " + err.Error()})
+			writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": fmt.Sprintf("request body not received within %s", lim.BodyTimeout)})
 		}
 		return
 	}
+	if !take(slots.project, r) {
+		return
+	}
+	defer func() { <-slots.project }()
 	resp, err := projectModel(body, lim, get)
 	if err != nil {
 		httpErr(w, err)

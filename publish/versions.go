@@ -199,7 +199,7 @@ func PublishedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
 //	POST   …/versions/{version}/project    project with that version
 //	PUT    …/pin  {"version": v}           serve v instead of the newest
 //	DELETE …/pin                           serve the newest again
-func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt VersionOptions, lim Limits, slots chan struct{}) {
+func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt VersionOptions, lim Limits, slots projectSlots) {
 	vs := opt.Versions
 	load := func(r *http.Request) (*snapshot.Model, []byte, error) {
 		v, err := strconv.ParseUint(r.PathValue("version"), 10, 64)

@@ -44,7 +44,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	seen := 0
-	err = publish.Watch(ctx, nc, publish.Config{Prefix: *prefix, Model: *model}, func(m *snapshot.Model, n publish.Notice) {
+	cfg := publish.Config{Prefix: *prefix, Model: *model, OnSkip: func(n publish.Notice, err error) {
+		log.Printf("passing over version %d (incarnation %q): %v", n.Version, n.Incarnation, err)
+	}}
+	err = publish.Watch(ctx, nc, cfg, func(m *snapshot.Model, n publish.Notice) {
 		proj, err := m.Project(nil, flat)
 		if err != nil {
 			log.Printf("version %d: %v", n.Version, err)

@@ -244,7 +244,8 @@ func New(opt Options) (*Pipeline, error) {
 	}
 	p.startSamples = p.status.Samples
 	dx, dy := p.learner.dims()
-	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs}
+	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs,
+		OneView: !online.Algorithm(cfg.Learner.Algorithm).TwoView()}
 	if p.dec.Dim == 0 {
 		p.dec.Dim = cfg.Kafka.Dim
 	}

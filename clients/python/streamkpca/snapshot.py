@@ -73,6 +73,8 @@ class View:
     def __init__(self, j, k):
         self.json = j
         self.dim = int(j["dim"])
+        if not 1 <= self.dim <= 1 << 24:  # as the Go decoder (snapshot.Header.Validate)
+            raise SnapshotError(f"view dimension {self.dim} outside 1 to 2**24")
         self.kernel = ft.Kernel.from_json(j.get("kernel", {}))
         pre = j.get("preprocess") or {}
         self.mean = np.array(pre.get("mean") or [], dtype=np.float64)
@@ -226,6 +228,28 @@ def slice_indicators(thresholds, t):
     return out
 
 
+# Model's default bound on the memory of the generated feature blocks:
+# a file of a few KB can declare a dimension of 2**24, whose blocks would
+# take many GiB; the bound is checked before anything is allocated.
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+def model_bytes(snap):
+    """The bytes Model(snap) allocates for its feature blocks: per random
+    feature block its frequencies and phases (in_dim x cols + cols
+    float64), per landmark block its points (block_size x dim)."""
+    total = 0
+    for i, v in enumerate(snap.views):
+        seeds, bs = snap.view_seeds(i)
+        if v.landmarks:
+            total += len(seeds) * bs * v.dim * 8
+            continue
+        m = ft.Map.__new__(ft.Map)  # sizes only: nothing generated
+        m.kernel, m.dim, m.block_size = v.kernel, v.dim, bs
+        total += len(seeds) * (m.in_dim() + 1) * max(m.cols(), 1) * 8
+    return total
+
+
 class Model:
     """Projects new points with a snapshot, as the Go snapshot.Model does:
     H(x) = sum over blocks of Phi_j(x) alpha_j, after the view's
@@ -238,7 +262,13 @@ class Model:
     rounding, about 1e-13 relative).
     """
 
-    def __init__(self, snap, exact=True):
+    def __init__(self, snap, exact=True, max_bytes=DEFAULT_MAX_BYTES):
+        need = model_bytes(snap)
+        if max_bytes is not None and need > max_bytes:
+            raise SnapshotError(
+                f"this model's feature blocks need {need / 2**20:.0f} MiB "
+                f"(dimensions {[v.dim for v in snap.views]}, {[len(snap.view_seeds(i)[0]) for i in range(len(snap.views))]} blocks), "
+                f"over max_bytes = {max_bytes / 2**20:.0f} MiB: pass a larger max_bytes (or None) if you trust the file")
         self.snapshot = snap
         self.exact = exact
         self._views = snap.views

@@ -125,3 +125,50 @@ class Format(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def encode(header, payload, version=2):
+    """A checksum-valid snapshot of header (a dict) and payload (float64s)."""
+    import struct
+    from streamkpca.snapshot import MAGIC, crc32c
+    h = json.dumps(header).encode()
+    body = MAGIC + struct.pack("<II", version, len(h)) + h + struct.pack("<Q", len(payload))
+    body += np.asarray(payload, dtype="<f8").tobytes()
+    return body + struct.pack("<I", crc32c(body))
+
+
+class MemoryBound(unittest.TestCase):
+    """A few KB of checksum-valid file declaring a huge dimension: the
+    client refuses it, naming the figure, before allocating (before: 4.1
+    GiB then MemoryError at 2**18; a bare MemoryError at 2**24)."""
+
+    def huge(self, dim):
+        with open(os.path.join(TESTDATA, "golden.skpca"), "rb") as f:
+            h = dict(streamkpca.loads(f.read()).header)
+        h["views"] = [{"dim": dim, "kernel": {"family": "gaussian", "bandwidth": 1.5}}]
+        h["seeds"], h["block_size"] = ["0000000000000001"], 512
+        return encode(h, np.zeros(512 * h["k"]))
+
+    def test_refused_before_allocating(self):
+        import tracemalloc
+        for dim in (1 << 18, 1 << 24):
+            data = self.huge(dim)
+            self.assertLess(len(data), 16 << 10)
+            snap = streamkpca.loads(data)
+            tracemalloc.start()
+            try:
+                with self.assertRaisesRegex(streamkpca.SnapshotError, r"need \d+ MiB.*over max_bytes"):
+                    streamkpca.Model(snap)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            self.assertLess(peak, 100 << 20, f"dimension {dim}: {peak >> 20} MiB allocated before refusing")
+
+    def test_bound_is_what_generation_takes(self):
+        # A dimension the bound admits is built, and the figure matches
+        # the blocks' arrays.
+        snap = streamkpca.loads(self.huge(64))
+        m = streamkpca.Model(snap)
+        blocks = m._blocks[0]
+        got = sum(b.omega.nbytes + b.phase.nbytes for b in blocks)
+        self.assertEqual(got, streamkpca.snapshot.model_bytes(snap))
