@@ -218,6 +218,17 @@ type Learner struct {
 	// TargetLoad is the share of the loop's time the learner may take
 	// before load shedding learns a fraction, in (0, 1]. Default: 0.8.
 	TargetLoad float64 `yaml:"target_load"`
+	// Budget: stream (once MaxFeatures is reached, the feature budget
+	// keeps growing, a block a step, while the stream leaves the learner
+	// under half of TargetLoad, up to MaxModelBytes: a slow stream buys
+	// accuracy with the time it leaves; kpca and gha with the subspace or
+	// oja solver and random features, not in cluster mode) or fixed
+	// (MaxFeatures is the budget). Default: stream.
+	Budget string `yaml:"budget"`
+	// MaxModelBytes bounds a budget that grows with the stream: the
+	// model's coefficients and their working copies take about 32·k bytes
+	// per feature. Default: 1 GiB.
+	MaxModelBytes int64 `yaml:"max_model_bytes"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed"`
 	// Center learns the centred operator. Default: false.
@@ -366,6 +377,10 @@ func (c *Config) SetDefaults() {
 	defI(&c.Learner.Batch, 512)
 	defI(&c.Learner.Holdout, online.DefaultHoldout)
 	def(&c.Learner.LoadShedding, "auto")
+	def(&c.Learner.Budget, "stream")
+	if c.Learner.MaxModelBytes == 0 {
+		c.Learner.MaxModelBytes = 1 << 30
+	}
 	if c.Learner.TargetLoad == 0 {
 		c.Learner.TargetLoad = 0.8
 	}
@@ -517,6 +532,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
 		bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
+	}
+	if c.Learner.Budget != "stream" && c.Learner.Budget != "fixed" {
+		bad("learner.budget", "%q: want stream or fixed", c.Learner.Budget)
+	}
+	if c.Learner.MaxModelBytes < 0 {
+		bad("learner.max_model_bytes", "%d: must be positive", c.Learner.MaxModelBytes)
 	}
 	if !(c.Learner.TargetLoad > 0) || c.Learner.TargetLoad > 1 {
 		bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)

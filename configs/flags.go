@@ -2,10 +2,12 @@ package configs
 
 import (
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -33,7 +35,7 @@ func LearnerFlags(fs *flag.FlagSet) func() []string {
 		if key == "" || key == "-" || key == "linger" { // linger: the service's batching only
 			continue
 		}
-		f := &settingFlag{key: key, sets: &sets, def: fmt.Sprint(def.Field(i).Interface())}
+		f := &settingFlag{key: key, sets: &sets, def: fmt.Sprint(def.Field(i).Interface()), kind: def.Field(i).Kind()}
 		switch def.Field(i).Kind() {
 		case reflect.Bool:
 			f.boolean = true
@@ -53,6 +55,7 @@ type settingFlag struct {
 	key, def, val string
 	boolean, set  bool
 	sets          *[]string
+	kind          reflect.Kind
 }
 
 // String is the default, for the help ("" for zero values: not shown).
@@ -68,6 +71,26 @@ func (f *settingFlag) IsBoolFlag() bool { return f.boolean }
 func (f *settingFlag) Set(v string) error {
 	if v == "auto" && (f.key == "bandwidth" || f.key == "bandwidth_y") {
 		return nil // the default: the median trick
+	}
+	// The value in the flag's terms (the flag package prefixes "invalid
+	// value V for flag -NAME: "); the settings' own checks run later.
+	switch f.kind {
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return errors.New("not a whole number")
+		}
+		if n == 0 || n < 0 && f.key != "keep_bytes" && f.key != "cache_bytes" {
+			return errors.New("must be positive (leave the flag out for the default)")
+		}
+	case reflect.Uint64:
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return errors.New("not a whole number ≥ 0")
+		}
+	case reflect.Float64:
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return errors.New("not a number")
+		}
 	}
 	f.set = true
 	*f.sets = append(*f.sets, "learner."+f.key+"="+v)

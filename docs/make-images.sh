@@ -19,7 +19,7 @@ $skpca plot eigenfunctions --model "$tmp/hermite.skpca" --out docs/images/eigenf
 # Figure 4: 2-D projections of digit-like images, coloured by class.
 $skpca synth digits --n 3000 --out "$tmp/digits.csv"          # 64 pixels + label
 $skpca fit --input "$tmp/digits.csv" --cols 1-64 --k 2 --center --epochs 20 --out "$tmp/digits.skpca"
-$skpca plot scatter --model "$tmp/digits.skpca" --input "$tmp/digits.csv" --label-col 64 --out docs/images/scatter.png
+$skpca plot scatter --model "$tmp/digits.skpca" --input "$tmp/digits.csv" --label-col 65 --out docs/images/scatter.png
 
 # KCCA: held-out canonical correlations on the twoview stream.
 $skpca synth twoview --n 4000 --out "$tmp/tv.csv"

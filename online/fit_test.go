@@ -3,6 +3,8 @@ package online
 import (
 	"context"
 	"errors"
+	"github.com/streamkpca/streamkpca/online/features"
+	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -79,11 +81,8 @@ func TestFitIsTheStreamInOrder(t *testing.T) {
 // PCA of the same 600 rows (the same kernel) than the one pass that was
 // the default before.
 func TestFitStopsByItsHeldOutScore(t *testing.T) {
-	const n, m = 600, 300
-	rng := rand.New(rand.NewPCG(3, 3))
-	x, hx := curvedData(rng, n), curvedData(rng, m)
-	kern := kernelG(MedianDistance(x, n, exactD, 512))
-	truth := newExactKPCA(t, kern, x, n, exactD, exactK).at(hx, m)
+	const n, m = smallN, smallHeldN
+	x, hx, kern, truth := smallExact(t)
 	cfg := Config{K: exactK, Kernel: kern, MaxFeatures: 2048, BlockSize: 128}
 	errOf := func(opt FitOptions) (float64, FitReport) {
 		opt.Batch = 100
@@ -116,4 +115,18 @@ func TestFitStopsByItsHeldOutScore(t *testing.T) {
 	if !(auto < 1e-2) || !(auto < one/3) {
 		t.Errorf("subspace error by the rule %.3g, one pass %.3g: want < 1e-2 and < a third of one pass's (0.033 and 5.2e-3 when written)", auto, one)
 	}
+}
+
+// smallN curvedData points with exact kernel PCA (k = exactK, bandwidth
+// by the median trick), evaluated on smallHeldN held-out points: the truth
+// of the tests that stream a small set many times (fit's passes, a raised
+// budget).
+const smallN, smallHeldN = 600, 300
+
+func smallExact(t *testing.T) (x, held []float64, kern features.Kernel, truth *mat.Dense) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 3))
+	x, held = curvedData(rng, smallN), curvedData(rng, smallHeldN)
+	kern = kernelG(MedianDistance(x, smallN, exactD, 512))
+	return x, held, kern, newExactKPCA(t, kern, x, smallN, exactD, exactK).at(held, smallHeldN)
 }

@@ -145,6 +145,17 @@ func newSubspace(k, maxRows, nb int, center bool, window float64) *subspace {
 	return s
 }
 
+// reserve makes room for maxRows coefficient rows (a raised budget,
+// KPCA.RaiseBudget): the step reslices grad and mean to the model's rows.
+func (s *subspace) reserve(maxRows int) {
+	if n := maxRows * s.k; cap(s.grad) < n {
+		s.grad = slices.Grow(s.grad, n-len(s.grad))
+	}
+	if s.mean != nil && cap(s.mean) < maxRows {
+		s.mean = slices.Grow(s.mean, maxRows-len(s.mean))
+	}
+}
+
 // average moves the running average towards the iterate alpha (centre
 // center, nil without centring) after step t, as the type's comment
 // says. The first call sets Ā = A. It costs rows·k multiply-adds; the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/streamkpca/streamkpca/internal/benchcli"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -205,5 +206,86 @@ func TestCLIHelpAndRequiredFlags(t *testing.T) {
 	}
 	if err := cmdProject([]string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--model is required") {
 		t.Errorf("project without --model: %v", err)
+	}
+}
+
+// TestCLIConventions: the first hour's surprises (issue of 2026-11-26),
+// each of which failed before: help for every verb and sub-verb, errors
+// in the flags' terms, 1-based columns checked, a warning when k is more
+// than the data supports.
+func TestCLIConventions(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "d.csv")
+	writeCSV(t, csv, [][]float64{{1, 2, 0}, {2, 1, 1}, {0, 3, 0}, {3, 0, 1}, {1, 1, 0}})
+	errOf := func(f func() error) string {
+		if err := f(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	// bench -h and plot -h print their lists and succeed.
+	if out := captureStdout(t, func() error { return benchcli.Run(context.Background(), []string{"-h"}) }); !strings.Contains(out, "keepup") {
+		t.Errorf("bench -h printed %q", out)
+	}
+	if out := captureStdout(t, func() error { return cmdPlot([]string{"-h"}) }); !strings.Contains(out, "scatter") {
+		t.Errorf("plot -h printed %q", out)
+	}
+	// help fit prints fit's flags, and --k shows no default (it is required).
+	os.Args = []string{"streamkpca", "help", "fit"}
+	help := capture(t, &os.Stderr, func() error { main(); return nil })
+	if !strings.Contains(help, "-max-epochs") || !strings.Contains(help, "components to learn (required)") || strings.Contains(help, "(required) (default 3)") {
+		t.Errorf("help fit printed:\n%s", help)
+	}
+	fit := func(args ...string) string {
+		return errOf(func() error {
+			return cmdFit(context.Background(), append([]string{"--input", csv, "--out", filepath.Join(dir, "m.skpca")}, args...))
+		})
+	}
+	for _, c := range []struct{ args, want, not []string }{
+		{[]string{"--k", "0"}, []string{"-k", "must be positive"}, []string{"--set", "learner."}},
+		{[]string{"--k", "abc"}, []string{"-k", "not a whole number"}, []string{"strconv"}},
+		{[]string{"--k", "2", "--max-features", "64", "--block", "128"}, []string{"--max-features"}, []string{"learner.", "configs/streamkpca.yaml"}},
+	} {
+		got := fit(c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("fit %v: %q, want it to say %q", c.args, got, w)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, w) {
+				t.Errorf("fit %v: %q, should not say %q", c.args, got, w)
+			}
+		}
+	}
+	// k more than the data supports: a warning.
+	warn := capture(t, &os.Stderr, func() error {
+		return cmdFit(context.Background(), []string{"--input", csv, "--k", "6", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"})
+	})
+	if !strings.Contains(warn, "warning: k = 6 but the input has 5 rows") {
+		t.Errorf("fit --k 6 on 5 rows said:\n%s", warn)
+	}
+	if got := errOf(func() error { return cmdInspect([]string{csv}) }); !strings.Contains(got, "is not a streamkpca snapshot") || strings.Count(got, "snapshot:") > 0 {
+		t.Errorf("inspect of a CSV: %q", got)
+	}
+	if err := cmdFit(context.Background(), []string{"--input", csv, "--cols", "1-2", "--k", "2", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.csv")
+	os.WriteFile(empty, nil, 0o644)
+	if got := errOf(func() error { return cmdProject([]string{"--model", filepath.Join(dir, "m.skpca"), "--input", empty}) }); !strings.Contains(got, "holds no vectors") {
+		t.Errorf("project of an empty file: %q", got)
+	}
+	// --label-col is 1-based as --cols and checked: column 4 of 3 is refused
+	// (before, 0-based, --label-col 3 silently drew a wrong plot).
+	if got := errOf(func() error {
+		return cmdPlot([]string{"scatter", "--model", filepath.Join(dir, "m.skpca"), "--input", csv, "--label-col", "4", "--out", filepath.Join(dir, "s.png")})
+	}); !strings.Contains(got, "--label-col 4: the rows have 3 columns") {
+		t.Errorf("plot scatter --label-col 4 on 3 columns: %q", got)
+	}
+	if got := errOf(func() error {
+		return cmdPlot([]string{"scatter", "--model", filepath.Join(dir, "m.skpca"), "--input", csv, "--label-col", "3", "--out", filepath.Join(dir, "s.png")})
+	}); got != "" {
+		t.Errorf("plot scatter --label-col 3 (the third of 3 columns): %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ import (
 func cmdFit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
 	learnerSets := configs.LearnerFlags(fs)
+	if f := fs.Lookup("k"); f != nil { // the service's default is not fit's: k is required
+		f.DefValue, f.Usage = "", "components to learn (required)"
+	}
 	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le), - for stdin")
 	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
 	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
@@ -45,7 +49,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	}
 	c, err := configs.Load("", nil, sets...)
 	if err != nil {
-		return fmt.Errorf("%w\n(fit's learner flags are the learner settings of configs/streamkpca.yaml: --max-features is learner.max_features)", err)
+		return flagTerms(err)
 	}
 	cfg := c.Learner.Online(*model, 0)
 	x, rows, d, err := readInput(*input, *format, *dim, *cols)
@@ -84,6 +88,9 @@ func cmdFit(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
 	fmt.Fprintf(os.Stderr, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
+	if w := kWarning(cfg.K, rows, rep.Eigenvalues); w != "" {
+		fmt.Fprintln(os.Stderr, "warning: "+w)
+	}
 	if len(rep.Scores) > 0 {
 		fmt.Fprintf(os.Stderr, "%d passes, stopped by %s; held-out score after each: %.4g\n", rep.Epochs, rep.Stop, rep.Scores)
 	}
@@ -112,7 +119,7 @@ func cmdProject(args []string) error {
 	}
 	snap, _, err := snapshot.Load(*modelPath)
 	if err != nil {
-		return err
+		return notSnapshot(*modelPath, err)
 	}
 	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
 	if err != nil {
@@ -133,6 +140,9 @@ func cmdProject(args []string) error {
 	x, rows, got, err := readInput(*input, *format, width, *cols)
 	if err != nil {
 		return err
+	}
+	if rows == 0 {
+		return fmt.Errorf("%s holds no vectors to project", inputName(*input))
 	}
 	if got != d {
 		return fmt.Errorf("the input has %d columns, the model's view %s %d; choose them with --cols", got, *view, d)
@@ -173,7 +183,7 @@ func cmdInspect(args []string) error {
 	}
 	snap, data, err := snapshot.Load(fs.Arg(0))
 	if err != nil {
-		return err
+		return notSnapshot(fs.Arg(0), err)
 	}
 	out := struct {
 		File     string           `json:"file"`
@@ -217,4 +227,57 @@ func readInput(path, format string, dim int, cols string) ([]float64, int, int, 
 	}
 	x, d, err := ingest.SelectColumns(tb.X, tb.Rows, tb.Dim, cols)
 	return x, tb.Rows, d, err
+}
+
+// flagTerms puts a learner setting's error in fit's terms: the setting
+// learner.max_features is the flag --max-features.
+func flagTerms(err error) error {
+	msg := learnerKey.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		return "--" + strings.ReplaceAll(strings.TrimPrefix(m, "learner."), "_", "-")
+	})
+	msg = strings.ReplaceAll(msg, "configs: flags: --set ", "")
+	return errors.New(msg)
+}
+
+var learnerKey = regexp.MustCompile(`learner\.[a-z_0-9]+`)
+
+// kWarning says when k asks for more components than the data supports:
+// more than rows − 1, or eigenvalue estimates that are zero to rounding
+// (their components carry no variance; "" when all is well).
+func kWarning(k, rows int, eig []float64) string {
+	if k >= rows {
+		return fmt.Sprintf("k = %d but the input has %d rows: at most %d components carry variance; use a smaller --k", k, rows, max(rows-1, 1))
+	}
+	if len(eig) == 0 || !(eig[0] > 0) {
+		return ""
+	}
+	zero := 0
+	for _, v := range eig {
+		if v < 1e-10*eig[0] {
+			zero++
+		}
+	}
+	if zero > 0 {
+		return fmt.Sprintf("the last %d of k = %d eigenvalue estimates are zero to rounding (largest %.3g): the data supports about %d components; use a smaller --k", zero, k, eig[0], k-zero)
+	}
+	return ""
+}
+
+// notSnapshot puts a snapshot.Load error in the user's terms.
+func notSnapshot(path string, err error) error {
+	switch {
+	case errors.Is(err, snapshot.ErrMagic):
+		return fmt.Errorf("%s is not a streamkpca snapshot (.skpca files are written by fit and by the service's snapshot.dir)", path)
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: no such file", path)
+	}
+	return err
+}
+
+// inputName names an input for messages: the path, or standard input.
+func inputName(path string) string {
+	if path == "-" {
+		return "standard input"
+	}
+	return path
 }

@@ -26,12 +26,13 @@ Verbs:
   project   project points:      streamkpca project --model model.skpca --input FILE|-
   inspect   print a snapshot's header as JSON: streamkpca inspect model.skpca
   produce   write synthetic or file data into a Kafka topic
-  bench     benchmarks as JSON:  streamkpca bench hermite|drift|keepup|kcca|throughput|compare|mnist|pipeline|cluster
+  watch     follow a model's versions on NATS: streamkpca watch --model NAME [--nats URL]
+  bench     benchmarks as JSON:  streamkpca bench hermite|drift|fit|keepup|kcca|throughput|compare|mnist|pipeline|cluster
   plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|compare|scatter|correlations
   synth     synthetic data as CSV: streamkpca synth hermite|hermite16|digits|twoview|mixture --n N --out FILE
   version   module version, commit, Go, SIMD level and BLAS, as JSON
 
-Run 'streamkpca <verb> -h' for the verb's flags.
+Run 'streamkpca <verb> -h' or 'streamkpca help <verb>' for the verb's flags.
 `
 
 func main() {
@@ -62,9 +63,17 @@ func main() {
 		err = demo.Run(ctx, args)
 	case "produce":
 		err = cmdProduce(ctx, args)
+	case "watch":
+		err = cmdWatch(ctx, args)
 	case "version", "--version":
 		err = cmdVersion()
 	case "-h", "--help", "help":
+		if verb == "help" && len(args) > 0 && args[0] != "help" {
+			// help VERB: the verb's own help.
+			os.Args = []string{os.Args[0], args[0], "-h"}
+			main()
+			return
+		}
 		fmt.Print(usage)
 		return
 	default:
@@ -76,3 +85,6 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// isHelp reports whether a verb's first argument asks for its help.
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }

@@ -25,6 +25,10 @@ func cmdPlot(args []string) error {
 	if len(args) == 0 {
 		return errors.New(plotUsage)
 	}
+	if isHelp(args[0]) {
+		fmt.Println(plotUsage)
+		return nil
+	}
 	kind := args[0]
 	fs := flag.NewFlagSet("plot "+kind, flag.ContinueOnError)
 	out := fs.String("out", kind+".png", "PNG file to write")
@@ -33,7 +37,7 @@ func cmdPlot(args []string) error {
 	model := fs.String("model", "", "snapshot file")
 	input := fs.String("input", "", "data file (csv, jsonl, f32le, f64le)")
 	benchFile := fs.String("bench", "", "JSON written by `streamkpca bench hermite` (convergence) or `bench compare` (compare)")
-	labelCol := fs.Int("label-col", -1, "scatter: column of the input holding a class label (excluded from the vector)")
+	labelCol := fs.Int("label-col", 0, "scatter: column of the input holding a class label, 1-based as --cols (excluded from the vector); 0: none")
 	yCols := fs.Int("y-cols", 0, "correlations: the last N columns are y")
 	s := fs.Float64("s", 1, "eigenfunctions: standard deviation of the hermite stream")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -49,7 +53,10 @@ func cmdPlot(args []string) error {
 	case "compare":
 		p, err = plot.Compare(*benchFile)
 	case "scatter":
-		p, err = plot.Scatter(*model, *input, *labelCol)
+		if *labelCol < 0 {
+			return fmt.Errorf("--label-col %d: columns count from 1 (0: no label column)", *labelCol)
+		}
+		p, err = plot.Scatter(*model, *input, *labelCol-1)
 	case "correlations":
 		p, err = plot.Correlations(*model, *input, *yCols)
 	default:

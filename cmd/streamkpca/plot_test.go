@@ -46,7 +46,7 @@ func TestPlots(t *testing.T) {
 		{"eigenfunctions", "--model", p("h.skpca")},
 		{"convergence", "--bench", p("bench.json")},
 		{"compare", "--bench", p("compare.json")},
-		{"scatter", "--model", p("d.skpca"), "--input", p("d2.csv"), "--label-col", "64"},
+		{"scatter", "--model", p("d.skpca"), "--input", p("d2.csv"), "--label-col", "65"},
 		{"correlations", "--model", p("tv.skpca"), "--input", p("tv.csv"), "--y-cols", "6"},
 	} {
 		out := p(tc[0] + ".png")

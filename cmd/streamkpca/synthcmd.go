@@ -52,7 +52,7 @@ Columns of the CSV:
 			rows = append(rows, x[i*h.Dim():(i+1)*h.Dim()])
 		}
 	case "digits":
-		// 64 pixel columns, then the class label (for plot scatter --label-col 64).
+		// 64 pixel columns, then the class label (for plot scatter --label-col 65).
 		for i := 0; i < *n; i++ {
 			class := rng.IntN(10)
 			img := synth.DigitsOfClass(rng, class)

@@ -25,6 +25,8 @@ type KeepUpConfig struct {
 	Partitions int
 	// LoadShedding is the service's learner.load_shedding. Default: auto.
 	LoadShedding string
+	// Budget is the service's learner.budget. Default: stream.
+	Budget string
 	// Every: how often the lag is sampled. Default: 10 s.
 	Every time.Duration
 	// Dir holds the brokers' and snapshots' data. Required.
@@ -43,6 +45,9 @@ type KeepUpPoint struct {
 	Lag      int64   `json:"lag"`
 	Fraction float64 `json:"learned_fraction"`
 	Features int     `json:"features"`
+	Budget   int     `json:"budget"`
+	// Quality is the held-out score (0 before the first).
+	Quality float64 `json:"quality"`
 }
 
 // KeepUpResult is the JSON printed by `bench keepup`.
@@ -51,6 +56,7 @@ type KeepUpResult struct {
 	Rate         float64       `json:"rate"`
 	Seconds      float64       `json:"seconds"`
 	LoadShedding string        `json:"load_shedding"`
+	Budget       string        `json:"budget"`
 	Samples      []KeepUpPoint `json:"samples"`
 	// LagAt60 and LagAtEnd are the lag at 60 s and at the end;
 	// GrowthShare is the lag's growth per second between them over the
@@ -73,8 +79,9 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	orDefault(&cfg.Duration, 150*time.Second)
 	orDefault(&cfg.Partitions, 4)
 	orDefault(&cfg.LoadShedding, "auto")
+	orDefault(&cfg.Budget, "stream")
 	orDefault(&cfg.Every, 10*time.Second)
-	res := KeepUpResult{Bench: "keepup", Rate: cfg.Rate, LoadShedding: cfg.LoadShedding}
+	res := KeepUpResult{Bench: "keepup", Rate: cfg.Rate, LoadShedding: cfg.LoadShedding, Budget: cfg.Budget}
 	const topic = "keepup"
 	stack, err := devstack.Start(devstack.Options{Dir: cfg.Dir, Topics: map[string]int32{topic: int32(cfg.Partitions)}})
 	if err != nil {
@@ -85,7 +92,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	c.Model = "keepup"
 	c.Kafka.Brokers, c.Kafka.Topic = stack.Brokers(), topic
 	c.NATS.URL = stack.NATSURL()
-	c.Learner.LoadShedding = cfg.LoadShedding
+	c.Learner.LoadShedding, c.Learner.Budget = cfg.LoadShedding, cfg.Budget
 	c.Snapshot.Dir = filepath.Join(cfg.Dir, "snapshots")
 	c.HTTP.Addr = "off"
 	c.SetDefaults()
@@ -116,7 +123,10 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	sample := func() KeepUpPoint {
 		st := p.Status()
 		pt := KeepUpPoint{Seconds: time.Since(start).Seconds(), Produced: produced.Load(), Consumed: st.Consumed,
-			Learned: st.Samples, Fraction: st.LearnedFraction, Features: st.Features}
+			Learned: st.Samples, Fraction: st.LearnedFraction, Features: st.Features, Budget: st.Budget}
+		if st.Quality != nil {
+			pt.Quality = st.Quality.Score
+		}
 		pt.Lag = pt.Produced - int64(pt.Consumed)
 		res.Shed = st.Shed
 		return pt

@@ -18,13 +18,31 @@ import (
 	"github.com/streamkpca/streamkpca/online"
 )
 
+// Usage lists the benchmarks.
+const Usage = `usage: streamkpca bench <benchmark> [flags]   (streamkpca bench <benchmark> -h: its flags)
+
+benchmarks (JSON on stdout, progress on stderr):
+  hermite     convergence on the hermite stream against the closed form
+  drift       following an abrupt or slow change of the stream
+  fit         fit's defaults on a file against exact kernel PCA
+  keepup      the service against a stream produced at a fixed rate
+  kcca        held-out canonical correlations against linear CCA
+  throughput  the step's speed against the GEMM ceiling
+  compare     streamkpca against fixed random features, Nyström and exact
+  mnist       MNIST kernel PCA or KCCA (--task kcca) against baselines
+  pipeline    the service end to end against the learner alone
+  cluster     one model on several instances against one learner`
+
 // Run is `streamkpca bench`: args[0] names the benchmark, the rest are
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: streamkpca bench hermite|drift|fit|keepup|kcca|throughput|compare|mnist|pipeline|cluster [flags]")
+		return errors.New(Usage)
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout(), Usage)
+		return nil
 	case "hermite":
 		return benchHermite(ctx, args[1:])
 	case "drift":
@@ -176,6 +194,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Duration, "duration", 150*time.Second, "how long the stream runs")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the topic")
 	fs.StringVar(&cfg.LoadShedding, "load-shedding", "auto", "the service's learner.load_shedding: auto or off")
+	fs.StringVar(&cfg.Budget, "budget", "stream", "the service's learner.budget: stream or fixed")
 	fs.DurationVar(&cfg.Every, "every", 10*time.Second, "how often the lag is sampled")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -188,7 +207,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	cfg.Dir = dir
 	pr := progress.New()
 	cfg.Progress = func(p bench.KeepUpPoint) {
-		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features)
+		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d (budget %d)  quality %.4f", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features, p.Budget, p.Quality)
 	}
 	res, err := bench.RunKeepUp(ctx, cfg)
 	pr.Done()

@@ -124,9 +124,9 @@ Try, in another terminal:
   curl -s %s/v1/models/%s | head -c 600
   curl -s -X POST %s/v1/models/%s/project -d '{"vectors":[[0.0],[0.5],[1.5]]}'
   curl -s %s/metrics | grep ^streamkpca_
-  nats --server %s sub 'streamkpca.%s.updates'
-  nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'
+  go run ./cmd/streamkpca watch --nats %s --model %s --points '[[0.5]]'
   go run ./examples/subscriber --nats %s --model %s --points '[[0.5]]'
+  nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'   (with the nats CLI, if you have it)
   python3 clients/python/examples/project.py --url %s --model %s --points '[[0.5]]' --check
 
 `, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model, stack.NATSURL(), model, http, model)

@@ -71,6 +71,16 @@ func Start(opt Options) (*Stack, error) {
 	return s, nil
 }
 
+// StartNATSOnly starts an embedded NATS server with JetStream alone, its
+// store under dir (a test's temporary directory, say); Close stops it.
+func StartNATSOnly(dir string) (*Stack, error) {
+	s := &Stack{opt: Options{Dir: dir}, dir: dir}
+	if err := s.StartNATS(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // StartKafka (re)starts the Kafka cluster on the same port and data dir.
 func (s *Stack) StartKafka() error {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),

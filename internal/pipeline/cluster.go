@@ -188,8 +188,11 @@ func (c *clusterLearner) bandwidth() float64 {
 func (c *clusterLearner) assess(_, _ []float64, _ int) (bool, error) { return false, nil }
 func (c *clusterLearner) quality() *snapshot.Quality                 { return nil }
 
-// holdGrowth: cluster mode does not shed load (see pace).
-func (c *clusterLearner) holdGrowth(bool) {}
+// holdGrowth: cluster mode does not shed load (see pace), nor grow its
+// budget with the stream.
+func (c *clusterLearner) holdGrowth(bool)               {}
+func (c *clusterLearner) budget() int                   { return c.cfg.MaxFeatures }
+func (c *clusterLearner) raiseBudget(int64) (int, bool) { return c.budget(), false }
 
 func (c *clusterLearner) twoView() bool                   { return false }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }

@@ -29,6 +29,12 @@ type learner interface {
 	quality() *snapshot.Quality
 	// holdGrowth stops or resumes adding feature blocks (load shedding).
 	holdGrowth(hold bool)
+	// budget is the feature budget; raiseBudget raises it by a block
+	// unless the model's coefficients would pass maxBytes (about 32·k
+	// bytes a feature) or the learner cannot grow (learner.budget:
+	// stream), reporting the budget and whether it rose.
+	budget() int
+	raiseBudget(maxBytes int64) (int, bool)
 	close()
 }
 
@@ -50,6 +56,16 @@ func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 }
 func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
 func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
+func (o oneView) budget() int                { return o.l.MaxFeatures() }
+func (o oneView) raiseBudget(maxBytes int64) (int, bool) {
+	c, n := o.l.Config(), o.l.MaxFeatures()
+	next := n + c.BlockSize
+	if int64(next)*int64(32*c.K) > maxBytes {
+		return n, false
+	}
+	got := o.l.RaiseBudget(next)
+	return got, got > n
+}
 
 type twoViews struct{ l *online.TwoView }
 
@@ -75,6 +91,11 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 }
 func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
 func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
+
+// The two-view learners keep their budget (learner.budget: stream grows
+// kpca and gha only).
+func (t twoViews) budget() int                   { return t.l.Config().MaxFeatures }
+func (t twoViews) raiseBudget(int64) (int, bool) { return t.budget(), false }
 func (t twoViews) checkInput(x, y []float64) error {
 	c := t.l.Config()
 	if err := c.Kernel.CheckInput(x); err != nil {

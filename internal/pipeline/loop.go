@@ -30,11 +30,14 @@ type loop struct {
 	heldRows     int
 	// pace sets the fraction of the stream learned (load shedding) and
 	// whether the model may grow; holding: growth is held now.
-	pace      *pace
-	holding   bool
-	sinceSnap int
-	lastSnap  time.Time
-	lastCut   *snapshot.Snapshot
+	pace    *pace
+	holding bool
+	// growing: the budget has grown past learner.max_features
+	// (learner.budget: stream); capped: it reached learner.max_model_bytes.
+	growing, capped bool
+	sinceSnap       int
+	lastSnap        time.Time
+	lastCut         *snapshot.Snapshot
 	// model is the newest served Model, whose blocks the next one reuses.
 	model *snapshot.Model
 	// held: the pending rows could not start the model; they stay
@@ -257,9 +260,10 @@ func (l *loop) learn() {
 		}
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
-	p.status.Bandwidth = p.learner.bandwidth()
+	p.status.Bandwidth, p.status.Budget = p.learner.bandwidth(), p.learner.budget()
 	p.mu.Unlock()
 	p.met.Features.Set(float64(p.learner.features()))
+	p.met.Budget.Set(float64(p.learner.budget()))
 	if err == nil {
 		l.keepUp(took)
 	}
@@ -308,6 +312,29 @@ func (l *loop) keepUp(took time.Duration) {
 		} else {
 			p.log.Info().Int("features", p.learner.features()).Msg("the stream leaves room again: the model grows")
 		}
+	}
+	l.growBudget()
+}
+
+// growBudget raises the feature budget by a block when the model has
+// reached it and the stream leaves the learner idle (learner.budget:
+// stream; see pace.room), up to learner.max_model_bytes.
+func (l *loop) growBudget() {
+	p := l.p
+	if p.cfg.Learner.Budget != "stream" || l.holding || l.capped || p.learner.features() < p.learner.budget() || !l.pace.room() {
+		return
+	}
+	n, ok := p.learner.raiseBudget(p.cfg.Learner.MaxModelBytes)
+	p.met.Budget.Set(float64(n))
+	switch {
+	case !ok:
+		l.capped = true
+		p.log.Info().Int("budget", n).Int64("max_model_bytes", p.cfg.Learner.MaxModelBytes).
+			Msg("the feature budget stops growing: learner.max_model_bytes reached (or the learner keeps a fixed budget)")
+	case !l.growing:
+		l.growing = true
+		p.log.Info().Int("budget", n).Float64("stream_msgs_per_s", l.pace.rate).Float64("learner_s_per_msg", l.pace.cost).
+			Msg("the stream leaves the learner idle: the feature budget grows past learner.max_features (learner.budget: stream)")
 	}
 }
 

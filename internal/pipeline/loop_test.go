@@ -839,3 +839,46 @@ func latestOrNil(c configs.Config) *snapshot.Snapshot {
 	}
 	return snap
 }
+
+// TestBudgetGrowsWithASlowStream: a stream that leaves the learner idle
+// (small batches now and then) grows the feature budget past
+// learner.max_features, a block a step (learner.budget: stream), reported
+// in /metrics and on the status page, and up to learner.max_model_bytes;
+// with learner.budget: fixed the budget stays. Nothing is shed.
+func TestBudgetGrowsWithASlowStream(t *testing.T) {
+	run := func(budget string, maxBytes int64) *harness {
+		c := testConfig(t)
+		c.Kafka.Dim = 4
+		c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 64, 256, 64, 2
+		c.Learner.Budget, c.Learner.MaxModelBytes = budget, maxBytes
+		src := ingest.NewMemSource("v", 64)
+		h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.paceWindow = 20 * time.Millisecond })
+		msgs := points(64*120, 4, 5)
+		for i := 0; i < 120; i++ {
+			src.Produce(0, msgs[i*64:(i+1)*64]...)
+			h.waitConsumed(uint64((i + 1) * 64))
+			time.Sleep(20 * time.Millisecond) // a slow stream: the learner waits
+		}
+		return h
+	}
+	k := testConfig(t).Learner.K
+	grown := run("stream", int64(1024*32*k)) // room for 1,024 features
+	st := grown.p.Status()
+	if st.Budget != 1024 || st.Features != 1024 || st.Shed != 0 {
+		t.Errorf("stream budget: features %d, budget %d, shed %d; want 1024, 1024 (max_model_bytes), none shed", st.Features, st.Budget, st.Shed)
+	}
+	if got := testutil.ToFloat64(grown.p.met.Budget); got != 1024 {
+		t.Errorf("streamkpca_feature_budget %v, want 1024", got)
+	}
+	rec := httptest.NewRecorder()
+	grown.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if page := rec.Body.String(); !strings.Contains(page, "budget 1024, grown past learner.max_features 256") {
+		t.Errorf("the status page does not say that the budget grew")
+	}
+	grown.stop()
+	fixed := run("fixed", 1<<30)
+	if st := fixed.p.Status(); st.Budget != 256 || st.Features != 256 {
+		t.Errorf("fixed budget: features %d, budget %d; want 256", st.Features, st.Budget)
+	}
+	fixed.stop()
+}

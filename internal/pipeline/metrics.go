@@ -18,6 +18,7 @@ type Metrics struct {
 	Duplicates      prometheus.Counter
 	BatchSeconds    prometheus.Histogram
 	Features        prometheus.Gauge
+	Budget          prometheus.Gauge
 	Members         prometheus.Gauge
 	Version         prometheus.Gauge
 	Snapshots       prometheus.Counter
@@ -45,6 +46,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Duplicates:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_duplicate_messages_total", Help: "Messages dropped because their offset was already consumed (after a rebalance)."}),
 		BatchSeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamkpca_batch_seconds", Help: "Time to learn one mini-batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		Features:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_features", Help: "Random features in the model."}),
+		Budget:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_feature_budget", Help: "The feature budget: learner.max_features, raised while the stream leaves the learner idle (learner.budget: stream)."}),
 		Members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_cluster_members", Help: "Cluster mode: members of the group this instance steps with (0: none at the moment)."}),
 		Version:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_model_version", Help: "Version (step) of the newest persisted snapshot."}),
 		Snapshots:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshots_total", Help: "Snapshots persisted."}),
@@ -62,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		RequestSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	m.LearnedFraction.Set(1)
-	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features,
+	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
 		m.Published, m.Eigenvalues, m.Quality, m.Changes, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {

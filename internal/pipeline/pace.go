@@ -95,6 +95,7 @@ func (p *pace) draining(span int) bool {
 // Pace settings (see pace).
 const (
 	paceGrow    = 0.75 // of the target load: the most at which the model grows
+	paceRoom    = 0.5  // of the target load: under it the budget grows (learner.budget: stream)
 	paceDrain   = 60 * time.Second
 	paceWindow  = time.Second
 	paceWindows = 10 // before any message is shed
@@ -132,6 +133,19 @@ func (p *pace) grow() bool {
 		return true
 	}
 	return p.frac >= 1 && (p.cost*p.rate < paceGrow*p.target || p.draining(paceWindows))
+}
+
+// room reports whether the stream leaves the learner so idle that the
+// feature budget may grow past learner.max_features (learner.budget:
+// stream): measured over paceWindows windows, every message learned, the
+// backlog not growing, and a step's cost per message times the rate
+// under paceRoom of the target load. The model then grows until a step
+// costs that much, well before growth is held (paceGrow).
+func (p *pace) room() bool {
+	if p == nil || p.off || p.cost == 0 || p.windows < paceWindows {
+		return false
+	}
+	return p.frac >= 1 && p.cost*p.rate < paceRoom*p.target && !p.growing(paceWindows)
 }
 
 // shedStream separates shedding's hash from the held-out slice's

@@ -52,8 +52,11 @@ type Options struct {
 
 // Status is a point-in-time view of the pipeline for progress displays.
 type Status struct {
-	Samples     uint64
-	Features    int
+	Samples  uint64
+	Features int
+	// Budget is the feature budget (learner.max_features, raised with
+	// learner.budget: stream).
+	Budget      int
 	Step        uint64
 	Version     uint64 // newest persisted snapshot
 	Published   uint64 // newest published version

@@ -37,7 +37,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>version (published on NATS)</th><td>{{.Published}}</td></tr>
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
 <tr><th>throughput</th><td>{{printf "%.0f" .Rate}} samples/s since start</td></tr>
-<tr><th>random features</th><td>{{.Features}}</td></tr>
+<tr><th>random features</th><td>{{.Features}} (budget {{.Budget}}{{if gt .Budget .MaxFeatures}}, grown past learner.max_features {{.MaxFeatures}} while the stream leaves the learner idle{{end}})</td></tr>
 {{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
 <tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
 <tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}</td></tr>
@@ -87,7 +87,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Reasons": reasons,
 			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
-			"Features": st.Features, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
+			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,

@@ -170,7 +170,7 @@ func Convergence(path string) (*gplot.Plot, error) {
 }
 
 // Scatter draws the first two projections of every input row,
-// coloured by an optional integer label column.
+// coloured by an optional integer label column (0-based; negative: none).
 func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
 	m, err := loadModel(path)
 	if err != nil {
@@ -190,9 +190,12 @@ func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
 	tb, err := ingest.ReadFile(input, "", width)
 	if err != nil {
 		if ingest.Reason(err) == ingest.ReasonDimension {
-			return nil, fmt.Errorf("%w (the model takes %d values; a label column needs --label-col N, 0-based)", err, d)
+			return nil, fmt.Errorf("%w (the model takes %d values; with a label column the rows have %d: --label-col N names it, 1-based)", err, d, d+1)
 		}
 		return nil, err
+	}
+	if labelCol >= width {
+		return nil, fmt.Errorf("--label-col %d: the rows have %d columns (the model's %d values and the label)", labelCol+1, width, d)
 	}
 	raw, rows := tb.X, tb.Rows
 	x := make([]float64, 0, rows*d)
