@@ -36,9 +36,12 @@ type KPCA struct {
 	lambda0 float64   // top eigenvalue of the initial block
 	mrun    []float64 // exponential average of M
 
-	mon   monitor // the held-out score and the change detector (Assess)
-	qual  assessScratch
-	reset bool // Forget: restart the model with the next batch
+	mon monitor // the held-out score and the change detector (Assess)
+	// raisedAt is the step of the last RaiseBudget that raised it: the
+	// detector waits monitorArmAge steps after it (see RaiseBudget).
+	raisedAt uint64
+	qual     assessScratch
+	reset    bool // Forget: restart the model with the next batch
 
 	// scratch
 	m, mUse, tmp, hbar, pv, pw []float64
@@ -86,11 +89,12 @@ func (l *KPCA) HoldGrowth(hold bool) { l.view.hold = hold }
 // budget first filled. Only the subspace and oja solvers with random
 // features grow (the covariance solver keeps m² statistics, landmark
 // blocks are rows of data); for the others, before the first batch, or
-// for a lower figure, the budget stays as it is. While blocks join, the
-// change detector is disarmed, as before the budget first filled (see
-// Assess): a joining block dips the held-out score, and on a stationary
-// 16-D stream at 2,000 messages/s a detector left armed restarted the
-// model once in 150 s.
+// for a lower figure, the budget stays as it is. While blocks join, and
+// for monitorArmAge steps after the last raise, the change detector is
+// disarmed, as before the budget first filled (see Assess): joining
+// blocks dip the held-out score, and on a stationary 16-D stream at 2,000
+// messages/s a detector armed between raises restarted the model once in
+// 150 s (twice, in two runs).
 func (l *KPCA) RaiseBudget(n int) int {
 	if l.t == 0 || l.cfg.Solver == SolverCovariance || l.fm.Landmarks || l.fm.Kernel.Family == features.Linear {
 		return l.cfg.MaxFeatures
@@ -98,6 +102,7 @@ func (l *KPCA) RaiseBudget(n int) int {
 	if b := n / l.fm.BlockSize; b > l.maxBlock {
 		l.maxBlock = b
 		l.cfg.MaxFeatures = b * l.fm.BlockSize
+		l.raisedAt = l.t
 		if l.sub != nil {
 			l.sub.reserve(l.cfg.MaxFeatures)
 		}

@@ -46,7 +46,8 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 	// is monitorArmAge steps old: while blocks join, the served average
 	// holds them at less than their share, and a young model's score
 	// moves as it settles (see monitor).
-	return l.detect(&l.mon, c, rows, l.cfg.K, len(l.seeds) >= l.maxBlock, l.cfg.Forget, l.Forget), nil
+	grown := len(l.seeds) >= l.maxBlock && l.t-l.raisedAt >= monitorArmAge
+	return l.detect(&l.mon, c, rows, l.cfg.K, grown, l.cfg.Forget, l.Forget), nil
 }
 
 // Score is the served model's held-out score on rows points x (rows×d,

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"gonum.org/v1/gonum/mat"
+	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -46,8 +48,11 @@ type KeepUpPoint struct {
 	Fraction float64 `json:"learned_fraction"`
 	Features int     `json:"features"`
 	Budget   int     `json:"budget"`
-	// Quality is the held-out score (0 before the first).
+	// Quality is the held-out score (0 before the first); Error the
+	// served model's subspace error against the stream's closed-form
+	// eigenfunctions on 2,000 held-out points (1 before the first).
 	Quality float64 `json:"quality"`
+	Error   float64 `json:"subspace_error"`
 }
 
 // KeepUpResult is the JSON printed by `bench keepup`.
@@ -93,6 +98,10 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	c.Kafka.Brokers, c.Kafka.Topic = stack.Brokers(), topic
 	c.NATS.URL = stack.NATSURL()
 	c.Learner.LoadShedding, c.Learner.Budget = cfg.LoadShedding, cfg.Budget
+	h := synth.Hermite16()
+	c.Learner.Bandwidth = h.L // the closed form's (the median trick gives 2.49): the error measures the learner
+	held := make([]float64, 2000*16)
+	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
 	c.Snapshot.Dir = filepath.Join(cfg.Dir, "snapshots")
 	c.HTTP.Addr = "off"
 	c.SetDefaults()
@@ -114,7 +123,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	prodDone := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		prodDone <- devstack.Produce(runCtx, devstack.HermiteJSON(synth.Hermite16(), 1),
+		prodDone <- devstack.Produce(runCtx, devstack.HermiteJSON(h, 1),
 			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: n, Rate: cfg.Rate,
 				Progress: func(k int) { produced.Store(int64(k)) }})
 	}()
@@ -126,6 +135,12 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 			Learned: st.Samples, Fraction: st.LearnedFraction, Features: st.Features, Budget: st.Budget}
 		if st.Quality != nil {
 			pt.Quality = st.Quality.Score
+		}
+		pt.Error = 1
+		if m, _ := p.Current().Get(); m != nil {
+			if proj, err := m.Project(nil, held); err == nil {
+				pt.Error = synth.SubspaceError(mat.NewDense(2000, m.K(), proj), h.Eigenfunctions(held, 2000, m.K()))
+			}
 		}
 		pt.Lag = pt.Produced - int64(pt.Consumed)
 		res.Shed = st.Shed

@@ -207,7 +207,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	cfg.Dir = dir
 	pr := progress.New()
 	cfg.Progress = func(p bench.KeepUpPoint) {
-		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d (budget %d)  quality %.4f", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features, p.Budget, p.Quality)
+		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d (budget %d)  quality %.4f  error %.3g", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features, p.Budget, p.Quality, p.Error)
 	}
 	res, err := bench.RunKeepUp(ctx, cfg)
 	pr.Done()

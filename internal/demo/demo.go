@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -25,6 +26,8 @@ func Run(ctx context.Context, args []string) error {
 	points := fs.Int("points", 2_000_000, "hermite points to produce")
 	rate := fs.Float64("rate", 5000, "points per second the producer sends")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address (if unset and 8080 is taken, a free port is used and printed; a port you set is used or refused)")
+	natsPort := fs.Int("nats-port", 4222, "NATS port on 127.0.0.1 (if unset and taken, a free port is used and printed)")
+	kafkaPort := fs.Int("kafka-port", 9092, "Kafka port on 127.0.0.1 (if unset and taken, a free port is used and printed)")
 	dir := fs.String("dir", "", "data directory (default: a temp dir, removed at exit)")
 	duration := fs.Duration("duration", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the service's logs")
@@ -36,19 +39,22 @@ func Run(ctx context.Context, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "http" })
-	if ln, err := net.Listen("tcp", *httpAddr); err != nil {
-		if explicit {
-			return fmt.Errorf("demo: --http %s: %w (pick a free port, or leave --http unset to use any)", *httpAddr, err)
-		}
-		fmt.Fprintf(os.Stderr, "demo: %s is taken (%v); serving HTTP on a free port instead (printed below)\n", *httpAddr, err)
-		*httpAddr = "127.0.0.1:0"
-	} else {
-		ln.Close()
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The well-known ports when free, so that the commands in the README
+	// work as written; a free one otherwise, said and printed below.
+	if err := freeOr("http", httpAddr, "127.0.0.1:0", set["http"]); err != nil {
+		return err
+	}
+	natsAddr, kafkaAddr := fmt.Sprintf("127.0.0.1:%d", *natsPort), fmt.Sprintf("127.0.0.1:%d", *kafkaPort)
+	if err := freeOr("nats-port", &natsAddr, "127.0.0.1:0", set["nats-port"]); err != nil {
+		return err
+	}
+	if err := freeOr("kafka-port", &kafkaAddr, "127.0.0.1:0", set["kafka-port"]); err != nil {
+		return err
 	}
 	const topic, model = "hermite", "hermite"
-	stack, err := devstack.Start(devstack.Options{Dir: *dir, Topics: map[string]int32{topic: 4}})
+	stack, err := devstack.Start(devstack.Options{Dir: *dir, Topics: map[string]int32{topic: 4}, NATSPort: port(natsAddr), KafkaPort: port(kafkaAddr)})
 	if err != nil {
 		return err
 	}
@@ -187,4 +193,28 @@ Try, in another terminal:
 				el, s.Samples, float64(s.Samples-startSamples)/el, s.Features, s.Lag, s.Version, s.Published, errStr, s.Eigenvalues, extra)
 		}
 	}
+}
+
+// freeOr checks that *addr can be listened on; if not, an address the
+// user set (explicit) is an error naming the flag, a default gives way
+// to fallback (a free port), with a line saying so.
+func freeOr(flagName string, addr *string, fallback string, explicit bool) error {
+	ln, err := net.Listen("tcp", *addr)
+	if err == nil {
+		ln.Close()
+		return nil
+	}
+	if explicit {
+		return fmt.Errorf("demo: --%s %s: %w (pick a free port, or leave --%s unset to use any)", flagName, *addr, err, flagName)
+	}
+	fmt.Fprintf(os.Stderr, "demo: %s is taken (%v); using a free port instead (printed below)\n", *addr, err)
+	*addr = fallback
+	return nil
+}
+
+// port is an address's port, 0 for any.
+func port(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
 }

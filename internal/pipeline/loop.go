@@ -261,6 +261,11 @@ func (l *loop) learn() {
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
 	p.status.Bandwidth, p.status.Budget = p.learner.bandwidth(), p.learner.budget()
+	samples := p.status.Samples
+	p.mu.Unlock()
+	lag := p.lag() // not under p.mu: a source's Lag may take the loop's lock (TestStatusDoesNotHoldTheLockAcrossLag)
+	p.mu.Lock()
+	p.recordRate(time.Now(), samples, lag)
 	p.mu.Unlock()
 	p.met.Features.Set(float64(p.learner.features()))
 	p.met.Budget.Set(float64(p.learner.budget()))

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -881,4 +882,52 @@ func TestBudgetGrowsWithASlowStream(t *testing.T) {
 		t.Errorf("fixed budget: features %d, budget %d; want 256", st.Features, st.Budget)
 	}
 	fixed.stop()
+}
+
+// TestStatusPageSettingsAndTrends: the status page names the model's
+// settings (k, kernel, bandwidth, features, solver), the throughput now
+// (over the last 10 s, not since start) and where the lag is going, from
+// rate samples taken once a second at most.
+func TestStatusPageSettingsAndTrends(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var p Pipeline
+	for i := 0; i <= 60; i++ { // 60 s: 1,000 samples/s for 50 s, then 100/s; lag +20/s
+		s := uint64(1000 * min(i, 50))
+		if i > 50 {
+			s += uint64(100 * (i - 50))
+		}
+		p.recordRate(t0.Add(time.Duration(i)*time.Second), s, int64(20*i))
+		p.recordRate(t0.Add(time.Duration(i)*time.Second+time.Millisecond), 0, 0) // within the second: ignored
+	}
+	now, lagPerSec, span, ok := rates(p.recent)
+	if !ok || math.Abs(now-100) > 1e-9 || math.Abs(lagPerSec-20) > 1e-9 || span != 60*time.Second {
+		t.Errorf("rates: now %v (want 100: the last 10 s), lag %v/s (want 20), span %v, ok %v", now, lagPerSec, span, ok)
+	}
+	if got := lagTrend(lagPerSec, span); got != "growing by 20 messages/s over the last 60 s" {
+		t.Errorf("lag trend %q", got)
+	}
+	if got := lagTrend(-0.5, span); got != "steady over the last 60 s" {
+		t.Errorf("lag trend %q", got)
+	}
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 4096)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	for i := 0; i < 3; i++ {
+		src.Produce(0, points(300, 1, uint64(10+i))...)
+		h.waitConsumed(uint64(300 * (i + 1)))
+		time.Sleep(1100 * time.Millisecond) // a rate sample a second
+	}
+	rec := httptest.NewRecorder()
+	h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	page := rec.Body.String()
+	for _, want := range []string{"k = 2", "kernel gaussian", "bandwidth ", "random features", "subspace solver",
+		"throughput now", "samples/s over the last", "consumer lag", "quality (held-out"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("status page lacks %q:\n%s", want, page)
+		}
+	}
+	if !regexp.MustCompile(`consumer lag</th><td>\d+ messages, (steady|growing by \d+ messages/s|shrinking by \d+ messages/s) over the last \d+ s`).MatchString(page) {
+		t.Errorf("the status page gives no lag trend:\n%s", page)
+	}
 }

@@ -113,6 +113,7 @@ type Pipeline struct {
 	status   Status
 
 	history      []historyPoint
+	recent       []ratePoint // the status page's throughput now and lag trend (status.go)
 	startSamples uint64
 	scorer       scorer
 	paceWindow   time.Duration // Options.paceWindow

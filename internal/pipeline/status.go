@@ -11,6 +11,67 @@ import (
 	"time"
 )
 
+// ratePoint is one sample of the learned count and the lag, at most one a
+// second over the last rateSpan: the status page's throughput now and lag
+// trend.
+type ratePoint struct {
+	t       time.Time
+	samples uint64
+	lag     int64
+}
+
+const (
+	rateSpan = 2 * time.Minute
+	rateNow  = 10 * time.Second // "throughput now" is over this
+)
+
+// recordRate adds a rate sample (p.mu held), one a second at most.
+func (p *Pipeline) recordRate(now time.Time, samples uint64, lag int64) {
+	if n := len(p.recent); n > 0 && now.Sub(p.recent[n-1].t) < time.Second {
+		return
+	}
+	p.recent = append(p.recent, ratePoint{now, samples, lag})
+	i := 0
+	for i < len(p.recent)-1 && now.Sub(p.recent[i].t) > rateSpan {
+		i++
+	}
+	p.recent = p.recent[i:]
+}
+
+// rates returns the learned samples per second over the last rateNow and
+// the lag's change per second over the samples kept (ok false with fewer
+// than two samples).
+func rates(pts []ratePoint) (perSec, lagPerSec float64, span time.Duration, ok bool) {
+	if len(pts) < 2 {
+		return 0, 0, 0, false
+	}
+	last := pts[len(pts)-1]
+	i := len(pts) - 2
+	for i > 0 && last.t.Sub(pts[i].t) < rateNow {
+		i--
+	}
+	if dt := last.t.Sub(pts[i].t).Seconds(); dt > 0 {
+		perSec = float64(last.samples-pts[i].samples) / dt
+	}
+	first := pts[0]
+	span = last.t.Sub(first.t)
+	if s := span.Seconds(); s > 0 {
+		lagPerSec = float64(last.lag-first.lag) / s
+	}
+	return perSec, lagPerSec, span, true
+}
+
+// lagTrend says in words where the lag is going.
+func lagTrend(lagPerSec float64, span time.Duration) string {
+	switch {
+	case lagPerSec > 1:
+		return fmt.Sprintf("growing by %.0f messages/s over the last %.0f s", lagPerSec, span.Seconds())
+	case lagPerSec < -1:
+		return fmt.Sprintf("shrinking by %.0f messages/s over the last %.0f s", -lagPerSec, span.Seconds())
+	}
+	return fmt.Sprintf("steady over the last %.0f s", span.Seconds())
+}
+
 // history keeps the eigenvalue estimates of recent snapshots for the status
 // page's chart.
 type historyPoint struct {
@@ -36,10 +97,11 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>version (persisted)</th><td>{{.Version}}</td></tr>
 <tr><th>version (published on NATS)</th><td>{{.Published}}</td></tr>
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
-<tr><th>throughput</th><td>{{printf "%.0f" .Rate}} samples/s since start</td></tr>
+<tr><th>settings</th><td>k = {{.K}} · kernel {{.Kernel}}{{if .Bandwidth}} · bandwidth {{printf "%.4g" .Bandwidth}}{{end}} · {{.Features_}} features · {{.Solver}} solver</td></tr>
+<tr><th>throughput now</th><td>{{if .RateOK}}{{printf "%.0f" .RateNow}} samples/s over the last {{.RateWindow}} s{{else}}measuring…{{end}} ({{printf "%.0f" .Rate}} samples/s since start)</td></tr>
 <tr><th>random features</th><td>{{.Features}} (budget {{.Budget}}{{if gt .Budget .MaxFeatures}}, grown past learner.max_features {{.MaxFeatures}} while the stream leaves the learner idle{{end}})</td></tr>
 {{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
-<tr><th>consumer lag</th><td>{{.Lag}} messages</td></tr>
+<tr><th>consumer lag</th><td>{{.Lag}} messages{{if .RateOK}}, {{.LagTrend}}{{end}} (messages in the topic not read yet)</td></tr>
 <tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
@@ -64,6 +126,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		st := p.Status()
 		p.mu.Lock()
 		hist := append([]historyPoint(nil), p.history...)
+		nowRate, lagPerSec, span, rateOK := rates(p.recent)
 		p.mu.Unlock()
 		last := "none yet"
 		if !st.LastSnapshot.IsZero() {
@@ -92,6 +155,8 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,
 			"Changes": st.Changes, "Restart": st.Restart, "Fraction": st.LearnedFraction, "Shed": st.Shed,
+			"K": p.cfg.Learner.K, "Kernel": p.cfg.Learner.Kernel, "Bandwidth": st.Bandwidth, "Features_": p.cfg.Learner.Features, "Solver": p.cfg.Learner.Solver,
+			"RateOK": rateOK, "RateNow": nowRate, "RateWindow": int(math.Round(min(span, rateNow).Seconds())), "LagTrend": lagTrend(lagPerSec, span),
 		})
 	}
 }

@@ -6,11 +6,14 @@ with them, bit for bit as the Go service does.
     h = model.project(x)            # rows x k
 
     model = streamkpca.fetch("http://localhost:8080", "demo")   # latest
+    z = model.transform(X)          # scikit-learn's convention: (n_samples, k)
+    for model in streamkpca.follow("http://localhost:8080", "demo"):
+        ...                         # each new version as it is served
 """
 
 from .features import Kernel, Landmarks, Map
 from .generator import GENERATOR_ID
-from .http import fetch, fetch_snapshot, list_models, project_remote
+from .http import APIError, fetch, fetch_snapshot, follow, list_models, project_remote
 from .snapshot import Model, Snapshot, SnapshotError, load, loads
 
 __all__ = [
@@ -23,6 +26,8 @@ __all__ = [
     "SnapshotError",
     "fetch",
     "fetch_snapshot",
+    "follow",
+    "APIError",
     "list_models",
     "load",
     "loads",

@@ -4,6 +4,7 @@ token when the service has one. Standard library only."""
 
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -90,3 +91,47 @@ def project_remote(base, model, vectors, view="x", version=None, token=None, tim
     if view != "x":
         body["view"] = view
     return json.loads(_request(url, token, body, timeout=timeout))
+
+
+def follow(base, model, interval=5.0, token=None, exact=True, timeout=30, stop=None):
+    """Yields a Model for the version the service serves now, then again
+    each time that changes (a newer version, a pin, an unpin, a model
+    restarted in a new incarnation, whose versions start again low): it
+    polls GET .../snapshot every interval seconds with If-None-Match, so
+    an unchanged version costs a 304 and no download. A service that is
+    down or restarting is retried after interval; an answer it cannot use
+    (a corrupt snapshot) is skipped the same way, with no model yielded.
+    stop, if given (a threading.Event), ends the generator when set.
+
+        for model in streamkpca.follow("http://localhost:8080", "hermite"):
+            print(model.version, model.transform(x))
+    """
+    url = _model_url(base, model) + "/snapshot"
+    etag = None
+    while stop is None or not stop.is_set():
+        headers = {}
+        tok = _token(token)
+        if tok:
+            headers["Authorization"] = "Bearer " + tok
+        if etag:
+            headers["If-None-Match"] = etag
+        req = urllib.request.Request(url, headers=headers)
+        new = None
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                tag, data = r.headers.get("ETag"), r.read()
+            new = Model(loads(data), exact=exact)
+            etag = tag
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                raise APIError(e.code, e.read().decode("utf-8", "replace"), url) from None
+            # 304: unchanged; 503: no version yet; other errors: retried
+        except (urllib.error.URLError, OSError, ValueError):
+            pass  # down, restarting, or an answer that is not a model: retried
+        if new is not None:
+            yield new
+        if stop is not None:
+            if stop.wait(interval):
+                return
+        else:
+            time.sleep(interval)

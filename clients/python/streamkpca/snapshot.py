@@ -303,6 +303,32 @@ class Model:
         v = self._views[view]
         return 1 if v.slices else v.dim
 
+    @property
+    def n_components_(self):
+        """k, as scikit-learn names it."""
+        return self.k
+
+    @property
+    def n_features_in_(self):
+        """The input dimension of view x, as scikit-learn names it."""
+        return self.dim(0)
+
+    def fit(self, X=None, y=None):
+        """The model is learned by the service or `streamkpca fit`; fit
+        returns it unchanged, so that it can stand in a scikit-learn
+        pipeline."""
+        return self
+
+    def transform(self, X, view=0):
+        """scikit-learn's transform: X of shape (n_samples, n_features)
+        -> an array of shape (n_samples, k), the same values, bit for bit,
+        as project (and so as the Go service)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}; "
+                             "for one sample use X.reshape(1, -1)")
+        return self.project(X, view=view)
+
     def project(self, x, view=0):
         """The k projections of each row of x (rows x dim, or one point)
         for the given view (0 = x, 1 = y): a rows x k array."""

@@ -172,3 +172,70 @@ class MemoryBound(unittest.TestCase):
         blocks = m._blocks[0]
         got = sum(b.omega.nbytes + b.phase.nbytes for b in blocks)
         self.assertEqual(got, streamkpca.snapshot.model_bytes(snap))
+
+
+class SklearnAndFollow(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(TESTDATA, "golden.skpca"), "rb") as f:
+            self.data = f.read()
+        self.model = streamkpca.Model(streamkpca.loads(self.data))
+
+    def test_transform_is_project(self):
+        X = np.array([[0.5, 1.0], [2.0, -1.0], [0.0, 0.0]])
+        got = self.model.transform(X)
+        self.assertEqual(got.shape, (3, self.model.n_components_))
+        self.assertTrue(np.array_equal(got, self.model.project(X)))  # bit for bit
+        self.assertIs(self.model.fit(X), self.model)
+        self.assertEqual(self.model.n_features_in_, 2)
+        with self.assertRaisesRegex(ValueError, "2-D"):
+            self.model.transform([0.5, 1.0])
+
+    def test_follow_polls_with_etags(self):
+        """follow yields the served version, nothing while it is unchanged
+        (a 304 each poll), then the next, even when its version is lower (a
+        new incarnation)."""
+        import http.server
+        import threading
+
+        h = dict(streamkpca.loads(self.data).header)
+        versions = [encode(dict(h, step=7), self._payload()), encode(dict(h, step=2), self._payload())]
+        state = {"served": 0, "polls": 0, "not_modified": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                state["polls"] += 1
+                if state["not_modified"] >= 3:
+                    state["served"] = 1  # a new incarnation, at a lower version
+                body = versions[state["served"]]
+                tag = '"%d"' % [7, 2][state["served"]]
+                if self.headers.get("If-None-Match") == tag:
+                    state["not_modified"] += 1
+                    self.send_response(304)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("ETag", tag)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            stop = threading.Event()
+            got = []
+            for m in streamkpca.follow(f"http://127.0.0.1:{srv.server_address[1]}", "golden", interval=0.02, stop=stop):
+                got.append(m.version)
+                if len(got) == 2:
+                    stop.set()
+            self.assertEqual(got, [7, 2])
+            self.assertGreaterEqual(state["not_modified"], 3)
+        finally:
+            srv.shutdown()
+
+    def _payload(self):
+        s = streamkpca.loads(self.data)
+        return np.concatenate([c.ravel() for c in s.coef])
