@@ -220,7 +220,7 @@ type Learner struct {
 	TargetLoad float64 `yaml:"target_load"`
 	// Budget: stream (once MaxFeatures is reached, the feature budget
 	// keeps growing, a block a step, while the stream leaves the learner
-	// under half of TargetLoad, up to MaxModelBytes: a slow stream buys
+	// under 0.4 of TargetLoad, up to MaxModelBytes: a slow stream buys
 	// accuracy with the time it leaves; kpca and gha with the subspace or
 	// oja solver and random features, not in cluster mode) or fixed
 	// (MaxFeatures is the budget). Default: stream.

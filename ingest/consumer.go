@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -267,6 +268,23 @@ func (c *Consumer) Lag() int64 {
 	return s + c.queue.len()
 }
 
+// PartitionLags returns the last known consumer lag of each partition
+// this member owns (a copy).
+func (c *Consumer) PartitionLags() map[int]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.lag)
+}
+
+// keepLags forgets the lag of partitions no longer owned: after a
+// rebalance another member reads them, and counting their last lag here
+// too overstated the group's lag.
+func (c *Consumer) keepLags(owned []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.DeleteFunc(c.lag, func(p int, _ int64) bool { return !slices.Contains(owned, p) })
+}
+
 // QueuedBytes returns the bytes of the fetched messages waiting for the
 // learner, as counted against QueueBytes (a message larger than the bound
 // counts as the bound): never more than QueueBytes.
@@ -311,6 +329,11 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 		c.mu.Unlock()
 		assigned := gen.Assignments[c.cfg.Topic]
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", len(assigned)).Msg("kafka: partitions assigned")
+		owned := make([]int, 0, len(assigned))
+		for _, pa := range assigned {
+			owned = append(owned, pa.ID)
+		}
+		c.keepLags(owned)
 		if c.cfg.OnAssign == nil {
 			for _, pa := range assigned {
 				partition := pa.ID

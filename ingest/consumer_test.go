@@ -36,3 +36,20 @@ func TestConsumerBacksOffWithoutBrokers(t *testing.T) {
 		}
 	}
 }
+
+// TestRebalanceDropsRevokedLag: after a rebalance the lag covers only the
+// partitions this member owns. Before, the last lag of a revoked
+// partition stayed in the sum (and another member counted it too).
+func TestRebalanceDropsRevokedLag(t *testing.T) {
+	c := &Consumer{lag: map[int]int64{0: 5, 1: 7, 2: 9, 3: 11}, queue: newByteQueue(8, 1<<20)}
+	if got := c.Lag(); got != 32 {
+		t.Fatalf("lag %d before the rebalance, want 32", got)
+	}
+	c.keepLags([]int{0, 2})
+	if got := c.Lag(); got != 14 {
+		t.Errorf("lag %d after partitions 1 and 3 were revoked, want 14 (5 + 9)", got)
+	}
+	if got := c.PartitionLags(); len(got) != 2 || got[0] != 5 || got[2] != 9 {
+		t.Errorf("partition lags %v, want map[0:5 2:9]", got)
+	}
+}

@@ -1,8 +1,12 @@
 package online
 
 import (
+	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/synth"
 )
 
 // TestRaiseBudget: a model whose budget filled grows again once the budget
@@ -68,5 +72,60 @@ func TestRaiseBudget(t *testing.T) {
 	streamEpochs(t, cov, x, n, exactD, 100, 1)
 	if got := cov.RaiseBudget(4096); got != 256 {
 		t.Errorf("the covariance solver's budget raised to %d", got)
+	}
+}
+
+// TestRaiseBudgetRestartsTheDetector: a raised budget changes what the
+// held-out score settles at (the share of a larger feature space), so
+// the change detector takes a new reference and waits monitorArmAge
+// steps. Stood in for here by a stream whose score drops at the raise
+// (the 1-D hermite stream widened ×2): before, the detector compared it
+// with the smaller model's reference and restarted the model (three
+// times in three 150 s runs of the service at 2,000 messages/s); now it
+// reports no change, and a change after the wait is still found.
+func TestRaiseBudgetRestartsTheDetector(t *testing.T) {
+	h := synth.Hermite1D()
+	rng := rand.New(rand.NewPCG(8, 8))
+	l, err := New(Config{K: 3, Kernel: kernelG(1), MaxFeatures: 1024, BlockSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x, held := make([]float64, 256), make([]float64, 32)
+	step := func(scale float64) bool {
+		h.Sample(held, rng)
+		h.Sample(x, rng)
+		for i := range held {
+			held[i] *= scale
+		}
+		for i := range x {
+			x[i] *= scale
+		}
+		changed, err := l.Assess(held, len(held))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(x, len(x)); err != nil && !errors.Is(err, ErrDiverged) {
+			t.Fatal(err)
+		}
+		return changed
+	}
+	for i := 0; i < 200; i++ {
+		if step(1) {
+			t.Fatalf("a change reported on the stationary stream at step %d", i)
+		}
+	}
+	l.RaiseBudget(l.MaxFeatures() + 128)
+	for i := 0; i < 150; i++ {
+		if step(2) {
+			t.Fatalf("a change reported %d steps after the budget was raised", i+1)
+		}
+	}
+	found := false
+	for i := 0; i < 100 && !found; i++ {
+		found = step(6)
+	}
+	if !found || l.Changes() != 1 {
+		t.Errorf("a drop after the wait: found %v, changes %d; want it found once", found, l.Changes())
 	}
 }

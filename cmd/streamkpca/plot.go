@@ -17,6 +17,7 @@ kinds:
   eigenfunctions --model M.skpca [--s 1]          learned vs closed-form eigenfunctions (1-D hermite models; paper Fig. 2)
   convergence    --bench bench.json               subspace error vs points, log-log, with a 1/t line (paper Fig. 1)
   compare        --bench compare.json             each method's error vs compute seconds, log-log (bench compare)
+  drift          --bench drift.json               each learner's error vs points around a change (bench drift)
   scatter        --model M.skpca --input FILE [--label-col N]   first two projections of the rows (paper Fig. 4)
   correlations   --model M.skpca --input FILE --y-cols N        held-out canonical correlations per component (KCCA)
 every kind takes --out FILE.png (default <kind>.png), --width and --height in cm.`
@@ -36,7 +37,7 @@ func cmdPlot(args []string) error {
 	height := fs.Float64("height", 10, "height in cm")
 	model := fs.String("model", "", "snapshot file")
 	input := fs.String("input", "", "data file (csv, jsonl, f32le, f64le)")
-	benchFile := fs.String("bench", "", "JSON written by `streamkpca bench hermite` (convergence) or `bench compare` (compare)")
+	benchFile := fs.String("bench", "", "JSON written by `streamkpca bench hermite` (convergence), `bench compare` (compare) or `bench drift` (drift)")
 	labelCol := fs.Int("label-col", 0, "scatter: column of the input holding a class label, 1-based as --cols (excluded from the vector); 0: none")
 	yCols := fs.Int("y-cols", 0, "correlations: the last N columns are y")
 	s := fs.Float64("s", 1, "eigenfunctions: standard deviation of the hermite stream")
@@ -52,6 +53,8 @@ func cmdPlot(args []string) error {
 		p, err = plot.Convergence(*benchFile)
 	case "compare":
 		p, err = plot.Compare(*benchFile)
+	case "drift":
+		p, err = plot.Drift(*benchFile)
 	case "scatter":
 		if *labelCol < 0 {
 			return fmt.Errorf("--label-col %d: columns count from 1 (0: no label column)", *labelCol)

@@ -465,6 +465,15 @@ func (l *loop) snapshot(final bool) {
 	if err == nil {
 		p.cur.Set(m, data)
 		l.model = m
+	} else {
+		// Persisted (and published below) but not served: say so, with
+		// the version still served.
+		served := uint64(0)
+		if old, _ := p.cur.Get(); old != nil {
+			served = old.Header().Version()
+		}
+		p.log.Error().Err(err).Uint64("version", snap.Header.Version()).Uint64("served_version", served).
+			Msg("the new version cannot be served (its model does not build); HTTP and NATS queries keep the previous one")
 	}
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rs/zerolog"
+	"github.com/streamkpca/streamkpca/internal/logbuf"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -636,6 +638,7 @@ func TestStatusDoesNotHoldTheLockAcrossLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer p.Close()
 	src.p = p
 	done := make(chan struct{})
 	go func() { p.Status(); close(done) }()
@@ -929,5 +932,31 @@ func TestStatusPageSettingsAndTrends(t *testing.T) {
 	}
 	if !regexp.MustCompile(`consumer lag</th><td>\d+ messages, (steady|growing by \d+ messages/s|shrinking by \d+ messages/s) over the last \d+ s`).MatchString(page) {
 		t.Errorf("the status page gives no lag trend:\n%s", page)
+	}
+}
+
+// TestLifecycleLogLines: a graceful stop says that it is stopping and,
+// at the end, that it stopped (with the version and samples), and a
+// snapshot gets one info line, not two (before: none on stopping or
+// stopped, and "snapshot persisted" plus "published" per version).
+func TestLifecycleLogLines(t *testing.T) {
+	var logs logbuf.Buffer
+	log := zerolog.New(&logs).Level(zerolog.InfoLevel)
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	src := ingest.NewMemSource("v", 4096)
+	src.Produce(0, points(300, 1, 21)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Logger = &log })
+	h.waitConsumed(300)
+	h.stop()
+	<-h.exited
+	l := logs.String()
+	for _, want := range []string{`"message":"stopping: learning the partial batch`, `"message":"stopped"`, `"samples_learned":300`} {
+		if !strings.Contains(l, want) {
+			t.Errorf("logs lack %s:\n%s", want, l)
+		}
+	}
+	if strings.Contains(l, `"message":"published"`) {
+		t.Errorf("a published version logged at info besides its snapshot line:\n%s", l)
 	}
 }

@@ -112,3 +112,25 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// partitionLags exports streamkpca_consumer_partition_lag{partition}: the
+// last known lag of each partition this instance owns now (a partition
+// revoked by a rebalance disappears). The unlabelled
+// streamkpca_consumer_lag is their sum plus the messages fetched and not
+// yet learned.
+type partitionLags struct{ p *Pipeline }
+
+var partitionLagDesc = prometheus.NewDesc("streamkpca_consumer_partition_lag",
+	"Messages behind the end of each partition this instance owns (last fetch).", []string{"partition"}, nil)
+
+func (c partitionLags) Describe(ch chan<- *prometheus.Desc) { ch <- partitionLagDesc }
+
+func (c partitionLags) Collect(ch chan<- prometheus.Metric) {
+	src, ok := c.p.consumer.(interface{ PartitionLags() map[int]int64 })
+	if !ok {
+		return
+	}
+	for part, lag := range src.PartitionLags() {
+		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(lag), strconv.Itoa(part))
+	}
+}

@@ -95,7 +95,7 @@ func (p *pace) draining(span int) bool {
 // Pace settings (see pace).
 const (
 	paceGrow    = 0.75 // of the target load: the most at which the model grows
-	paceRoom    = 0.5  // of the target load: under it the budget grows (learner.budget: stream)
+	paceRoom    = 0.4  // of the target load: under it the budget grows (learner.budget: stream)
 	paceDrain   = 60 * time.Second
 	paceWindow  = time.Second
 	paceWindows = 10 // before any message is shed

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"github.com/rs/zerolog"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -23,6 +25,12 @@ type parsed struct {
 	gen int32
 }
 
+// Back-off of parseAhead after a failed Fetch.
+const (
+	fetchRetryMin = 100 * time.Millisecond
+	fetchRetryMax = 5 * time.Second
+)
+
 // parseAhead fetches batches from src and parses their messages, in
 // order, into slices on out, on its own goroutine, so that parsing the
 // next batch's text overlaps learning the current one (on a 2-core
@@ -32,8 +40,10 @@ type parsed struct {
 // bytes (raw message plus parsed values; the loop releases them): memory
 // stays bounded when the loop stops taking messages. ahead counts them.
 // It returns when ctx is done; messages fetched and not handed over are
-// covered by no offset and come again after a restart.
-func parseAhead(ctx context.Context, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64) {
+// covered by no offset and come again after a restart. A failed Fetch is
+// logged (once per run of failures) and retried after a back-off that
+// doubles from fetchRetryMin to fetchRetryMax.
+func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64) {
 	send := func(ps []parsed) bool {
 		if len(ps) == 0 {
 			return true
@@ -45,13 +55,28 @@ func parseAhead(ctx context.Context, dec ingest.Decoder, src ingest.Source, out 
 			return false
 		}
 	}
+	retry := time.Duration(0)
 	for {
 		b, err := src.Fetch(ctx, max)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			if retry == 0 {
+				retry = fetchRetryMin
+				log.Warn().Err(err).Int64("retry_in_ms", retry.Milliseconds()).Msg("fetching from the source failed; retrying with back-off")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
+			retry = min(2*retry, fetchRetryMax)
 			continue
+		}
+		if retry > 0 {
+			log.Info().Msg("fetching from the source works again")
+			retry = 0
 		}
 		ps := make([]parsed, 0, len(b.Messages))
 		for _, m := range b.Messages {

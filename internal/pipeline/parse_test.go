@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"github.com/rs/zerolog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +40,7 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 	var ahead atomic.Int64
 	done := make(chan struct{})
 	go func() {
-		parseAhead(ctx, ingest.Decoder{Format: ingest.FormatJSON}, src, out, sem, budget, 4, &ahead)
+		parseAhead(ctx, zerolog.Nop(), ingest.Decoder{Format: ingest.FormatJSON}, src, out, sem, budget, 4, &ahead)
 		close(done)
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ahead.Load() < 2 && time.Now().Before(deadline); {
@@ -77,5 +81,53 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stage did not return when its context ended")
+	}
+}
+
+// failingSource is a source whose Fetch fails until ok is set.
+type failingSource struct {
+	*ingest.MemSource
+	calls atomic.Int64
+	ok    atomic.Bool
+}
+
+func (s *failingSource) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	s.calls.Add(1)
+	if !s.ok.Load() {
+		return ingest.Batch{}, errors.New("broker unreachable")
+	}
+	return s.MemSource.Fetch(ctx, max)
+}
+
+// TestParseAheadBacksOffAFailingFetch: a Fetch that fails (not for the
+// context) is logged once and retried with a doubling back-off, its unit
+// in the field's name. Before, it was retried in a tight loop with no log:
+// millions of calls a second, a core busy, nothing said.
+func TestParseAheadBacksOffAFailingFetch(t *testing.T) {
+	src := &failingSource{MemSource: ingest.NewMemSource("p", 16)}
+	src.Produce(0, []byte("[1,2]"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go src.Run(ctx, func(string, int) (int64, bool) { return 0, false })
+	var logs bytes.Buffer
+	out := make(chan []parsed, 4)
+	var ahead atomic.Int64
+	go parseAhead(ctx, zerolog.New(&logs), ingest.Decoder{Format: ingest.FormatJSON}, src, out, semaphore.NewWeighted(1<<20), 1<<20, 4, &ahead)
+	time.Sleep(time.Second) // 100 + 200 + 400 ms of back-off: 4 calls
+	if n := src.calls.Load(); n > 10 {
+		t.Errorf("%d fetches in a second while the source fails: want a back-off", n)
+	}
+	src.ok.Store(true)
+	select {
+	case ps := <-out:
+		if len(ps) != 1 {
+			t.Errorf("%d messages after the source recovered, want 1", len(ps))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing fetched after the source recovered")
+	}
+	l := logs.String()
+	if strings.Count(l, "fetching from the source failed") != 1 || !strings.Contains(l, `"retry_in_ms":100`) || !strings.Contains(l, "works again") {
+		t.Errorf("logs: want one warning with retry_in_ms, then one recovery line:\n%s", l)
 	}
 }

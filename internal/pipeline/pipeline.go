@@ -129,9 +129,24 @@ type Pipeline struct {
 	clu *clusterState
 }
 
-// New restores the newest valid snapshot (if any) and builds the parts.
-// Nothing is fetched until Run.
+// New restores the newest valid snapshot (if any) and builds the parts:
+// the consumer group, the dead-letter writer, the NATS publisher. Nothing
+// is fetched until Run. On an error, whatever it had set up is released
+// before it returns; a pipeline that will not Run is released by Close.
 func New(opt Options) (*Pipeline, error) {
+	p, err := build(opt)
+	if err != nil {
+		if p != nil {
+			p.release()
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// build is New's work; on an error it returns what it had built so far
+// (nil before anything), for New to release.
+func build(opt Options) (*Pipeline, error) {
 	cfg := opt.Config
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -161,6 +176,7 @@ func New(opt Options) (*Pipeline, error) {
 				}
 				return float64(p.lag())
 			}),
+		partitionLags{p},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_queue_bytes", Help: "Bytes of fetched messages waiting for the learner, as counted against kafka.queue_bytes (never above it)."},
 			func() float64 {
 				if q, ok := p.consumer.(interface{ QueuedBytes() int64 }); ok {
@@ -192,7 +208,7 @@ func New(opt Options) (*Pipeline, error) {
 	switch {
 	case err == nil:
 		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
-			return nil, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
+			return p, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
 		}
 		if cfg.Cluster.Enabled {
 			p.learner = &clusterLearner{cfg: lc, local: snap}
@@ -200,7 +216,7 @@ func New(opt Options) (*Pipeline, error) {
 			p.learner, err = newLearner(lc, snap)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
+			return p, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
 		}
 		if v := snap.Header.Views[0]; v.Float32() != (lc.Precision == online.Float32) || v.BLAS() != (lc.Compute == online.ComputeBLAS) {
 			log.Warn().Str("learner.precision", cfg.Learner.Precision).Str("learner.compute", cfg.Learner.Compute).
@@ -214,10 +230,10 @@ func New(opt Options) (*Pipeline, error) {
 		}
 		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{})
 		if err != nil {
-			return nil, err
+			return p, err
 		}
 		if data, err = publish.PublishedBytes(snap, data); err != nil {
-			return nil, err
+			return p, err
 		}
 		p.cur.Set(m, data)
 		p.status.Version = snap.Header.Version()
@@ -231,12 +247,12 @@ func New(opt Options) (*Pipeline, error) {
 		} else {
 			lc.Incarnation = newIncarnation()
 			if p.learner, err = newLearner(lc, nil); err != nil {
-				return nil, err
+				return p, err
 			}
 		}
 		log.Info().Str("dir", cfg.Snapshot.Dir).Str("incarnation", lc.Incarnation).Msg("no snapshot found; starting a new model")
 	default:
-		return nil, err
+		return p, err
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
 	p.status.LearnedFraction = 1
@@ -256,19 +272,19 @@ func New(opt Options) (*Pipeline, error) {
 
 	if cfg.HTTP.Addr != "off" {
 		if p.httpToken, err = configs.Secret("http.token", cfg.HTTP.Token, cfg.HTTP.TokenFile); err != nil {
-			return nil, fmt.Errorf("pipeline: %w", err)
+			return p, fmt.Errorf("pipeline: %w", err)
 		}
 		if cfg.HTTP.ProtectAll && p.httpToken == "" {
-			return nil, errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
+			return p, errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
 		}
 	}
 	kt, err := cfg.Kafka.TLS.Config()
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	pass, err := configs.Secret("kafka.sasl.password", cfg.Kafka.SASL.Password, cfg.Kafka.SASL.PasswordFile)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	cc := ingest.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, GroupID: cfg.Kafka.Group, Start: cfg.Kafka.Start,
@@ -283,17 +299,17 @@ func New(opt Options) (*Pipeline, error) {
 	p.consumer = opt.Source
 	if p.consumer == nil {
 		if p.consumer, err = ingest.NewConsumer(cc); err != nil {
-			return nil, err
+			return p, err
 		}
 	}
 	if _, ok := p.consumer.(groupSource); p.clu != nil && !ok {
 		p.consumer.Close()
-		return nil, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)")
+		return p, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)")
 	}
 	dw := opt.DeadLetters
 	if dw == nil {
 		if dw, err = ingest.NewDeadLetter(cc, cfg.Kafka.DeadLetterTopic); err != nil {
-			return nil, err
+			return p, err
 		}
 	}
 	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, func(recs []ingest.DeadLetterRecord, err error) {
@@ -307,13 +323,13 @@ func New(opt Options) (*Pipeline, error) {
 		p.nc = opt.NATS
 		if p.nc == nil {
 			if p.nc, err = publish.Connect(cfg.NATS, log); err != nil {
-				return nil, err
+				return p, err
 			}
 			p.ownNC = true
 		}
 		pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep}
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
-			return nil, err
+			return p, err
 		}
 		p.restorePin()
 		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors},
@@ -435,7 +451,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return err
 	}
 	if srv != nil {
-		defer srv.Close()
+		defer func() {
+			// Answer the requests in flight (each bounded by the server's
+			// timeouts), then close whatever is left.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+			}
+		}()
 	}
 	// Run owns every goroutine it starts (g). Each ends with its context;
 	// the first deferred call below stops them all and waits, before the
@@ -497,7 +521,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	budget := p.cfg.Kafka.QueueBytes
 	sem := semaphore.NewWeighted(budget)
 	g.Go(func() error {
-		parseAhead(fetchCtx, *p.dec, p.consumer, msgs, sem, budget, p.cfg.Learner.Batch, &p.ahead)
+		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, msgs, sem, budget, p.cfg.Learner.Batch, &p.ahead)
 		return nil
 	})
 	// pending: messages handed over and not yet handled (the loop was
@@ -522,6 +546,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			stopPub()
 			return errKilled
 		case <-ctx.Done():
+			p.log.Info().Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
 			stopFetch()
 			if p.clu == nil {
 				// A cluster member does not step alone: its rows are not
@@ -552,6 +577,32 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
+// Close releases a pipeline that will not Run (Run releases it itself):
+// the consumer, the dead-letter queue, the NATS connection it opened and
+// the learner.
+func (p *Pipeline) Close() { p.release() }
+
+// release closes what build set up, whatever it got to.
+func (p *Pipeline) release() {
+	if p.consumer != nil {
+		p.consumer.Close()
+	}
+	if p.dlq != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.dlq.Close(dctx)
+	}
+	if p.svc != nil {
+		p.svc.Stop()
+	}
+	if p.ownNC && p.nc != nil {
+		p.nc.Close()
+	}
+	if p.learner != nil {
+		p.learner.close()
+	}
+}
+
 func (p *Pipeline) close() {
 	p.consumer.Close()
 	if p.clu != nil && p.clu.ex != nil {
@@ -573,6 +624,10 @@ func (p *Pipeline) close() {
 		}
 	}
 	p.learner.close()
+	p.mu.Lock()
+	v, samples := p.status.Version, p.status.Samples
+	p.mu.Unlock()
+	p.log.Info().Uint64("version", v).Uint64("samples_learned", samples).Msg("stopped")
 }
 
 // newIncarnation returns a random incarnation id (snapshot.Header.Incarnation):

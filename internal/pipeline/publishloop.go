@@ -47,7 +47,8 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			p.status.Published = n.Version
 			p.met.Published.Set(float64(n.Version))
 			p.mu.Unlock()
-			p.log.Info().Uint64("version", n.Version).Str("object", n.Object).Int("bytes", n.Size).Msg("published")
+			// Debug: "snapshot persisted" is the one info line a snapshot gets.
+			p.log.Debug().Uint64("version", n.Version).Str("object", n.Object).Int("bytes", n.Size).Msg("published")
 			pending, backoff = nil, 500*time.Millisecond
 			continue
 		}

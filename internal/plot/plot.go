@@ -169,6 +169,54 @@ func Convergence(path string) (*gplot.Plot, error) {
 	return p, nil
 }
 
+// Drift draws `bench drift`'s curves: each learner's subspace error
+// against the points of the stream (linear axis, log error), a dashed line
+// at the change and a tick where each learner detected one.
+func Drift(path string) (*gplot.Plot, error) {
+	var r bench.DriftResult
+	if err := readBench(path, "drift", &r, func() bool { return len(r.Runs) > 0 && len(r.Runs[0].Curve) >= 2 }); err != nil {
+		return nil, err
+	}
+	p := gplot.New()
+	p.Title.Text = fmt.Sprintf("Following a change: case %s, k = %d, %d points on each side", r.Case, r.K, r.Points)
+	p.X.Label.Text, p.Y.Label.Text = "points of the stream", "subspace error (current distribution)"
+	p.Y.Scale, p.Y.Tick.Marker = gplot.LogScale{}, gplot.LogTicks{Prec: -1}
+	lo, hi := math.Inf(1), 0.0
+	for i, run := range r.Runs {
+		var pts plotter.XYs
+		for _, c := range run.Curve {
+			if c.Error > 0 {
+				pts = append(pts, plotter.XY{X: float64(c.Points), Y: c.Error})
+				lo, hi = math.Min(lo, c.Error), math.Max(hi, c.Error)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(2)
+		p.Add(l)
+		name := run.Name
+		if len(run.Detected) > 0 {
+			name += fmt.Sprintf(" (change found at %d)", run.Detected[0])
+		}
+		p.Legend.Add(name, l)
+	}
+	if hi == 0 {
+		return nil, fmt.Errorf("%s: no positive error to draw", path)
+	}
+	change, _ := plotter.NewLine(plotter.XYs{{X: float64(r.Points), Y: lo}, {X: float64(r.Points), Y: hi}})
+	change.Color, change.Dashes = palette[7], []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(change)
+	p.Legend.Add("the change", change)
+	p.Legend.Top = true
+	p.Y.Min, p.Y.Max = lo/2, hi*1.5
+	return p, nil
+}
+
 // Scatter draws the first two projections of every input row,
 // coloured by an optional integer label column (0-based; negative: none).
 func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
