@@ -3,10 +3,13 @@ package ingest
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/internal/logbuf"
 )
 
 // TestConsumerOnAssignAndRebalance: with OnAssign, a generation's
@@ -91,4 +94,29 @@ func TestConsumerOnAssignAndRebalance(t *testing.T) {
 	close(release)
 	cancel()
 	<-done
+}
+
+// TestWarnsOfAMissingTopic: a topic that does not exist gets a warning
+// naming it (before: the group waited in silence, like an empty stream).
+func TestWarnsOfAMissingTopic(t *testing.T) {
+	c := kfakeTopic(t, "present", 1, 1)
+	var buf logbuf.Buffer
+	log := zerolog.New(&buf)
+	cons, err := NewConsumer(ConsumerConfig{Brokers: c.ListenAddrs(), Topic: "absent", GroupID: "g", Logger: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cons.Run(ctx, func(string, int) (int64, bool) { return 0, false }) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(buf.String(), "the topic does not exist") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if l := buf.String(); !strings.Contains(l, "the topic does not exist") || !strings.Contains(l, `"topic":"absent"`) {
+		t.Errorf("no warning for the missing topic:\n%s", l)
+	}
 }

@@ -157,6 +157,33 @@ type Consumer struct {
 	gen    *kafka.Generation
 	lag    map[int]int64
 	closed bool
+	// down: when the brokers were first found unreachable (a failed join
+	// or fetch) and why; zero once a join or a fetch succeeds again.
+	downSince time.Time
+	downErr   error
+}
+
+// Unreachable reports since when the brokers have been unreachable (a
+// group join or a fetch failing, with nothing succeeding since) and the
+// last error; a zero time while they answer.
+func (c *Consumer) Unreachable() (time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.downSince, c.downErr
+}
+
+// reachable records a join's or a fetch's outcome (see Unreachable).
+func (c *Consumer) reachable(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.downSince, c.downErr = time.Time{}, nil
+	case c.downSince.IsZero():
+		c.downSince, c.downErr = time.Now(), err
+	default:
+		c.downErr = err
+	}
 }
 
 // NewConsumer joins the group. It does not fetch until Run.
@@ -294,6 +321,7 @@ func (c *Consumer) QueuedBytes() int64 { return c.queue.heldBytes() }
 // generation it reads each assigned partition from next(topic, partition)
 // or, for a partition the model has not seen, from the start position.
 func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
+	go c.checkTopic(ctx)
 	backoff := time.Second
 	for {
 		c.mu.Lock()
@@ -313,7 +341,8 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 				}
 				return err
 			}
-			c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Dur("retry_in", backoff).
+			c.reachable(err)
+			c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
 				Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
 			select {
 			case <-ctx.Done():
@@ -324,6 +353,7 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 			continue
 		}
 		backoff = time.Second
+		c.reachable(nil)
 		c.mu.Lock()
 		c.gen = gen
 		c.mu.Unlock()
@@ -390,6 +420,20 @@ func (c *Consumer) Partitions(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("ingest: the partitions of %s: %w", c.cfg.Topic, err)
 }
 
+// checkTopic warns, once, when the topic does not exist: the group then
+// waits for it without a word (kafka-go's consumer group neither creates
+// the topic nor reports it missing), which looks like a stream with no
+// messages.
+func (c *Consumer) checkTopic(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Partitions(ctx)
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		c.log.Warn().Str("topic", c.cfg.Topic).Strs("brokers", c.cfg.Brokers).
+			Msg("kafka: the topic does not exist; waiting for it to be created (check kafka.topic, or create it: the service does not)")
+	}
+}
+
 // Rebalance leaves the group and joins it again as a new member, which
 // starts a new generation for every member: what a member does when its
 // generation can no longer work (a cluster step lost without a member
@@ -428,6 +472,7 @@ func (c *Consumer) readPartition(ctx context.Context, gen int32, partition int, 
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
+				c.reachable(err)
 				c.log.Warn().Err(err).Int("partition", partition).Msg("kafka: fetch failed; retrying")
 				select {
 				case <-ctx.Done():
@@ -439,6 +484,7 @@ func (c *Consumer) readPartition(ctx context.Context, gen int32, partition int, 
 		}
 		c.mu.Lock()
 		c.lag[partition] = r.Lag()
+		c.downSince, c.downErr = time.Time{}, nil
 		c.mu.Unlock()
 		if c.queue.put(ctx, m, gen) != nil {
 			return

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,26 @@ func TestRebalanceDropsRevokedLag(t *testing.T) {
 	}
 	if got := c.PartitionLags(); len(got) != 2 || got[0] != 5 || got[2] != 9 {
 		t.Errorf("partition lags %v, want map[0:5 2:9]", got)
+	}
+}
+
+// TestUnreachableSince: the first failure (a join or a fetch) starts the
+// clock, later ones keep it and update the reason, a success stops it.
+func TestUnreachableSince(t *testing.T) {
+	c := &Consumer{lag: map[int]int64{}, queue: newByteQueue(8, 1<<20)}
+	if since, _ := c.Unreachable(); !since.IsZero() {
+		t.Fatal("unreachable before any failure")
+	}
+	c.reachable(errors.New("first"))
+	first, _ := c.Unreachable()
+	time.Sleep(2 * time.Millisecond)
+	c.reachable(errors.New("second"))
+	since, err := c.Unreachable()
+	if first.IsZero() || !since.Equal(first) || err == nil || err.Error() != "second" {
+		t.Errorf("after two failures: since %v (first %v), %v; want the first's time and the second's reason", since, first, err)
+	}
+	c.reachable(nil)
+	if since, err := c.Unreachable(); !since.IsZero() || err != nil {
+		t.Errorf("after a success: %v, %v; want reachable", since, err)
 	}
 }

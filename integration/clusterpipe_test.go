@@ -105,6 +105,7 @@ func TestClusterModeOneModel(t *testing.T) {
 // the end both serve one model, bit for bit, of exactly the messages
 // produced, within the closed form's bound.
 func TestClusterNATSDownAndBack(t *testing.T) {
+	longOnly(t)
 	const topic = "clusternats"
 	s := startStack(t, map[string]int32{topic: 4})
 	dir := t.TempDir()

@@ -14,6 +14,7 @@ import (
 // whose config asks for the default keeps the snapshot's mode (the model
 // is defined by its snapshot) and goes on learning from its offsets.
 func TestServiceModes(t *testing.T) {
+	longOnly(t)
 	n := int64(40_000 / raceScale)
 	for _, mode := range []struct{ precision, compute string }{{"float32", "exact"}, {"float64", "blas"}} {
 		t.Run(mode.precision+"-"+mode.compute, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,16 +17,26 @@ import (
 // Connect opens a NATS connection from the config that keeps retrying in
 // the background when the servers are unreachable.
 func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
+	// Reconnects back off, 1 s doubling to reconnectMax, and each failed
+	// attempt is logged with the wait before the next (retry_in_ms): with
+	// NATS down, a line every 10 s at most, not every second.
+	var failed atomic.Int64
 	opts := []nats.Option{
 		nats.Name("streamkpca"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(time.Second),
+		nats.CustomReconnectDelay(func(int) time.Duration { return reconnectDelay(failed.Load()) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn().Err(err).Msg("NATS disconnected; reconnecting. Learning continues, except in cluster mode, where the group's steps wait for NATS")
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
-		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { natsErr(log, "NATS connection attempt failed; retrying", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			failed.Store(0)
+			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			n := failed.Add(1)
+			natsErr(log.With().Int64("retry_in_ms", reconnectDelay(n).Milliseconds()).Logger(), "NATS connection attempt failed; retrying", err)
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { natsErr(log, "NATS error", err) }),
 	}
 	pass, err := configs.Secret("nats.password", c.Password, c.PasswordFile)
@@ -89,4 +100,16 @@ func natsErr(log zerolog.Logger, msg string, err error) {
 		return
 	}
 	log.Warn().Err(err).Msg(msg)
+}
+
+// reconnectMax bounds the wait between NATS reconnect attempts.
+const reconnectMax = 10 * time.Second
+
+// reconnectDelay is the wait after failed consecutive failed attempts:
+// 1 s, 2 s, 4 s, 8 s, then reconnectMax.
+func reconnectDelay(failed int64) time.Duration {
+	if failed <= 0 {
+		return time.Second
+	}
+	return min(time.Second<<min(failed-1, 4), reconnectMax)
 }

@@ -21,6 +21,12 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			http.Error(w, "no model version yet", http.StatusServiceUnavailable)
 			return
 		}
+		if u, ok := p.consumer.(interface{ Unreachable() (time.Time, error) }); ok {
+			if since, err := u.Unreachable(); !since.IsZero() && time.Since(since) >= unreachableNotReady {
+				http.Error(w, fmt.Sprintf("kafka unreachable for %.0f s (%v): the model is served but not learning", time.Since(since).Seconds(), err), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		w.Write([]byte("ready\n"))
 	})
 	api := publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
@@ -45,3 +51,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 	p.log.Info().Str("http", ln.Addr().String()).Msg("serving HTTP: the status page, /v1/models/" + p.cfg.Model + ", /metrics")
 	return srv, nil
 }
+
+// unreachableNotReady is how long the brokers may be unreachable before
+// /readyz says so (a rebalance or a broker restart is shorter).
+const unreachableNotReady = 30 * time.Second

@@ -1,7 +1,11 @@
 package pipeline
 
 import (
+	"errors"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,5 +31,70 @@ func TestLogSaysWhereHTTPIs(t *testing.T) {
 	addr := h.p.HTTPAddr()
 	if addr == "" || !strings.Contains(buf.String(), `"http":"`+addr+`"`) {
 		t.Errorf("serving on %q; the log does not say so:\n%s", addr, buf.String())
+	}
+}
+
+// unreachableSource is a source whose brokers have been unreachable since
+// a time the test sets (zero: reachable).
+type unreachableSource struct {
+	*ingest.MemSource
+	mu    sync.Mutex
+	since time.Time
+}
+
+func (s *unreachableSource) Unreachable() (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.since, errors.New("dial tcp: connection refused")
+}
+
+// TestReadinessReflectsTheBrokers: /readyz is 503 before a model version
+// is served, 200 once one is, and 503 again, saying why, once the brokers
+// have been unreachable for 30 s (before: 200 for as long as a model was
+// served, with Kafka down). /healthz stays 200: the process is alive.
+func TestReadinessReflectsTheBrokers(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr = "127.0.0.1:0"
+	c.Kafka.Dim = 1
+	src := &unreachableSource{MemSource: ingest.NewMemSource("v", 1024)}
+	h := startLoop(t, c, src.MemSource, &ingest.MemDeadLetter{}, func(o *Options) { o.Source = src })
+	deadline := time.Now().Add(10 * time.Second)
+	for h.p.HTTPAddr() == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	get := func(path string) (int, string) {
+		res, err := http.Get("http://" + h.p.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, _ := get("/readyz"); code != 503 {
+		t.Errorf("/readyz before a model: %d, want 503", code)
+	}
+	src.Produce(0, points(300, 1, 5)...)
+	h.waitConsumed(300)
+	for code, _ := get("/readyz"); code != 200; code, _ = get("/readyz") {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("/readyz never 200 with a model served")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	src.mu.Lock()
+	src.since = time.Now().Add(-10 * time.Second)
+	src.mu.Unlock()
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz after 10 s without brokers: %d, want 200 (a rebalance or restart is that short)", code)
+	}
+	src.mu.Lock()
+	src.since = time.Now().Add(-time.Minute)
+	src.mu.Unlock()
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "kafka unreachable for 60 s") {
+		t.Errorf("/readyz after a minute without brokers: %d %q, want 503 saying so", code, body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz: %d, want 200", code)
 	}
 }

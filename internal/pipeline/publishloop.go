@@ -53,7 +53,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			continue
 		}
 		p.met.PublishErrors.Inc()
-		p.log.Warn().Err(err).Dur("retry_in", backoff).Msg("publish failed; the snapshot is safe on disk, retrying")
+		p.log.Warn().Err(err).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying")
 		select {
 		case <-ctx.Done():
 			return
