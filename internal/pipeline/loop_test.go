@@ -960,3 +960,16 @@ func TestLifecycleLogLines(t *testing.T) {
 		t.Errorf("a published version logged at info besides its snapshot line:\n%s", l)
 	}
 }
+
+// TestEigenChartTicks: the status page's chart labels the decades and
+// their 2s and 5s between its ends, and the quarters of the samples axis
+// (before: two ticks on each axis, the chart's ends).
+func TestEigenChartTicks(t *testing.T) {
+	h := []historyPoint{{Samples: 20000, Eigenvalues: []float64{0.616, 0.237, 0.0865}}, {Samples: 220000, Eigenvalues: []float64{0.614, 0.236, 0.09}}}
+	svg := eigenChart(h)
+	for _, want := range []string{">0.1<", ">0.2<", ">0.5<", ">0.616<", ">0.0865<", ">70000<", ">120000<", ">170000<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart lacks the tick %s", want)
+		}
+	}
+}

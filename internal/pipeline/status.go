@@ -201,8 +201,27 @@ func eigenChart(h []historyPoint) string {
 	// Axes: y log-scaled eigenvalue, x samples learned.
 	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/>`,
 		left, pad, left, H-pad, left, H-pad, W-pad, H-pad)
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.3g</text><text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.3g</text>`,
-		left-4, pad+4, hi, left-4, H-pad, lo)
+	// y ticks: the range's ends and the decades (and their halves' 2 and
+	// 5) between them, with light grid lines; x ticks at every quarter.
+	yOf := func(v float64) float64 { return H - pad - (H-2*pad)*(logf(v)-logf(lo))/(logf(hi)-logf(lo)) }
+	ticks := []float64{lo, hi}
+	for d := math.Pow(10, math.Floor(math.Log10(lo))); d <= hi; d *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * d; v > lo*1.15 && v < hi/1.15 {
+				ticks = append(ticks, v)
+			}
+		}
+	}
+	for _, v := range ticks {
+		y := yOf(v)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/><text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%.3g</text>`,
+			left, y, W-pad, y, left-4, y+4, v)
+	}
+	for i := 1; i < 4; i++ {
+		x := left + (W-pad-left)*float64(i)/4
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#999"/><text x="%.1f" y="%.0f" font-size="11" text-anchor="middle">%.0f</text>`,
+			x, H-pad, x, H-pad+4, x, H-pad+14, x0+(x1-x0)*float64(i)/4)
+	}
 	fmt.Fprintf(&b, `<text x="14" y="%.0f" font-size="11" transform="rotate(-90 14 %.0f)" text-anchor="middle">eigenvalue (log scale)</text>`, H/2, H/2)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%d</text><text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%d</text>`,
 		left, H-pad+14, h[0].Samples, W-pad, H-pad+14, h[len(h)-1].Samples)
@@ -215,7 +234,7 @@ func eigenChart(h []historyPoint) string {
 				continue
 			}
 			x := left + (W-pad-left)*(float64(p.Samples)-x0)/(x1-x0)
-			y := H - pad - (H-2*pad)*(logf(p.Eigenvalues[q])-logf(lo))/(logf(hi)-logf(lo))
+			y := yOf(p.Eigenvalues[q])
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
 		b.WriteString(`"/>`)
