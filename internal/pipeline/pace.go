@@ -94,14 +94,18 @@ func (p *pace) draining(span int) bool {
 
 // Pace settings (see pace).
 const (
-	paceGrow    = 0.75 // of the target load: the most at which the model grows
-	paceRoom    = 0.4  // of the target load: under it the budget grows (learner.budget: stream)
-	paceDrain   = 60 * time.Second
-	paceWindow  = time.Second
-	paceWindows = 10 // before any message is shed
-	paceMin     = 1.0 / 256
-	paceRise    = 1.1
-	paceAlpha   = 0.3
+	paceGrow = 0.75 // of the target load: the most at which the model grows
+	paceRoom = 0.4  // of the target load: under it the budget grows (learner.budget: stream)
+	// paceCaughtUp, paceCaughtUpMin: the backlog under which the loop counts
+	// as caught up with its stream (the budget grows only then).
+	paceCaughtUp    = 2 * time.Second
+	paceCaughtUpMin = 1024
+	paceDrain       = 60 * time.Second
+	paceWindow      = time.Second
+	paceWindows     = 10 // before any message is shed
+	paceMin         = 1.0 / 256
+	paceRise        = 1.1
+	paceAlpha       = 0.3
 )
 
 // newPace returns a pace that starts at fraction frac (a restored
@@ -138,14 +142,20 @@ func (p *pace) grow() bool {
 // room reports whether the stream leaves the learner so idle that the
 // feature budget may grow past learner.max_features (learner.budget:
 // stream): measured over paceWindows windows, every message learned, the
-// backlog not growing, and a step's cost per message times the rate
+// backlog small (caught up) and not growing, and a step's cost per
+// message times the rate
 // under paceRoom of the target load. The model then grows until a step
 // costs that much, well before growth is held (paceGrow).
 func (p *pace) room() bool {
 	if p == nil || p.off || p.cost == 0 || p.windows < paceWindows {
 		return false
 	}
-	return p.frac >= 1 && p.cost*p.rate < paceRoom*p.target && !p.growing(paceWindows)
+	// Caught up, too: reading a backlog that nothing adds to (a topic
+	// filled before the start) looks like a slow stream by its rate, but
+	// the learner is busy all the time (TestBackpressure: the heap grew
+	// fivefold with the budget while 180,000 messages waited).
+	caughtUp := p.backlogs[len(p.backlogs)-1] <= int64(paceCaughtUp.Seconds()*p.rate)+paceCaughtUpMin
+	return p.frac >= 1 && caughtUp && p.cost*p.rate < paceRoom*p.target && !p.growing(paceWindows)
 }
 
 // shedStream separates shedding's hash from the held-out slice's

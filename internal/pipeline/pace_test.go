@@ -180,3 +180,29 @@ func TestPaceStaleLagIsNoStream(t *testing.T) {
 		}
 	}
 }
+
+// TestPaceRoomOnlyWhenCaughtUp: the budget may grow (room) on a slow
+// stream the loop has caught up with, never while it reads a backlog that
+// nothing adds to (a topic filled before the start: its arrival rate
+// looks like zero, but the learner is busy all the time; before, the
+// budget grew there and TestBackpressure's heap grew fivefold).
+func TestPaceRoomOnlyWhenCaughtUp(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPace(false, 0.8, 1, 0)
+	backlog := int64(10_000_000)
+	var consumed int64
+	for i := range 1000 {
+		consumed += 512
+		backlog -= 512
+		p.observe(512, 0.05, consumed, backlog, t0.Add(time.Duration(i)*50*time.Millisecond))
+		if p.room() {
+			t.Fatalf("batch %d: room to grow while %d messages wait", i, backlog)
+		}
+	}
+	// A slow stream (1,000/s against a learner of 10,000/s), caught up.
+	p = newPace(false, 0.8, 1, 0)
+	simulate(p, 1.0/10000, 1000, 512, 60*time.Second)
+	if !p.room() {
+		t.Errorf("no room on a stream at 10%% of the learner's capacity, caught up (rate %.0f, cost %.2g)", p.rate, p.cost)
+	}
+}
