@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// TestResetKeepsReadersFollowing is issue 33's reset with two services
+// over the embedded brokers: a first life publishes versions (nats.keep 3)
+// and stops; a second life of the same model starts with an empty
+// snapshot.dir while NATS keeps the first's versions. Before incarnations
+// pruning deleted the version just published, the latest key named a
+// missing object and a Watch started in the first life stayed on its last
+// version forever. Now the Watch follows the new incarnation, Latest
+// returns its newest version, and the store holds it.
+func TestResetKeepsReadersFollowing(t *testing.T) {
+	s := startStack(t, map[string]int32{"reset": 1, "reset2": 1})
+	produceHermite(t, s, "reset", 1000, 1)
+	cfg := config(s, "reset", t.TempDir())
+	cfg.Learner.Batch, cfg.Snapshot.EveryBatches, cfg.NATS.Keep = 50, 1, 3
+	first := start(t, cfg)
+	waitFor(t, time.Minute, "the first life learning every message and publishing", func() bool {
+		st := first.p.Status()
+		return st.Samples == 1000 && st.Published != 0 && st.Published == st.Version
+	})
+	pcfg := publish.Config{Model: cfg.Model, Keep: 3}
+	var mu sync.Mutex
+	var got publish.Notice
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go publish.Watch(wctx, connect(t, s), pcfg, func(_ *snapshot.Model, n publish.Notice) { mu.Lock(); got = n; mu.Unlock() })
+	var firstV uint64
+	waitFor(t, 30*time.Second, "the watch at the first life's newest version", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		firstV = got.Version
+		return firstV != 0 && firstV == first.p.Status().Published
+	})
+	mu.Lock()
+	firstInc := got.Incarnation
+	mu.Unlock()
+	first.graceful(t)
+
+	// The same model with no local history, here on a topic of its own
+	// (a new topic or group, or kafka.start: latest, in the field): its
+	// versions start again low.
+	cfg.Snapshot.Dir = filepath.Join(t.TempDir(), "snapshots")
+	cfg.Kafka.Topic, cfg.Kafka.Group = "reset2", "it-reset2"
+	produceHermite(t, s, "reset2", 300, 2)
+	second := start(t, cfg)
+	defer second.graceful(t)
+	waitFor(t, time.Minute, "the second life learning its messages and publishing", func() bool {
+		st := second.p.Status()
+		return st.Samples == 300 && st.Published != 0 && st.Published == st.Version
+	})
+	var secondV uint64
+	waitFor(t, 30*time.Second, "the watch following the new incarnation", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		secondV = got.Version
+		return got.Incarnation != firstInc && got.Incarnation != "" && secondV == second.p.Status().Published
+	})
+	if secondV >= firstV {
+		t.Fatalf("the second life is at version %d, the first was at %d: the test needs lower versions", secondV, firstV)
+	}
+	ctx, cancelL := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelL()
+	if _, n, err := publish.Latest(ctx, connect(t, s), pcfg); err != nil || n.Version != secondV {
+		t.Errorf("Latest after the reset: version %d, %v; want %d", n.Version, err, secondV)
+	}
+	js, _ := jetstream.New(connect(t, s))
+	obs, err := js.ObjectStore(ctx, "streamkpca-snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, publish.ObjectName(cfg.Model, secondV)); err != nil {
+		t.Errorf("the newest version %d is not in the store after the reset: %v", secondV, err)
+	}
+}
