@@ -69,7 +69,9 @@ type FitReport struct {
 // opt.MaxEpochs, or when opt.Budget has run out; then the held-out rows
 // are learned too, so no row is left out. A file too small to hold out
 // fitHoldoutMin rows is scored on all its rows (a convergence rule rather
-// than a held-out one).
+// than a held-out one). A one-view learner with the covariance solver
+// (landmark features' default) makes one pass: its statistics then hold
+// every row once, and its solve is exact for them.
 func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptions) (*snapshot.Snapshot, FitReport, error) {
 	if opt.Batch == 0 {
 		opt.Batch = 512
@@ -84,6 +86,7 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		release func()
 		scorer  fitScore
 		feats   func() int
+		onePass bool // the one-view covariance solver: its statistics are the file's after a pass
 	)
 	if cfg.Algorithm.TwoView() {
 		yc := opt.YCols
@@ -137,11 +140,19 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		}
 		release = l.Close
 		scorer.one, feats = l.Score, l.Features
+		onePass = l.Config().Solver == SolverCovariance
 	}
 	defer release()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	auto := opt.Epochs == 0
 	epochs := opt.Epochs
+	rep := FitReport{Stop: "the passes asked for"}
+	if auto && onePass {
+		// Every row is in the statistics once after a pass, and the
+		// solve is exact for them: more passes only count rows twice.
+		auto, epochs = false, 1
+		rep.Stop = "one pass: the covariance solver's statistics then hold every row"
+	}
 	if auto {
 		epochs = opt.MaxEpochs
 		if epochs <= 0 {
@@ -155,7 +166,6 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 	}
 	start := time.Now()
 	var rejected int
-	rep := FitReport{Stop: "the passes asked for"}
 	best, bestAt := math.Inf(-1), 0
 	learn := func(e int, idx []int) error {
 		for s := 0; s < len(idx); s += b {
@@ -277,4 +287,23 @@ func fitScorer(cfg Config, x []float64, d, yc int, held, learned []int, s fitSco
 type fitScore struct {
 	one func(x []float64, rows int) (float64, error)
 	two func(x, y []float64, rows int) (float64, error)
+}
+
+// FitFeatures is fit's feature source for a file of rows rows when the
+// user chose none: landmark blocks for kpca and gha (streaming Nyström
+// with the covariance solver: after one pass its statistics hold every
+// row, and with as many landmarks as rows it is exact kernel PCA), with a
+// budget of at most the rows (0: the default); "" (random features, the
+// streaming learner's default) for the two-view algorithms and for a
+// file of fewer rows than a landmark block. Measured on 5,000 MNIST
+// images pooled to 7×7, k = 10 (`streamkpca bench fit`): landmarks 9.3e-6
+// in one pass, 8 s; random features by the held-out rule 0.0128 in 24 s.
+func FitFeatures(alg Algorithm, rows int) (FeatureSource, int) {
+	if alg.TwoView() || rows < DefaultCovarianceBlockSize {
+		return "", 0
+	}
+	if n := rows - rows%DefaultCovarianceBlockSize; n < DefaultCovarianceMaxFeatures {
+		return FeaturesLandmarks, n
+	}
+	return FeaturesLandmarks, 0
 }

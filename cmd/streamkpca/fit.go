@@ -27,6 +27,9 @@ func cmdFit(ctx context.Context, args []string) error {
 	if f := fs.Lookup("k"); f != nil { // the service's default is not fit's: k is required
 		f.DefValue, f.Usage = "", "components to learn (required)"
 	}
+	if f := fs.Lookup("features"); f != nil {
+		f.DefValue, f.Usage = "", "random or landmarks (default for fit: landmarks for kpca and gha — a file is a bounded data set — random for two views)"
+	}
 	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le), - for stdin")
 	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
 	dim := fs.Int("dim", 0, "input dimension (required for f32le/f64le)")
@@ -44,14 +47,12 @@ func cmdFit(ctx context.Context, args []string) error {
 		return errors.New("--input is required (a file, or - for stdin)")
 	}
 	sets := learnerSets()
-	if !slices.ContainsFunc(sets, func(s string) bool { return strings.HasPrefix(s, "learner.k=") }) {
+	has := func(key string) bool {
+		return slices.ContainsFunc(sets, func(s string) bool { return strings.HasPrefix(s, "learner."+key+"=") })
+	}
+	if !has("k") {
 		return errors.New("--k is required: the number of components to learn")
 	}
-	c, err := configs.Load("", nil, sets...)
-	if err != nil {
-		return flagTerms(err)
-	}
-	cfg := c.Learner.Online(*model, 0)
 	x, rows, d, err := readInput(*input, *format, *dim, *cols)
 	if err != nil {
 		return err
@@ -59,6 +60,28 @@ func cmdFit(ctx context.Context, args []string) error {
 	if rows == 0 {
 		return errors.New("input holds no vectors")
 	}
+	// A file is a bounded data set: landmark blocks unless the user chose
+	// (online.FitFeatures).
+	if !has("features") {
+		alg := "kpca"
+		for _, s := range sets {
+			if v, ok := strings.CutPrefix(s, "learner.algorithm="); ok {
+				alg = v
+			}
+		}
+		if f, n := online.FitFeatures(online.Algorithm(alg), rows); f != "" {
+			sets = append(sets, "learner.features="+string(f))
+			if n > 0 && !has("max_features") {
+				sets = append(sets, "learner.max_features="+strconv.Itoa(n))
+			}
+			fmt.Fprintf(os.Stderr, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
+		}
+	}
+	c, err := configs.Load("", nil, sets...)
+	if err != nil {
+		return flagTerms(err)
+	}
+	cfg := c.Learner.Online(*model, 0)
 	start := time.Now()
 	pr := progress.New()
 	total := float64(rows * *epochs)

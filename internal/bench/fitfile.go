@@ -80,6 +80,13 @@ func RunFitFile(ctx context.Context, x []float64, rows, d int, cfg FitFileConfig
 		}
 	}
 	nTrain, nTest := len(train)/d, len(test)/d
+	if cfg.Learner.Features == "" { // fit's defaults (online.FitFeatures)
+		f, n := online.FitFeatures(cfg.Learner.Algorithm, nTrain)
+		cfg.Learner.Features = f
+		if cfg.Learner.MaxFeatures == 0 {
+			cfg.Learner.MaxFeatures = n
+		}
+	}
 	if nTest < k || nTrain < 2*k {
 		return FitFileResult{}, fmt.Errorf("bench: %d rows give %d test and %d training rows; k = %d needs more", rows, nTest, nTrain, k)
 	}

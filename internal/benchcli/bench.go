@@ -156,6 +156,8 @@ func benchFit(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Budget, "time", 10*time.Minute, "fit's time budget")
 	fs.BoolVar(&cfg.Learner.Center, "center", false, "centred kernel PCA")
 	fs.Uint64Var(&cfg.Learner.Seed, "seed", 0, "learner seed (0: its default)")
+	fs.Func("features", "random or landmarks (default random)", func(v string) error { cfg.Learner.Features = online.FeatureSource(v); return nil })
+	fs.IntVar(&cfg.Learner.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
 	fs.Func("epochs", "fixed pass counts to run as well, comma-separated (e.g. 1,20)", func(v string) error {
 		e, err := parseCounts("--epochs", v)
 		cfg.Epochs = e
