@@ -80,7 +80,10 @@ type Kafka struct {
 	// QueueSize and QueueBytes bound fetched-but-unlearned messages, in
 	// count and in bytes of values; the lag metric counts them. Fetched
 	// messages hold at most queue_bytes plus, per assigned partition, one
-	// fetch of max_message_bytes and 16 messages. Defaults: 4096, 64 MiB.
+	// fetch of max_message_bytes and 16 messages; the parse stage ahead of
+	// the learner holds a second budget of queue_bytes (raw messages and
+	// their parsed values), so the whole is about twice queue_bytes.
+	// Defaults: 4096, 64 MiB.
 	QueueSize  int   `yaml:"queue_size"`
 	QueueBytes int64 `yaml:"queue_bytes"`
 	// FetchMaxWait bounds one fetch: a broker slower than min(1 s,

@@ -132,6 +132,6 @@
 //
 //   - Deterministic: same config, seed and batches ⇒ bit-identical
 //     coefficients, whatever the number of workers.
-//   - Step does not allocate in steady state (coefficient storage is reserved
+//   - Update does not allocate in steady state (coefficient storage is reserved
 //     up to MaxFeatures on the first step).
 package online

@@ -13,7 +13,7 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// Errors returned by Step.
+// Errors returned by Update.
 var (
 	// ErrDiverged: the batch was rejected by the divergence guard; the model
 	// is unchanged and the step size has been halved.
@@ -48,7 +48,7 @@ type KPCA struct {
 	parRows                    int // rows of the batch Moments evaluated, until Partial
 }
 
-// New returns a learner; its feature map is fixed on the first Step.
+// New returns a learner; its feature map is fixed on the first Update.
 func New(cfg Config) (*KPCA, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

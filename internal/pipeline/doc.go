@@ -31,6 +31,9 @@
 // # Shutdown
 //
 // On ctx cancellation: stop fetching → learn the partial batch → final
-// snapshot → publish (bounded wait) → commit → return. The caller drains
-// NATS afterwards.
+// snapshot, and its offsets committed (a hint for tooling: the snapshot
+// is the truth) → publish (bounded wait: 10 s) → close the consumer, the
+// dead-letter queue (flushed) and the NATS connection the pipeline opened
+// (drained) → return. New releases what it built when it fails, and Close
+// a pipeline that will not Run.
 package pipeline
