@@ -227,7 +227,7 @@ func TestCLIConventions(t *testing.T) {
 		return ""
 	}
 	// bench -h and plot -h print their lists and succeed.
-	if out := captureStdout(t, func() error { return benchcli.Run(context.Background(), []string{"-h"}) }); !strings.Contains(out, "keepup") {
+	if out := captureStdout(t, func() error { return benchcli.Run(context.Background(), []string{"-h"}) }); !strings.Contains(out, "keepup") || !strings.Contains(out, "cluster") || !strings.Contains(out, "fit") {
 		t.Errorf("bench -h printed %q", out)
 	}
 	if out := captureStdout(t, func() error { return cmdPlot([]string{"-h"}) }); !strings.Contains(out, "scatter") {
