@@ -2,8 +2,12 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,4 +88,83 @@ func TestResetKeepsReadersFollowing(t *testing.T) {
 	if _, err := obs.GetInfo(ctx, publish.ObjectName(cfg.Model, secondV)); err != nil {
 		t.Errorf("the newest version %d is not in the store after the reset: %v", secondV, err)
 	}
+}
+
+// TestResetWithRunProcesses is the same reset with two `streamkpca run`
+// processes (the real binary, its config file, SIGTERM between the
+// lives): the Watch this test holds across both follows the second
+// life's incarnation to its newest version, and Latest returns it.
+func TestResetWithRunProcesses(t *testing.T) {
+	longOnly(t)
+	s := startStack(t, map[string]int32{"life1": 1, "life2": 1})
+	produceHermite(t, s, "life1", 1000, 1)
+	produceHermite(t, s, "life2", 300, 2)
+	bin := buildBinary(t)
+	life := func(topic string) (*exec.Cmd, int) {
+		dir := t.TempDir()
+		port := freePort(t)
+		cfgPath := filepath.Join(dir, "cfg.yaml")
+		os.WriteFile(cfgPath, []byte(fmt.Sprintf(`model: reset
+kafka: {brokers: [%q], topic: %s, group: %s}
+learner: {k: 3, bandwidth: 1, max_features: 4096, batch: 50, linger: 200ms}
+snapshot: {dir: %q, every_batches: 1}
+nats: {url: %q, keep: 3}
+http: {addr: "127.0.0.1:%d"}
+log: {level: warn, format: json}
+`, s.Brokers()[0], topic, topic, filepath.Join(dir, "snapshots"), s.NATSURL(), port)), 0o644)
+		cmd := exec.Command(bin, "run", "--config", cfgPath)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() })
+		return cmd, port
+	}
+	stop := func(cmd *exec.Cmd) {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("graceful stop: %v", err)
+		}
+	}
+	// published: the version the child says it published once it has
+	// learned all n messages and published its newest.
+	published := func(port int, n float64) func() bool {
+		return func() bool {
+			return scrape(port, "streamkpca_samples_learned_total") == n &&
+				scrape(port, "streamkpca_published_version") > 0 &&
+				scrape(port, "streamkpca_published_version") == scrape(port, "streamkpca_model_version")
+		}
+	}
+	first, port1 := life("life1")
+	waitFor(t, 2*time.Minute, "the first life learning and publishing", published(port1, 1000))
+	firstV := uint64(scrape(port1, "streamkpca_published_version"))
+	pcfg := publish.Config{Model: "reset"}
+	var mu sync.Mutex
+	var got publish.Notice
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go publish.Watch(wctx, connect(t, s), pcfg, func(_ *snapshot.Model, n publish.Notice) { mu.Lock(); got = n; mu.Unlock() })
+	waitFor(t, 30*time.Second, "the watch at the first life's newest version", func() bool { mu.Lock(); defer mu.Unlock(); return got.Version == firstV })
+	mu.Lock()
+	firstInc := got.Incarnation
+	mu.Unlock()
+	stop(first)
+
+	second, port2 := life("life2") // the same model, an empty snapshot.dir
+	waitFor(t, 2*time.Minute, "the second life learning and publishing", published(port2, 300))
+	secondV := uint64(scrape(port2, "streamkpca_published_version"))
+	waitFor(t, 30*time.Second, "the watch following the second life", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got.Version == secondV && got.Incarnation != firstInc && got.Incarnation != ""
+	})
+	if secondV >= firstV {
+		t.Errorf("the second life is at version %d, the first was at %d: the test needs lower versions", secondV, firstV)
+	}
+	ctx, cancelL := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelL()
+	if _, n, err := publish.Latest(ctx, connect(t, s), pcfg); err != nil || n.Version != secondV {
+		t.Errorf("Latest after the reset: version %d, %v; want %d", n.Version, err, secondV)
+	}
+	stop(second)
 }
