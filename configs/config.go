@@ -33,6 +33,13 @@ type Config struct {
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
 	Cluster  Cluster  `yaml:"cluster"`
+	// ShutdownTimeout bounds a graceful stop from the signal on: the
+	// final snapshot's wait for its dead letters, the final publish, the
+	// HTTP requests in flight, the dead letters' flush and NATS's drain
+	// share it (a final snapshot whose dead letters cannot be written is
+	// not taken: its messages are read again after the restart). Default:
+	// 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
 // Cluster makes the instances of one consumer group learn one model
@@ -376,6 +383,9 @@ func (c *Config) SetDefaults() {
 	if c.Kafka.RebalanceTimeout == 0 {
 		c.Kafka.RebalanceTimeout = ingest.DefaultGroupTimeout
 	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
 	defI(&c.Learner.K, 3) // the service's; the library requires k
 	defI(&c.Learner.Batch, 512)
 	defI(&c.Learner.Holdout, online.DefaultHoldout)
@@ -535,6 +545,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
 		bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "%v: must be positive", c.ShutdownTimeout)
 	}
 	if c.Learner.Budget != "stream" && c.Learner.Budget != "fixed" {
 		bad("learner.budget", "%q: want stream or fixed", c.Learner.Budget)

@@ -431,7 +431,7 @@ func (l *loop) snapshot(final bool) {
 	}
 	// The offsets cover dead-lettered messages: their writes must be done
 	// (stored, or failed and counted) before the snapshot says so.
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	fctx, cancel := p.stopContext(30 * time.Second) // the stop's deadline, when stopping
 	err := p.dlq.Flush(fctx)
 	cancel()
 	if err != nil {

@@ -973,3 +973,47 @@ func TestEigenChartTicks(t *testing.T) {
 		}
 	}
 }
+
+// stuckDeadLetters is a dead-letter writer whose writes never finish
+// before their context ends (a Kafka cluster that stopped answering).
+type stuckDeadLetters struct{}
+
+func (stuckDeadLetters) Write(ctx context.Context, _ []ingest.DeadLetterRecord) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (stuckDeadLetters) Close() error { return nil }
+
+// TestShutdownTimeoutBoundsTheStop: with dead letters that cannot be
+// written, a graceful stop returns once shutdown_timeout (2 s here) has
+// passed after the final snapshot. Before, the flush alone waited a fixed
+// 30 s, and the stop's parts had separate fixed waits adding up to more.
+func TestShutdownTimeoutBoundsTheStop(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	c.ShutdownTimeout = 2 * time.Second
+	src := ingest.NewMemSource("v", 1024)
+	src.Produce(0, points(100, 1, 3)...)
+	src.Produce(0, []byte("not a vector"))
+	reg := prometheus.NewRegistry()
+	p, err := New(Options{Config: c, Registry: reg, Source: src, DeadLetters: stuckDeadLetters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Status().Consumed < 101 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second): // well short of the old fixed 30 s flush
+		t.Fatal("the stop did not end within 20 s with shutdown_timeout 2 s")
+	}
+}

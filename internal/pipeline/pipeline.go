@@ -114,6 +114,7 @@ type Pipeline struct {
 
 	history      []historyPoint
 	recent       []ratePoint // the status page's throughput now and lag trend (status.go)
+	stopBy       time.Time   // the graceful stop's deadline (shutdown_timeout), once it began
 	startSamples uint64
 	scorer       scorer
 	paceWindow   time.Duration // Options.paceWindow
@@ -454,7 +455,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer func() {
 			// Answer the requests in flight (each bounded by the server's
 			// timeouts), then close whatever is left.
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, cancel := p.stopContext(5 * time.Second)
 			defer cancel()
 			if err := srv.Shutdown(sctx); err != nil {
 				srv.Close()
@@ -546,7 +547,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			stopPub()
 			return errKilled
 		case <-ctx.Done():
-			p.log.Info().Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
+			// From here one deadline bounds the stop (shutdown_timeout):
+			// the final snapshot's wait for its dead letters, the final
+			// publish, the HTTP server, the dead letters' flush, NATS's
+			// drain.
+			p.mu.Lock()
+			p.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
+			p.mu.Unlock()
+			p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
 			stopFetch()
 			if p.clu == nil {
 				// A cluster member does not step alone: its rows are not
@@ -554,12 +562,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				l.learn()
 			}
 			l.snapshot(true)
-			// Give the publisher a bounded time to send the final version.
 			close(p.pubFinal)
 			select {
 			case <-pubDone:
-			case <-time.After(10 * time.Second):
-				p.log.Warn().Msg("final publish did not finish in 10s; the snapshot is on disk and will be published on the next start")
+			case <-time.After(time.Until(p.stopBy)):
+				p.log.Warn().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("the final publish did not finish within shutdown_timeout; the snapshot is on disk and will be published on the next start")
 			}
 			stopPub()
 			return nil
@@ -575,6 +582,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// stopContext is a context for one part of the stop: until the stop's
+// deadline (shutdown_timeout after the stop signal) in a graceful stop,
+// else for d (while running, Kill, a failed start).
+func (p *Pipeline) stopContext(d time.Duration) (context.Context, context.CancelFunc) {
+	if by := p.stopDeadline(); !by.IsZero() {
+		return context.WithDeadline(context.Background(), by)
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (p *Pipeline) stopDeadline() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopBy
 }
 
 // Close releases a pipeline that will not Run (Run releases it itself):
@@ -608,7 +631,7 @@ func (p *Pipeline) close() {
 	if p.clu != nil && p.clu.ex != nil {
 		_ = p.clu.ex.Close()
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	dctx, cancel := p.stopContext(30 * time.Second)
 	defer cancel()
 	if err := p.dlq.Close(dctx); err != nil {
 		p.log.Error().Err(err).Msg("dead-letter queue not flushed at shutdown")
@@ -619,6 +642,9 @@ func (p *Pipeline) close() {
 	if p.ownNC && p.nc != nil {
 		p.nc.Drain()
 		deadline := time.Now().Add(5 * time.Second)
+		if by := p.stopDeadline(); !by.IsZero() {
+			deadline = by
+		}
 		for !p.nc.IsClosed() && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
