@@ -606,54 +606,54 @@ func (p *Pipeline) stopDeadline() time.Time {
 func (p *Pipeline) Close() { p.release() }
 
 // release closes what build set up, whatever it got to.
-func (p *Pipeline) release() {
-	if p.consumer != nil {
-		p.consumer.Close()
-	}
-	if p.dlq != nil {
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.dlq.Close(dctx)
-	}
-	if p.svc != nil {
-		p.svc.Stop()
-	}
-	if p.ownNC && p.nc != nil {
-		p.nc.Close()
-	}
-	if p.learner != nil {
-		p.learner.close()
-	}
-}
+func (p *Pipeline) release() { p.closeParts(false) }
 
 func (p *Pipeline) close() {
-	p.consumer.Close()
-	if p.clu != nil && p.clu.ex != nil {
-		_ = p.clu.ex.Close()
-	}
-	dctx, cancel := p.stopContext(30 * time.Second)
-	defer cancel()
-	if err := p.dlq.Close(dctx); err != nil {
-		p.log.Error().Err(err).Msg("dead-letter queue not flushed at shutdown")
-	}
-	if p.svc != nil {
-		p.svc.Stop()
-	}
-	if p.ownNC && p.nc != nil {
-		p.nc.Drain()
-		deadline := time.Now().Add(5 * time.Second)
-		if by := p.stopDeadline(); !by.IsZero() {
-			deadline = by
-		}
-		for !p.nc.IsClosed() && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	p.learner.close()
+	p.closeParts(true)
 	p.mu.Lock()
 	v, samples := p.status.Version, p.status.Samples
 	p.mu.Unlock()
 	p.log.Info().Uint64("version", v).Uint64("samples_learned", samples).Msg("stopped")
+}
+
+// closeParts closes whatever was built, in order: the consumer, the
+// cluster exchange, the dead-letter queue (flushed within the stop's
+// deadline), the NATS service and connection (drained after a run,
+// closed otherwise) and the learner.
+func (p *Pipeline) closeParts(drain bool) {
+	if p.consumer != nil {
+		p.consumer.Close()
+	}
+	if p.clu != nil && p.clu.ex != nil {
+		_ = p.clu.ex.Close()
+	}
+	if p.dlq != nil {
+		dctx, cancel := p.stopContext(30 * time.Second)
+		defer cancel()
+		if err := p.dlq.Close(dctx); err != nil {
+			p.log.Error().Err(err).Msg("dead-letter queue not flushed at shutdown")
+		}
+	}
+	if p.svc != nil {
+		p.svc.Stop()
+	}
+	if p.ownNC && p.nc != nil {
+		if !drain {
+			p.nc.Close()
+		} else {
+			p.nc.Drain()
+			deadline := time.Now().Add(5 * time.Second)
+			if by := p.stopDeadline(); !by.IsZero() {
+				deadline = by
+			}
+			for !p.nc.IsClosed() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	if p.learner != nil {
+		p.learner.close()
+	}
 }
 
 // newIncarnation returns a random incarnation id (snapshot.Header.Incarnation):
