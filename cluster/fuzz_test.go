@@ -19,6 +19,9 @@ func (p *peer) Rank() int { return 0 }
 func (p *peer) AllGather(_ context.Context, _ uint64, own []byte) ([][]byte, error) {
 	return [][]byte{own, p.data}, nil
 }
+func (p *peer) AllToAll(_ context.Context, _ uint64, parts [][]byte) ([][]byte, error) {
+	return [][]byte{parts[0], p.data}, nil
+}
 
 // FuzzPeerPayloads: whatever another member sends (anyone who may publish
 // on the cluster subjects), joining and stepping return an error or
@@ -30,7 +33,7 @@ func FuzzPeerPayloads(f *testing.F) {
 		fill(&e)
 		return e.b
 	}
-	f.Add(payload(kindStatus, func(e *enc) { e.b = append(e.b, make([]byte, 32)...); e.u8(1); e.u64(5); e.u64(9) }))
+	f.Add(payload(kindStatus, func(e *enc) { e.b = append(e.b, make([]byte, 32)...); e.str("K=3\n"); e.u8(1); e.u64(5); e.u64(9) }))
 	f.Add(payload(kindMoments, func(e *enc) {
 		e.u64(1)
 		e.u64(64)
@@ -42,6 +45,8 @@ func FuzzPeerPayloads(f *testing.F) {
 	f.Add(payload(kindPartial, func(e *enc) { e.floats([]float64{1}); e.floats(nil); e.floats(nil); e.floats(nil) }))
 	f.Add(payload(kindFirst, func(e *enc) { e.u32(2); e.u32(3); e.floats([]float64{1, 2, 3, 4, 5, 6}); e.offsets(nil) }))
 	f.Add(payload(kindAbort, func(e *enc) { e.str("no") }))
+	f.Add(payload(kindSlice, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{1, 2}) }))
+	f.Add(payload(kindReduced, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{3, 4}) }))
 	f.Add([]byte("SKC1"))
 	cfg := online.Config{Model: "f", K: 2, BlockSize: 16, MaxFeatures: 64, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}

@@ -5,26 +5,56 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // Gatherer is the exchange a Member steps through (publish.Exchange over
-// NATS; MemGroup in memory): every member contributes one payload a round
-// and receives every member's, in rank order. Rounds increase from call
-// to call. An error means the round failed for this member; others may
+// NATS; MemGroup in memory). Rounds increase from call to call, whichever
+// of the two a round is, and every member makes the same call for a
+// round. An error means the round failed for this member; others may
 // have completed it.
 type Gatherer interface {
+	// AllGather: every member contributes one payload and receives every
+	// member's, in rank order.
 	AllGather(ctx context.Context, round uint64, payload []byte) ([][]byte, error)
+	// AllToAll: every member sends parts[j] to member j (len(parts) is
+	// Size(); its own part stays here) and receives, in rank order, the
+	// part every member addressed to it. The halves of a reduce-scatter.
+	AllToAll(ctx context.Context, round uint64, parts [][]byte) ([][]byte, error)
 	// Size is the number of members; Rank this member's index.
 	Size() int
 	Rank() int
 }
 
+// PartsExchange is how the members sum a step's gradient parts
+// (features·k numbers each). Both add the same numbers in the same order,
+// so the learners are the same bits either way.
+type PartsExchange int
+
+const (
+	// ReduceScatter: every member sends slice j of its part to member j
+	// (AllToAll), member j adds the slices it received in rank order and
+	// sends the sum to every member (AllGather). Per member and step about
+	// 2·P bytes go out and come in (P a part's size) whatever the group's
+	// size, and each member adds P numbers instead of n·P.
+	ReduceScatter PartsExchange = iota
+	// AllGatherParts: every member sends its whole part to every member
+	// (AllGather) and each adds all n: one round, but (n−1)·P bytes in
+	// per member and n(n−1)·P through the server a step.
+	AllGatherParts
+)
+
 var (
 	// ErrMismatch: the members were not configured for the same model.
 	ErrMismatch = errors.New("cluster: members configured for different models")
+	// ErrRefused (with ErrMismatch, in a *RefusedError): this member's
+	// model settings differ from the group's; it cannot join any
+	// generation until they are changed.
+	ErrRefused = errors.New("cluster: refused by the group")
 	// ErrAborted: a member could not take the step (its reason follows);
 	// no member applied it.
 	ErrAborted = errors.New("cluster: a member aborted the step")
@@ -50,6 +80,13 @@ type Member struct {
 	out        enc
 	x          []float64 // the first step's union batch
 
+	// Parts is how a step's gradient parts are summed; the same on every
+	// member. Default: ReduceScatter.
+	Parts      PartsExchange
+	outs       []enc     // AllToAll's parts, one per member
+	flat, red  []float64 // this member's part flattened; its reduced slice
+	sent, recv int64     // payload bytes handed to and received from the Gatherer
+
 	// Confirmed, when set, is called within Step once every member is
 	// known to hold the learner's current state (the previous step's),
 	// before the step changes it, with the offsets that state covers: the
@@ -63,6 +100,92 @@ type Member struct {
 func fingerprint(c online.Config) [32]byte {
 	c.Workers, c.CacheBytes, c.KeepBytes = 0, 0, 0
 	return sha256.Sum256(fmt.Appendf(nil, "%#v", c))
+}
+
+// Difference is one model setting on which a member differs from its
+// group: Field names online.Config's field (Kernel.Bandwidth for a
+// field of a field).
+type Difference struct {
+	Field, Here, Group string
+}
+
+// RefusedError is Rejoin's error on a member whose model settings differ
+// from the group's (errors.Is ErrRefused and ErrMismatch): the group is
+// the settings most members hold (on a tie, those of the member at the
+// most advanced step, then of the lowest rank). Retrying cannot help.
+type RefusedError struct {
+	Differences []Difference
+}
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	b.WriteString("cluster: refused by the group: this instance's model settings differ from the other members'")
+	for i, d := range e.Differences {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%s is %s here, %s in the group", sep, d.Field, d.Here, d.Group)
+	}
+	return b.String()
+}
+
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused || target == ErrMismatch }
+
+// settings describes the model c defines, one "Field=value" line per
+// setting of online.Config but the runtime ones (as fingerprint), for
+// naming the differences between members.
+func settings(c online.Config) string {
+	var b strings.Builder
+	var walk func(prefix string, v reflect.Value)
+	walk = func(prefix string, v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch f.Name {
+			case "Workers", "CacheBytes", "KeepBytes":
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(prefix+f.Name+".", v.Field(i))
+				continue
+			}
+			fmt.Fprintf(&b, "%s%s=%v\n", prefix, f.Name, v.Field(i).Interface())
+		}
+	}
+	walk("", reflect.ValueOf(c))
+	return b.String()
+}
+
+// differences lists the settings on which here differs from group (both
+// as settings writes them).
+func differences(here, group string) []Difference {
+	parse := func(s string) (map[string]string, []string) {
+		m, order := map[string]string{}, []string(nil)
+		for line := range strings.Lines(s) {
+			k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+			m[k] = v
+			order = append(order, k)
+		}
+		return m, order
+	}
+	h, order := parse(here)
+	g, _ := parse(group)
+	var out []Difference
+	for _, k := range order {
+		if gv, ok := g[k]; !ok || gv != h[k] {
+			if !ok {
+				gv = "(unknown to the group's version)"
+			}
+			out = append(out, Difference{Field: k, Here: h[k], Group: gv})
+		}
+	}
+	if len(out) == 0 {
+		// The fingerprints differ where the descriptions do not: a
+		// setting the description writes alike (a slice's contents).
+		out = append(out, Difference{Field: "(a model setting)", Here: "this instance's", Group: "another"})
+	}
+	return out
 }
 
 // Join makes a member of the group behind g. cfg is the model's
@@ -99,6 +222,7 @@ func (m *Member) Rejoin(ctx context.Context, g Gatherer) error {
 	var step uint64
 	m.out.start(kindStatus)
 	m.out.b = append(m.out.b, m.fp[:]...)
+	m.out.str(settings(m.cfg))
 	if m.l != nil {
 		m.out.u8(1)
 		step = m.l.Step()
@@ -113,19 +237,16 @@ func (m *Member) Rejoin(ctx context.Context, g Gatherer) error {
 	if err != nil {
 		return err
 	}
+	if err := m.sameModels(all); err != nil {
+		return err
+	}
 	sender, top := -1, uint64(0)
 	behind := false
 	for i, p := range all {
 		d, _ := open(p)
-		fp := d.take(32)
+		d.take(32)
+		d.str()
 		has, st := d.u8(), d.u64()
-		d.u64()
-		if err := d.end(); err != nil {
-			return fmt.Errorf("cluster: member %d's status: %w", i, err)
-		}
-		if [32]byte(fp) != m.fp {
-			return fmt.Errorf("%w: member %d's model settings differ from this one's", ErrMismatch, i)
-		}
 		switch {
 		case has == 0:
 			behind = true
@@ -174,12 +295,96 @@ func (m *Member) Rejoin(ctx context.Context, g Gatherer) error {
 	return nil
 }
 
+// sameModels checks the members' statuses for one model: the group's
+// settings are those most members hold (on a tie, those of the member at
+// the most advanced step, then of the lowest rank). A member with other
+// settings gets a *RefusedError: it must leave. The others get
+// ErrMismatch naming it: the generation cannot step, and the next one,
+// without it, can.
+func (m *Member) sameModels(all [][]byte) error {
+	type status struct {
+		fp       [32]byte
+		settings string
+		has      bool
+		step     uint64
+	}
+	st := make([]status, len(all))
+	count := map[[32]byte]int{}
+	for i, p := range all {
+		d, _ := open(p)
+		copy(st[i].fp[:], d.take(32))
+		st[i].settings = d.str()
+		st[i].has, st[i].step = d.u8() != 0, d.u64()
+		d.u64()
+		if err := d.end(); err != nil {
+			return fmt.Errorf("cluster: member %d's status: %w", i, err)
+		}
+		count[st[i].fp]++
+	}
+	if len(count) == 1 {
+		return nil
+	}
+	group := -1 // the member whose settings are the group's
+	for i, s := range st {
+		better := group < 0
+		if !better {
+			g := st[group]
+			switch {
+			case count[s.fp] != count[g.fp]:
+				better = count[s.fp] > count[g.fp]
+			case s.has != g.has:
+				better = s.has
+			default:
+				better = s.step > g.step
+			}
+		}
+		if better {
+			group = i
+		}
+	}
+	g := st[group]
+	if me := st[m.g.Rank()]; me.fp != g.fp {
+		return &RefusedError{Differences: differences(me.settings, g.settings)}
+	}
+	for i, s := range st {
+		if s.fp != g.fp {
+			diff := differences(s.settings, g.settings)
+			return fmt.Errorf("%w: member %d's model settings differ from the group's (%s is %s there, %s here); it is refused and this generation waits for the next, without it",
+				ErrMismatch, i, diff[0].Field, diff[0].Here, diff[0].Group)
+		}
+	}
+	return nil
+}
+
 // gather runs one round with m.out as this member's payload and checks
 // that every payload is of kind (or an abort).
 func (m *Member) gather(ctx context.Context, kind byte) ([][]byte, error) {
 	r := m.round
 	m.round++
 	all, err := m.g.AllGather(ctx, r, m.out.b)
+	m.sent += int64(len(m.out.b))
+	return m.check(r, kind, all, err)
+}
+
+// scatter runs one AllToAll round with m.outs[j] for member j and checks
+// that every part received is of kind (or an abort).
+func (m *Member) scatter(ctx context.Context, kind byte) ([][]byte, error) {
+	r := m.round
+	m.round++
+	parts := make([][]byte, len(m.outs))
+	for j := range m.outs {
+		parts[j] = m.outs[j].b
+		if j != m.g.Rank() {
+			m.sent += int64(len(parts[j]))
+		}
+	}
+	all, err := m.g.AllToAll(ctx, r, parts)
+	return m.check(r, kind, all, err)
+}
+
+// check checks round r's payloads: one per member, each of kind (or an
+// abort, which fails the round).
+func (m *Member) check(r uint64, kind byte, all [][]byte, err error) ([][]byte, error) {
 	if err != nil {
 		return nil, m.lost(fmt.Errorf("cluster: round %d: %w", r, err))
 	}
@@ -187,6 +392,9 @@ func (m *Member) gather(ctx context.Context, kind byte) ([][]byte, error) {
 		return nil, m.lost(fmt.Errorf("cluster: round %d: %d payloads from %d members", r, len(all), m.g.Size()))
 	}
 	for i, p := range all {
+		if i != m.g.Rank() {
+			m.recv += int64(len(p))
+		}
 		d, k := open(p)
 		switch {
 		case d.err != nil:
@@ -401,21 +609,46 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	if perr != nil && !refused {
 		return m.abort(ctx, perr)
 	}
+	has := rows > 0 && !refused
+	var summed bool
+	if m.Parts == AllGatherParts {
+		summed, err = m.allGatherParts(ctx, has)
+	} else {
+		summed, err = m.reduceScatter(ctx, has)
+	}
+	if err != nil {
+		return err
+	}
+	grad := &m.grad
+	if !summed {
+		grad = &online.Partial{} // no parts: the guard refuses before reading it
+	}
+	err = l.Apply(&m.total, grad)
+	if err != nil && !errors.Is(err, online.ErrDiverged) {
+		return m.lost(err) // sizes that cannot differ between members
+	}
+	m.next.Merge(union)
+	return err
+}
+
+// allGatherParts sums the step's parts with one AllGather (see
+// AllGatherParts); has says this member has a part in m.part. It returns
+// whether any member had one, the sum then in m.grad.
+func (m *Member) allGatherParts(ctx context.Context, has bool) (bool, error) {
 	m.out.start(kindPartial)
-	if rows > 0 && !refused {
+	if has {
 		m.out.floats(m.part.Grad)
 		m.out.floats(m.part.New)
 		m.out.floats(m.part.Sums)
 		m.out.floats(m.part.NewSums)
 	} else {
-		m.out.floats(nil)
-		m.out.floats(nil)
-		m.out.floats(nil)
-		m.out.floats(nil)
+		for range 4 {
+			m.out.floats(nil)
+		}
 	}
-	all, err = m.gather(ctx, kindPartial)
+	all, err := m.gather(ctx, kindPartial)
 	if err != nil {
-		return err
+		return false, err
 	}
 	first := true
 	var pa online.Partial
@@ -424,7 +657,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		pa.Grad, pa.New = d.floats(pa.Grad), d.floats(pa.New)
 		pa.Sums, pa.NewSums = d.floats(pa.Sums), d.floats(pa.NewSums)
 		if err := d.end(); err != nil {
-			return m.lost(fmt.Errorf("cluster: member %d's partial: %w", i, err))
+			return false, m.lost(fmt.Errorf("cluster: member %d's partial: %w", i, err))
 		}
 		if len(pa.Grad) == 0 {
 			continue // a member without rows, or one whose Partial refused the batch
@@ -438,21 +671,143 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 			continue
 		}
 		if len(pa.Grad) != len(m.grad.Grad) || len(pa.New) != len(m.grad.New) || len(pa.Sums) != len(m.grad.Sums) || len(pa.NewSums) != len(m.grad.NewSums) {
-			return m.lost(fmt.Errorf("%w: member %d's partial has other sizes than member %d's", errWire, i, 0))
+			return false, m.lost(fmt.Errorf("%w: member %d's partial has other sizes than the first's", errWire, i))
 		}
 		m.grad.Add(&pa)
 	}
-	grad := &m.grad
-	if first {
-		grad = &online.Partial{} // no parts: the guard refuses before reading it
-	}
-	err = l.Apply(&m.total, grad)
-	if err != nil && !errors.Is(err, online.ErrDiverged) {
-		return m.lost(err) // sizes that cannot differ between members
-	}
-	m.next.Merge(union)
-	return err
+	return !first, nil
 }
+
+// partLens are the lengths of a Partial's four arrays, in their order.
+type partLens [4]int
+
+func (n partLens) total() int { return n[0] + n[1] + n[2] + n[3] }
+
+// bound is where slice j of n starts in a part of length total.
+func bound(j, n, total int) int { return int(int64(j) * int64(total) / int64(n)) }
+
+func (e *enc) lens(n partLens) {
+	for _, v := range n {
+		e.u32(uint32(v))
+	}
+}
+
+func (d *dec) lens() partLens {
+	var n partLens
+	for i := range n {
+		n[i] = int(d.u32())
+	}
+	return n
+}
+
+// reduceScatter sums the step's parts in two rounds (see ReduceScatter):
+// slice j of the flattened part [Grad, New, Sums, NewSums] goes to member
+// j, which adds the slices in rank order, skipping members without a
+// part, and sends the sum to every member. Every number is added in the
+// order allGatherParts adds it. has says this member has a part in
+// m.part. It returns whether any member had one, the sum then in m.grad.
+func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
+	n, me := m.g.Size(), m.g.Rank()
+	var lens partLens
+	m.flat = m.flat[:0]
+	if has {
+		lens = partLens{len(m.part.Grad), len(m.part.New), len(m.part.Sums), len(m.part.NewSums)}
+		m.flat = append(append(append(append(m.flat, m.part.Grad...), m.part.New...), m.part.Sums...), m.part.NewSums...)
+	}
+	if len(m.outs) != n {
+		m.outs = make([]enc, n)
+	}
+	for j := range m.outs {
+		e := &m.outs[j]
+		e.start(kindSlice)
+		if !has {
+			e.u8(0)
+			e.lens(partLens{})
+			e.floats(nil)
+			continue
+		}
+		e.u8(1)
+		e.lens(lens)
+		e.floats(m.flat[bound(j, n, lens.total()):bound(j+1, n, lens.total())])
+	}
+	all, err := m.scatter(ctx, kindSlice)
+	if err != nil {
+		return false, err
+	}
+	// This member's slice: the sum over the members with a part.
+	var want partLens
+	some := false
+	var sl []float64
+	m.red = m.red[:0]
+	for i, p := range all {
+		d, _ := open(p)
+		h, ln := d.u8(), d.lens()
+		sl = d.floats(sl)
+		if err := d.end(); err != nil {
+			return false, m.lost(fmt.Errorf("cluster: member %d's slice: %w", i, err))
+		}
+		if h == 0 {
+			continue
+		}
+		if some && ln != want || len(sl) != bound(me+1, n, ln.total())-bound(me, n, ln.total()) {
+			return false, m.lost(fmt.Errorf("%w: member %d's slice has other sizes than the others'", errWire, i))
+		}
+		if !some {
+			want, some = ln, true
+			m.red = append(m.red, sl...)
+			continue
+		}
+		addFloats(m.red, sl)
+	}
+	m.out.start(kindReduced)
+	if some {
+		m.out.u8(1)
+	} else {
+		m.out.u8(0)
+	}
+	m.out.lens(want)
+	m.out.floats(m.red)
+	all, err = m.gather(ctx, kindReduced)
+	if err != nil {
+		return false, err
+	}
+	// The sum: the reduced slices in rank order.
+	m.flat = m.flat[:0]
+	for i, p := range all {
+		d, _ := open(p)
+		h, ln := d.u8(), d.lens()
+		sl = d.floats(sl)
+		if err := d.end(); err != nil {
+			return false, m.lost(fmt.Errorf("cluster: member %d's sum: %w", i, err))
+		}
+		if h == 0 && some || h != 0 && (!some || ln != want) || len(sl) != bound(i+1, n, want.total())-bound(i, n, want.total()) {
+			return false, m.lost(fmt.Errorf("%w: member %d's sum disagrees with the slices this member reduced", errWire, i))
+		}
+		m.flat = append(m.flat, sl...)
+	}
+	if !some {
+		return false, nil
+	}
+	f := m.flat
+	m.grad.Grad = append(m.grad.Grad[:0], f[:want[0]]...)
+	f = f[want[0]:]
+	m.grad.New = append(m.grad.New[:0], f[:want[1]]...)
+	f = f[want[1]:]
+	m.grad.Sums = append(m.grad.Sums[:0], f[:want[2]]...)
+	m.grad.NewSums = append(m.grad.NewSums[:0], f[want[2]:]...)
+	return true, nil
+}
+
+func addFloats(dst, src []float64) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+// Traffic returns the payload bytes this member has handed to its
+// Gatherers (an AllGather's payload once, an AllToAll's parts for the
+// others) and received from the other members, since it joined.
+func (m *Member) Traffic() (sent, received int64) { return m.sent, m.recv }
 
 // zeros returns s with length n, all zero.
 func zeros(s []float64, n int) []float64 {

@@ -437,3 +437,126 @@ func TestRefusedUnionBatchWithAnIdleMember(t *testing.T) {
 	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{50, 50}}))
 	sameBits(t, members)
 }
+
+// TestPartsExchangesAreOneModel: the two ways of summing the gradient
+// parts (ReduceScatter, the default, and AllGatherParts) add the same
+// numbers in the same order: two groups fed the same batches, a member
+// without rows at some steps, hold the same bits.
+func TestPartsExchangesAreOneModel(t *testing.T) {
+	for _, center := range []bool{false, true} {
+		cfg := testConfig(center)
+		x, d := stream(12000)
+		var groups [2][]*Member
+		for g, parts := range []PartsExchange{ReduceScatter, AllGatherParts} {
+			sc := &schedule{x: x, d: d}
+			groups[g] = joinAll(t, cfg, make([]*snapshot.Snapshot, 3), time.Minute)
+			for _, m := range groups[g] {
+				m.Parts = parts
+			}
+			shares := [][]int{{100, 60, 40}}
+			for s := range 12 {
+				shares = append(shares, []int{80 + s, 70 * (s % 2), 50})
+			}
+			noErrors(t, runSteps(context.Background(), groups[g], sc, shares))
+		}
+		sameBits(t, append(groups[0], groups[1]...))
+	}
+}
+
+// TestReduceScatterTraffic: with ReduceScatter the bytes a member sends a
+// step are one part (P) whatever the group's size, and it receives
+// 2·P·(n−1)/n (the lower bound of an exact all-reduce: Patarasuk & Yuan
+// 2009); with AllGatherParts it receives (n−1)·P. Measured on the payloads
+// handed to the Gatherer over 2…16 in-memory members, against those
+// closed forms (the moments' round and the slices' headers add a few
+// hundred bytes).
+func TestReduceScatterTraffic(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(40000)
+	p := float64(cfg.MaxFeatures * cfg.K * 8) // a part: features·k float64
+	for _, parts := range []PartsExchange{ReduceScatter, AllGatherParts} {
+		for _, n := range []int{2, 4, 8, 16} {
+			sc := &schedule{x: x, d: d}
+			members := joinAll(t, cfg, make([]*snapshot.Snapshot, n), time.Minute)
+			share := func(rows int) []int {
+				s := make([]int, n)
+				for i := range s {
+					s[i] = rows
+				}
+				return s
+			}
+			// Fill the budget (512 features in blocks of 64), then measure.
+			noErrors(t, runSteps(context.Background(), members, sc, [][]int{share(20), share(10), share(10), share(10), share(10), share(10), share(10), share(10), share(10)}))
+			if f := members[0].Learner().Features(); f != cfg.MaxFeatures {
+				t.Fatalf("%d features after filling, want %d", f, cfg.MaxFeatures)
+			}
+			for _, m := range members {
+				m.Parts = parts
+			}
+			s0, r0 := members[n-1].Traffic()
+			const steps = 4
+			noErrors(t, runSteps(context.Background(), members, sc, [][]int{share(10), share(10), share(10), share(10)}))
+			s1, r1 := members[n-1].Traffic()
+			sent, recv := float64(s1-s0)/steps, float64(r1-r0)/steps
+			wantSent, wantRecv := p, 2*p*float64(n-1)/float64(n)
+			if parts == AllGatherParts {
+				wantRecv = float64(n-1) * p
+			}
+			t.Logf("exchange %d, %2d members: sent %.0f B (P = %.0f), received %.0f B (closed form %.0f)", parts, n, sent, p, recv, wantRecv)
+			// The moments' round and headers: at most 1 KiB per other member.
+			if sent < wantSent || sent > wantSent+1024*float64(n) {
+				t.Errorf("exchange %d, %d members: sent %.0f bytes a step, want P = %.0f plus headers", parts, n, sent, wantSent)
+			}
+			if recv < wantRecv || recv > wantRecv+1024*float64(n) {
+				t.Errorf("exchange %d, %d members: received %.0f bytes a step, want %.0f plus headers", parts, n, recv, wantRecv)
+			}
+		}
+	}
+}
+
+// TestOddMemberIsRefused: two members hold a model and a third joins with
+// another k. The odd one is refused with an error that names K and both
+// values (retrying cannot help it); the two others fail this generation
+// only, and the next one without the odd member steps on.
+func TestOddMemberIsRefused(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(4000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}, {50, 50}}))
+	odd := cfg
+	odd.K++
+	g := NewMemGroup(3, time.Minute)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Go(func() { errs[i] = m.Rejoin(context.Background(), g.Member(i)) })
+	}
+	wg.Go(func() {
+		m, err := Join(context.Background(), g.Member(2), odd, nil)
+		if m != nil {
+			m.Close()
+		}
+		errs[2] = err
+	})
+	wg.Wait()
+	var refused *RefusedError
+	if !errors.As(errs[2], &refused) || !errors.Is(errs[2], ErrRefused) || !errors.Is(errs[2], ErrMismatch) {
+		t.Fatalf("the odd member: %v, want a *RefusedError", errs[2])
+	}
+	if len(refused.Differences) != 1 || refused.Differences[0] != (Difference{Field: "K", Here: "5", Group: "4"}) {
+		t.Errorf("the odd member's differences %+v, want K 5 here, 4 in the group", refused.Differences)
+	}
+	t.Logf("the odd member: %v", errs[2])
+	for i := range 2 {
+		if !errors.Is(errs[i], ErrMismatch) || errors.Is(errs[i], ErrRefused) {
+			t.Errorf("member %d: %v, want ErrMismatch without ErrRefused", i, errs[i])
+		}
+	}
+	rejoinAll(t, members, time.Minute)
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{60, 40}}))
+	sameBits(t, members)
+	if got := members[0].Learner().SamplesSeen(); got != 400 {
+		t.Errorf("%d samples after the odd member left, want 400", got)
+	}
+}

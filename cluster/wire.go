@@ -17,12 +17,16 @@ import (
 // then its bytes; offsets are a count (uint32) then per partition the
 // topic (string), the partition (uint32) and the next offset (int64).
 //
-//	status   fingerprint [32]byte, has model (byte), step, samples (uint64)
+//	status   fingerprint [32]byte, settings (string), has model (byte), step, samples (uint64)
 //	state    a snapshot's bytes (.skpca), or nothing when not the sender
 //	first    rows, dim (uint32), the rows (float64 array), offsets
 //	moments  step, samples (uint64), rows (uint32), Σh, upper Σh·hᵀ (float64 arrays), offsets
 //	partial  Grad, New, Sums, NewSums (float64 arrays); all empty from a member without rows
 //	abort    the member's reason (string)
+//	slice    has a part (byte), the four arrays' lengths (uint32 each),
+//	         the receiver's slice of the flattened part (float64 array)
+//	reduced  any member had a part (byte), the lengths, the sender's
+//	         slice summed over the members (float64 array)
 const (
 	kindStatus byte = 1 + iota
 	kindState
@@ -30,6 +34,8 @@ const (
 	kindMoments
 	kindPartial
 	kindAbort
+	kindSlice
+	kindReduced
 )
 
 var wireMagic = [4]byte{'S', 'K', 'C', '1'}

@@ -942,6 +942,35 @@ func (l Learner) Online(model string, dim int) online.Config {
 	}
 }
 
+// OnlineKey names the setting of this file that sets online.Config's
+// field (as cluster.Difference names it: Kernel.Bandwidth for a kernel's
+// field): the inverse of Online. A field it does not know is returned as
+// it is.
+func OnlineKey(field string) string {
+	keys := map[string]string{
+		"Model": "model", "Dim": "kafka.dim", "Algorithm": "learner.algorithm", "K": "learner.k",
+		"Kernel.Family": "learner.kernel", "Kernel.Bandwidth": "learner.bandwidth", "Kernel.Nu": "learner.nu",
+		"Kernel.Degree": "learner.degree", "Kernel.Offset": "learner.offset", "Kernel.Coefficients": "learner.coefficients",
+		"Kernel.P": "learner.p", "Kernel.Beta": "learner.beta", "Kernel.Lambda": "learner.lambda",
+		"KernelY.Family": "learner.kernel_y", "KernelY.Bandwidth": "learner.bandwidth_y",
+		"Slices": "learner.slices", "Uncentered": "learner.uncentered", "BlockSize": "learner.block",
+		"MaxFeatures": "learner.max_features", "Features": "learner.features", "Solver": "learner.solver",
+		"Ridge": "learner.ridge", "Theta0": "learner.theta0", "Theta1": "learner.theta1", "Average": "learner.average",
+		"Forget": "learner.forget", "Seed": "learner.seed", "Standardize": "learner.standardize", "Center": "learner.center",
+		"Precision": "learner.precision", "Compute": "learner.compute",
+	}
+	if k, ok := keys[field]; ok {
+		return k
+	}
+	if strings.HasPrefix(field, "KernelY.") {
+		return "learner.kernel_y" // its only other setting: bandwidth_y
+	}
+	if field == "DimY" {
+		return "the dimension of the messages' y"
+	}
+	return field
+}
+
 // KernelSpec returns the learner's kernel as online/features describes it.
 func (l Learner) KernelSpec() features.Kernel {
 	return features.Kernel{

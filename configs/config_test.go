@@ -375,3 +375,39 @@ func TestLearnerAverage(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlineKeyNamesEveryModelSetting: every field of online.Config that
+// defines the model (those cluster members must share) is named by a
+// key of this file, and that key's last part is a yaml tag here.
+func TestOnlineKeyNamesEveryModelSetting(t *testing.T) {
+	tags := map[string]bool{"model": true}
+	for _, typ := range []reflect.Type{reflect.TypeOf(Learner{}), reflect.TypeOf(Kafka{})} {
+		for i := range typ.NumField() {
+			tags[strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0]] = true
+		}
+	}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			switch f.Name {
+			case "Workers", "CacheBytes", "KeepBytes", "Incarnation", "DimY":
+				continue // runtime settings, the incarnation a cluster leaves empty, y's width from the messages
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(prefix+f.Name+".", f.Type)
+				continue
+			}
+			key := OnlineKey(prefix + f.Name)
+			if key == prefix+f.Name {
+				t.Errorf("online.Config's %s%s has no key", prefix, f.Name)
+				continue
+			}
+			parts := strings.Split(key, ".")
+			if !tags[parts[len(parts)-1]] {
+				t.Errorf("%s%s's key %s is not a setting of this file", prefix, f.Name, key)
+			}
+		}
+	}
+	walk("", reflect.TypeOf(online.Config{}))
+}

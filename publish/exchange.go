@@ -73,11 +73,12 @@ type ExchangeConfig struct {
 	PendingBytes int
 }
 
-// Exchange is an all-gather among the members of one generation over core
-// NATS: every member publishes one payload a round, split into chunks
-// below the server's message limit, and receives every member's payload
-// of that round, ordered by member id. It is the transport of the
-// data-parallel steps (package cluster): two rounds a step.
+// Exchange is the rounds of the members of one generation over core NATS
+// (package cluster's Gatherer): in an all-gather every member publishes
+// one payload, split into chunks below the server's message limit, and
+// receives every member's, ordered by member id; in an all-to-all every
+// member sends one part to each other member on that member's own
+// subject. It is the transport of the data-parallel steps.
 //
 // Core NATS delivers at most once: a message lost (a member gone, a
 // connection cut, a subscription past PendingBytes) makes the round time
@@ -174,6 +175,13 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 		}
 		e.subs = append(e.subs, sub)
 	}
+	// The parts addressed to this member (AllToAll), from every other.
+	sub, err := nc.ChanSubscribe(e.direct(-1, self), e.in)
+	if err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.direct(-1, self), err)
+	}
+	e.subs = append(e.subs, sub)
 	// The subscriptions must be known to the server before any member
 	// publishes the first round, or that round's early chunks are lost.
 	if err := nc.Flush(); err != nil {
@@ -185,6 +193,17 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 
 // subject is member rank's subject: <prefix>.<model>.cluster.<generation>.<rank>.
 func (e *Exchange) subject(rank int) string { return e.subj + "." + strconv.Itoa(rank) }
+
+// direct is the subject of from's parts for member to (AllToAll):
+// <prefix>.<model>.cluster.<generation>.<from>.<to>; from −1 is the
+// wildcard of every sender.
+func (e *Exchange) direct(from, to int) string {
+	f := "*"
+	if from >= 0 {
+		f = strconv.Itoa(from)
+	}
+	return e.subj + "." + f + "." + strconv.Itoa(to)
+}
 
 // Size is the number of members.
 func (e *Exchange) Size() int { return len(e.members) }
@@ -232,27 +251,65 @@ func (e *Exchange) Close() error {
 // arrived within the timeout, and ctx's error when ctx ends first. The
 // returned slices are not reused by the Exchange.
 func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) ([][]byte, error) {
-	if e.closed {
-		return nil, fmt.Errorf("publish: exchange: AllGather after Close")
-	}
-	if round < e.last {
-		return nil, fmt.Errorf("publish: exchange: round %d after round %d", round, e.last-1)
-	}
-	if len(payload) > maxExchangePayload {
-		return nil, fmt.Errorf("publish: exchange: a payload of %d bytes (at most %d)", len(payload), maxExchangePayload)
-	}
-	if err := e.send(round, payload); err != nil {
+	if err := e.check(round, payload); err != nil {
 		return nil, err
 	}
-	g := e.round(round)
-	if payload == nil {
-		payload = []byte{} // nil marks a payload not yet complete
+	if err := e.send(round, e.subject(e.self), payload); err != nil {
+		return nil, err
 	}
-	g.payload[e.self] = payload
-	g.missing--
 	if e.first == nil {
 		e.firstRound, e.first = round, slices.Clone(payload)
+		if e.first == nil {
+			e.first = []byte{}
+		}
 	}
+	return e.collect(ctx, round, payload)
+}
+
+// AllToAll sends parts[j] to member j (on Subject().<self>.<j>) and
+// returns, in rank order, the part every member sent to this one (its
+// own is parts[Rank()]). Errors as AllGather's; it is never a first
+// round (nothing is sent again).
+func (e *Exchange) AllToAll(ctx context.Context, round uint64, parts [][]byte) ([][]byte, error) {
+	if len(parts) != len(e.members) {
+		return nil, fmt.Errorf("publish: exchange: round %d: %d parts for %d members", round, len(parts), len(e.members))
+	}
+	for j, p := range parts {
+		if err := e.check(round, p); err != nil {
+			return nil, err
+		}
+		if j == e.self {
+			continue
+		}
+		if err := e.send(round, e.direct(e.self, j), p); err != nil {
+			return nil, err
+		}
+	}
+	return e.collect(ctx, round, parts[e.self])
+}
+
+// check refuses a round that cannot be sent.
+func (e *Exchange) check(round uint64, payload []byte) error {
+	switch {
+	case e.closed:
+		return fmt.Errorf("publish: exchange: a round after Close")
+	case round < e.last:
+		return fmt.Errorf("publish: exchange: round %d after round %d", round, e.last-1)
+	case len(payload) > maxExchangePayload:
+		return fmt.Errorf("publish: exchange: a payload of %d bytes (at most %d)", len(payload), maxExchangePayload)
+	}
+	return nil
+}
+
+// collect waits for the other members' payloads of round (own is this
+// member's) until the timeout or ctx ends.
+func (e *Exchange) collect(ctx context.Context, round uint64, own []byte) ([][]byte, error) {
+	g := e.round(round)
+	if own == nil {
+		own = []byte{} // nil marks a payload not yet complete
+	}
+	g.payload[e.self] = own
+	g.missing--
 	deadline := time.Now().Add(e.timeout)
 	tick := time.NewTimer(resendEvery)
 	defer tick.Stop()
@@ -283,7 +340,7 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 			// A member may have subscribed after the first round went
 			// out: until the second completes here (then every member
 			// has the first), the first goes out again.
-			if err := e.send(e.firstRound, e.first); err != nil {
+			if err := e.send(e.firstRound, e.subject(e.self), e.first); err != nil {
 				return nil, err
 			}
 		}
@@ -294,8 +351,8 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 	return out, nil
 }
 
-// send publishes payload's chunks for round.
-func (e *Exchange) send(round uint64, payload []byte) error {
+// send publishes payload's chunks for round on subject.
+func (e *Exchange) send(round uint64, subject string, payload []byte) error {
 	parts := max(1, (len(payload)+e.chunk-1)/e.chunk)
 	h := e.hdr[:]
 	copy(h, exchangeMagic[:])
@@ -303,7 +360,7 @@ func (e *Exchange) send(round uint64, payload []byte) error {
 		putHeader(h, round, uint64(len(payload)), uint32(e.self), uint32(p), uint32(parts))
 		body := payload[p*e.chunk : min(len(payload), (p+1)*e.chunk)]
 		e.outChunk = append(append(e.outChunk[:0], h...), body...)
-		if err := e.nc.Publish(e.subject(e.self), e.outChunk); err != nil {
+		if err := e.nc.Publish(subject, e.outChunk); err != nil {
 			return fmt.Errorf("publish: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
 		}
 	}
@@ -349,7 +406,7 @@ func (e *Exchange) receive(msg *nats.Msg, cur uint64) {
 	parts := int(binary.LittleEndian.Uint32(data[28:]))
 	body := data[exchangeHeader:]
 	switch {
-	case r < cur || r > cur+1, from >= len(e.members), from == e.self, msg.Subject != e.subject(from),
+	case r < cur || r > cur+1, from >= len(e.members), from == e.self, msg.Subject != e.subject(from) && msg.Subject != e.direct(from, e.self),
 		total > maxExchangePayload, parts < 1, part >= parts,
 		uint64(parts) > total+1, uint64(len(body)) > total:
 		e.dropped++

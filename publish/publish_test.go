@@ -152,8 +152,7 @@ func TestPublishWatchLatest(t *testing.T) {
 		}
 	}
 	// Retention: only the newest Keep = 2 objects remain.
-	obs, _, _ := buckets(ctx, pub.js, pub.cfg, false)
-	lst, _ := obs.List(ctx)
+	lst, _ := pub.b.ListObjects(ctx)
 	if len(lst) != 2 {
 		t.Errorf("object store holds %d versions, want 2", len(lst))
 	}

@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -13,11 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
@@ -100,56 +97,34 @@ func ObjectName(model string, version uint64) string {
 	return fmt.Sprintf("%s/%020d", model, version)
 }
 
-// Publisher publishes snapshots. It is safe for concurrent use.
+// Publisher publishes snapshots through a Backend. It is safe for
+// concurrent use.
 type Publisher struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	b   Backend
 	cfg Config
 	log zerolog.Logger
-
-	mu  sync.Mutex
-	obs jetstream.ObjectStore
-	kv  jetstream.KeyValue
 }
 
-// NewPublisher returns a publisher; buckets are created on first use, so
-// it can be built while NATS is unreachable.
+// NewPublisher returns a publisher over NATS; buckets are created on first
+// use, so it can be built while NATS is unreachable.
 func NewPublisher(nc *nats.Conn, cfg Config, log zerolog.Logger) (*Publisher, error) {
+	b, err := NewNATSBackend(nc, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return NewPublisherOn(b, cfg, log)
+}
+
+// NewPublisherOn returns a publisher through b.
+func NewPublisherOn(b Backend, cfg Config, log zerolog.Logger) (*Publisher, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("publish: jetstream: %w", err)
-	}
-	return &Publisher{nc: nc, js: js, cfg: cfg, log: log}, nil
+	return &Publisher{b: b, cfg: cfg, log: log}, nil
 }
 
 // Config returns the configuration with defaults.
 func (p *Publisher) Config() Config { return p.cfg }
-
-func buckets(ctx context.Context, js jetstream.JetStream, cfg Config, create bool) (jetstream.ObjectStore, jetstream.KeyValue, error) {
-	var obs jetstream.ObjectStore
-	var kv jetstream.KeyValue
-	var err error
-	if create {
-		obs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.ObjectBucket, Description: "streamkpca snapshot versions", Storage: jetstream.FileStorage})
-	} else {
-		obs, err = js.ObjectStore(ctx, cfg.ObjectBucket)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("publish: object store %q: %w", cfg.ObjectBucket, err)
-	}
-	if create {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.KVBucket, Description: "streamkpca latest snapshot per model", History: 5, Storage: jetstream.FileStorage})
-	} else {
-		kv, err = js.KeyValue(ctx, cfg.KVBucket)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("publish: key-value bucket %q: %w", cfg.KVBucket, err)
-	}
-	return obs, kv, nil
-}
 
 // Publish stores data (the encoded snap) as a new version, points the
 // latest key at it, announces it, and prunes old versions.
@@ -157,45 +132,23 @@ func buckets(ctx context.Context, js jetstream.JetStream, cfg Config, create boo
 // The mutex guards only the bucket handles, never a network call, so that
 // a call the NATS client fails to return from cannot block the next one.
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
-	obs, kv, err := p.handles(ctx)
-	if err != nil {
-		return Notice{}, err
-	}
-	n, err := p.store(ctx, obs, snap.Header, data)
+	n, err := p.store(ctx, snap.Header, data)
 	if err != nil {
 		return n, err
 	}
 	js, _ := json.Marshal(n)
-	if _, err := kv.Put(ctx, p.cfg.Model, js); err != nil {
+	if err := p.b.PutKey(ctx, p.cfg.Model, js); err != nil {
 		return n, fmt.Errorf("publish: point %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
-	if err := p.nc.Publish(p.cfg.UpdatesSubject(), js); err != nil {
-		return n, fmt.Errorf("publish: notice: %w", err)
+	if err := p.b.Announce(p.cfg.UpdatesSubject(), js); err != nil {
+		return n, err
 	}
-	p.prune(ctx, obs, kv, n)
+	p.prune(ctx, n)
 	return n, nil
 }
 
-// handles returns the bucket handles, creating the buckets on first use.
-func (p *Publisher) handles(ctx context.Context) (jetstream.ObjectStore, jetstream.KeyValue, error) {
-	p.mu.Lock()
-	obs, kv := p.obs, p.kv
-	p.mu.Unlock()
-	if obs != nil {
-		return obs, kv, nil
-	}
-	obs, kv, err := buckets(ctx, p.js, p.cfg, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	p.mu.Lock()
-	p.obs, p.kv = obs, kv
-	p.mu.Unlock()
-	return obs, kv, nil
-}
-
-// store puts a version's bytes in the Object Store and returns its notice.
-func (p *Publisher) store(ctx context.Context, obs jetstream.ObjectStore, h snapshot.Header, data []byte) (Notice, error) {
+// store puts a version's bytes in the object store and returns its notice.
+func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (Notice, error) {
 	sum := sha256.Sum256(data)
 	n := Notice{
 		Model: p.cfg.Model, Incarnation: h.Incarnation, Version: h.Version(), SamplesSeen: h.SamplesSeen,
@@ -203,10 +156,9 @@ func (p *Publisher) store(ctx context.Context, obs jetstream.ObjectStore, h snap
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
 		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes,
 	}
-	meta := jetstream.ObjectMeta{Name: n.Object, Metadata: map[string]string{
-		metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}}
-	if _, err := obs.Put(ctx, meta, bytes.NewReader(data)); err != nil {
-		return n, fmt.Errorf("publish: put %s: %w", n.Object, err)
+	meta := map[string]string{metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}
+	if err := p.b.PutObject(ctx, n.Object, meta, data); err != nil {
+		return n, err
 	}
 	return n, nil
 }
@@ -218,16 +170,12 @@ func PinKey(model string) string { return model + ".pin" }
 // instead of the newest, until Unpin: the version is (re)stored in the
 // Object Store and the pin key points at it.
 func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) error {
-	obs, kv, err := p.handles(ctx)
-	if err != nil {
-		return err
-	}
-	n, err := p.store(ctx, obs, *m.Header(), data)
+	n, err := p.store(ctx, *m.Header(), data)
 	if err != nil {
 		return err
 	}
 	js, _ := json.Marshal(n)
-	if _, err := kv.Put(ctx, PinKey(p.cfg.Model), js); err != nil {
+	if err := p.b.PutKey(ctx, PinKey(p.cfg.Model), js); err != nil {
 		return fmt.Errorf("publish: pin %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
 	return nil
@@ -235,19 +183,15 @@ func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) err
 
 // PinnedVersion returns the version the pin key names, 0 when none does.
 func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
-	_, kv, err := p.handles(ctx)
-	if err != nil {
-		return 0, err
-	}
-	e, err := kv.Get(ctx, PinKey(p.cfg.Model))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	v, err := p.b.GetKey(ctx, PinKey(p.cfg.Model))
+	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("publish: read the pin of %s: %w", p.cfg.Model, err)
 	}
 	var n Notice
-	if err := json.Unmarshal(e.Value(), &n); err != nil {
+	if err := json.Unmarshal(v, &n); err != nil {
 		return 0, fmt.Errorf("publish: the pin of %s: %w", p.cfg.Model, err)
 	}
 	return n.Version, nil
@@ -255,23 +199,15 @@ func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
 
 // Unpin lets every Watch follow the newest version again.
 func (p *Publisher) Unpin(ctx context.Context) error {
-	_, kv, err := p.handles(ctx)
-	if err != nil {
-		return err
-	}
-	if err := kv.Delete(ctx, PinKey(p.cfg.Model)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := p.b.DeleteKey(ctx, PinKey(p.cfg.Model)); err != nil {
 		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
 	}
 	return nil
 }
 
-// Reset drops the cached bucket handles; the next Publish looks them up
-// again (after a call was abandoned, or the server was replaced).
-func (p *Publisher) Reset() {
-	p.mu.Lock()
-	p.obs, p.kv = nil, nil
-	p.mu.Unlock()
-}
+// Reset drops the backend's cached handles; the next Publish looks them
+// up again (after a call was abandoned, or the server was replaced).
+func (p *Publisher) Reset() { p.b.Reset() }
 
 // Object metadata keys: the incarnation and version of a stored object.
 const (
@@ -285,15 +221,15 @@ const (
 // incarnation has Keep of its own (readers have moved to it by then).
 // It never deletes latest, nor the pinned version. Objects stored before
 // incarnations existed count as incarnation "".
-func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore, kv jetstream.KeyValue, latest Notice) {
-	lst, err := obs.List(ctx)
+func (p *Publisher) prune(ctx context.Context, latest Notice) {
+	lst, err := p.b.ListObjects(ctx)
 	if err != nil {
 		return
 	}
 	pinned := ""
-	if e, err := kv.Get(ctx, PinKey(p.cfg.Model)); err == nil {
+	if v, err := p.b.GetKey(ctx, PinKey(p.cfg.Model)); err == nil {
 		var n Notice
-		if json.Unmarshal(e.Value(), &n) == nil {
+		if json.Unmarshal(v, &n) == nil {
 			pinned = n.Object
 		}
 	}
@@ -331,7 +267,7 @@ func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore, kv jet
 		}
 	}
 	for _, name := range drop {
-		if err := obs.Delete(ctx, name); err != nil {
+		if err := p.b.DeleteObject(ctx, name); err != nil {
 			p.log.Warn().Err(err).Str("object", name).Msg("publish: pruning an old version failed")
 		}
 	}
@@ -340,64 +276,65 @@ func (p *Publisher) prune(ctx context.Context, obs jetstream.ObjectStore, kv jet
 // ErrNoModel is returned when no version has been published yet.
 var ErrNoModel = errors.New("publish: no model version published yet")
 
-// Latest fetches the newest published version of a model.
+// Latest fetches the newest published version of a model over NATS.
 func Latest(ctx context.Context, nc *nats.Conn, cfg Config) (*snapshot.Model, Notice, error) {
+	b, err := NewNATSBackend(nc, cfg, false)
+	if err != nil {
+		return nil, Notice{}, err
+	}
+	return LatestFrom(ctx, b, cfg)
+}
+
+// LatestFrom fetches the newest published version of a model through b:
+// the version the latest pointer names, or, when that cannot be fetched,
+// the newest stored version of its incarnation that can.
+func LatestFrom(ctx context.Context, b Backend, cfg Config) (*snapshot.Model, Notice, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, Notice{}, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, Notice{}, err
-	}
-	obs, kv, err := buckets(ctx, js, cfg, false)
-	if err != nil {
-		return nil, Notice{}, err
-	}
-	e, err := kv.Get(ctx, cfg.Model)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	v, err := b.GetKey(ctx, cfg.Model)
+	if errors.Is(err, ErrNotFound) {
 		return nil, Notice{}, ErrNoModel
 	}
 	if err != nil {
 		return nil, Notice{}, fmt.Errorf("publish: get latest: %w", err)
 	}
-	m, n, err := fetch(ctx, obs, e.Value())
+	m, n, err := fetch(ctx, b, v)
 	if err == nil {
 		return m, n, nil
 	}
 	if cfg.OnSkip != nil {
 		cfg.OnSkip(n, err)
 	}
-	// The pointer names a version that cannot be fetched: the newest
-	// stored version of its incarnation that can.
-	if m, n2, err2 := newestStored(ctx, obs, cfg, n.Incarnation); err2 == nil {
+	if m, n2, err2 := newestStored(ctx, b, cfg, n.Incarnation); err2 == nil {
 		return m, n2, nil
 	}
 	return nil, n, err
 }
 
 // newestStored fetches the newest stored version of incarnation inc
-// that can be fetched, checked against the Object Store's own digest,
+// that can be fetched, checked against the store's own digest,
 // reporting the others to cfg.OnSkip.
-func newestStored(ctx context.Context, obs jetstream.ObjectStore, cfg Config, inc string) (*snapshot.Model, Notice, error) {
-	lst, err := obs.List(ctx)
+func newestStored(ctx context.Context, b Backend, cfg Config, inc string) (*snapshot.Model, Notice, error) {
+	lst, err := b.ListObjects(ctx)
 	if err != nil {
-		return nil, Notice{}, fmt.Errorf("publish: list %s: %w", cfg.ObjectBucket, err)
+		return nil, Notice{}, err
 	}
 	prefix := cfg.Model + "/"
-	var cands []*jetstream.ObjectInfo
+	var cands []ObjectInfo
 	for _, o := range lst {
 		if strings.HasPrefix(o.Name, prefix) && o.Metadata[metaIncarnation] == inc {
 			cands = append(cands, o)
 		}
 	}
-	version := func(o *jetstream.ObjectInfo) uint64 {
+	version := func(o ObjectInfo) uint64 {
 		v, _ := strconv.ParseUint(o.Metadata[metaVersion], 10, 64)
 		return v
 	}
-	slices.SortFunc(cands, func(a, b *jetstream.ObjectInfo) int { return cmp.Compare(version(b), version(a)) })
+	slices.SortFunc(cands, func(a, b ObjectInfo) int { return cmp.Compare(version(b), version(a)) })
 	for _, o := range cands {
 		n := Notice{Model: cfg.Model, Incarnation: inc, Version: version(o), Object: o.Name, Bucket: cfg.ObjectBucket}
-		data, err := obs.GetBytes(ctx, o.Name) // the client checks the object's digest
+		data, err := b.GetObject(ctx, o.Name)
 		if err == nil {
 			var m *snapshot.Model
 			if m, n, err = model(data, n); err == nil {
@@ -430,14 +367,14 @@ func model(data []byte, n Notice) (*snapshot.Model, Notice, error) {
 	return m, n, nil
 }
 
-func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snapshot.Model, Notice, error) {
+func fetch(ctx context.Context, b Backend, notice []byte) (*snapshot.Model, Notice, error) {
 	var n Notice
 	if err := json.Unmarshal(notice, &n); err != nil {
 		return nil, n, fmt.Errorf("publish: bad notice: %w", err)
 	}
-	data, err := obs.GetBytes(ctx, n.Object)
+	data, err := b.GetObject(ctx, n.Object)
 	if err != nil {
-		return nil, n, fmt.Errorf("publish: get %s: %w", n.Object, err)
+		return nil, n, err
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != n.SHA256 {
@@ -459,50 +396,44 @@ func fetch(ctx context.Context, obs jetstream.ObjectStore, notice []byte) (*snap
 // seen, so the next fetchable version is delivered. Buckets that do not
 // exist yet are waited for.
 func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
+	b, err := NewNATSBackend(nc, cfg, false)
+	if err != nil {
+		return err
+	}
+	return WatchFrom(ctx, b, cfg, fn)
+}
+
+// WatchFrom is Watch through b.
+func WatchFrom(ctx context.Context, b Backend, cfg Config, fn func(*snapshot.Model, Notice)) error {
 	if err := cfg.SetDefaults(); err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
+	updates, err := b.WatchKeys(ctx, []string{cfg.Model, PinKey(cfg.Model)})
 	if err != nil {
-		return err
-	}
-	var obs jetstream.ObjectStore
-	var kv jetstream.KeyValue
-	for {
-		obs, kv, err = buckets(ctx, js, cfg, false)
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
 		}
-	}
-	w, err := kv.WatchFiltered(ctx, []string{cfg.Model, PinKey(cfg.Model)})
-	if err != nil {
 		return fmt.Errorf("publish: watch %s: %w", cfg.Model, err)
 	}
-	defer w.Stop()
 	var f follower
 	initial := true
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case e, ok := <-w.Updates():
+		case u, ok := <-updates:
 			if !ok {
 				return ctx.Err()
 			}
 			switch {
-			case e == nil: // the initial values are in: deliver what they say
+			case u.Initial: // the initial values are in: deliver what they say
 				initial = false
-			case e.Key() == PinKey(cfg.Model) && e.Operation() == jetstream.KeyValuePut:
-				f.pinned = e.Value()
-			case e.Key() == PinKey(cfg.Model):
+			case u.Key == PinKey(cfg.Model) && !u.Deleted:
+				f.pinned = u.Value
+			case u.Key == PinKey(cfg.Model):
 				f.pinned = nil // deleted or purged: unpinned
-			case e.Operation() == jetstream.KeyValuePut:
-				f.latest = e.Value()
+			case !u.Deleted:
+				f.latest = u.Value
 			default:
 				continue
 			}
@@ -513,7 +444,7 @@ func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Mod
 			if !ok {
 				continue
 			}
-			m, n, err := fetch(ctx, obs, want)
+			m, n, err := fetch(ctx, b, want)
 			if err != nil {
 				if cfg.OnSkip != nil {
 					cfg.OnSkip(n, err)

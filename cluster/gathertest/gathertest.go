@@ -30,6 +30,7 @@ func payload(round uint64, rank, size int) []byte {
 // Run runs the suite.
 func Run(t *testing.T, newGroup NewGroup) {
 	t.Run("RankOrder", func(t *testing.T) { rankOrder(t, newGroup) })
+	t.Run("AllToAll", func(t *testing.T) { allToAll(t, newGroup) })
 	t.Run("MemberGone", func(t *testing.T) { memberGone(t, newGroup) })
 	t.Run("Cancel", func(t *testing.T) { cancel(t, newGroup) })
 }
@@ -68,6 +69,60 @@ func rankOrder(t *testing.T, newGroup NewGroup) {
 				for i, p := range all {
 					if !bytes.Equal(p, payload(r, i, size(r, i))) {
 						errs[m.Rank()] = fmt.Errorf("round %d: payload %d has %d bytes, not member %d's %d", r, i, len(p), i, size(r, i))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("member %d: %v", i, err)
+		}
+	}
+}
+
+// allToAll: rounds of AllToAll between AllGathers (a reduce-scatter's
+// rhythm): every member gets, in rank order, the part each member
+// addressed to it and no other, whatever its size.
+func allToAll(t *testing.T, newGroup NewGroup) {
+	const n = 4
+	g := newGroup(t, n, time.Minute)
+	sizes := []int{0, 7, 20_000, 2_500_000}
+	// part is from's part for to in round r.
+	part := func(r uint64, from, to int) []byte {
+		return payload(r, from*n+to, sizes[(int(r)+from+2*to)%len(sizes)])
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for _, m := range g {
+		wg.Go(func() {
+			me := m.Rank()
+			for r := range uint64(6) {
+				if r%2 == 0 {
+					if _, err := m.AllGather(context.Background(), r, payload(r, me, 10)); err != nil {
+						errs[me] = fmt.Errorf("round %d: %w", r, err)
+						return
+					}
+					continue
+				}
+				parts := make([][]byte, n)
+				for j := range parts {
+					parts[j] = part(r, me, j)
+				}
+				got, err := m.AllToAll(context.Background(), r, parts)
+				if err != nil {
+					errs[me] = fmt.Errorf("round %d: %w", r, err)
+					return
+				}
+				if len(got) != n {
+					errs[me] = fmt.Errorf("round %d: %d parts", r, len(got))
+					return
+				}
+				for i, p := range got {
+					if !bytes.Equal(p, part(r, i, me)) {
+						errs[me] = fmt.Errorf("round %d: part from member %d has %d bytes, not its part for this member (%d)", r, i, len(p), len(part(r, i, me)))
 						return
 					}
 				}

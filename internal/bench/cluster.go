@@ -36,6 +36,9 @@ type ClusterConfig struct {
 	// Memory exchanges through memory (cluster.MemGroup) instead of NATS:
 	// what the exchange costs beyond the transport.
 	Memory bool
+	// Parts is how the members sum their gradient parts. Default:
+	// cluster.ReduceScatter (the service's).
+	Parts cluster.PartsExchange
 	// Service times the whole service instead of the members alone:
 	// pipelines with cluster.enabled over the embedded Kafka broker and
 	// NATS server (runClusterService); Members 0 is the service without
@@ -64,8 +67,17 @@ type ClusterRow struct {
 	StepSec     float64 `json:"step_median_seconds"`
 	ExchangeSec float64 `json:"exchange_median_seconds"`
 	ComputeSec  float64 `json:"compute_median_seconds"`
-	// PayloadBytes is one member's gradient part (the second round).
+	// PayloadBytes is one member's gradient part, features·k float64.
 	PayloadBytes int `json:"payload_bytes"`
+	// SentBytes and ReceivedBytes are the payload bytes a member handed
+	// to the exchange and received from the others per timed step (the
+	// largest over the members; cluster.Member.Traffic): every round of
+	// the step, chunk headers aside.
+	SentBytes     float64 `json:"sent_bytes_per_member_step,omitempty"`
+	ReceivedBytes float64 `json:"received_bytes_per_member_step,omitempty"`
+	// Exchange names how the parts were summed: reduce-scatter or
+	// all-gather.
+	Exchange string `json:"exchange,omitempty"`
 	// CPUMicros is the process's CPU time (user + system) over the timed
 	// steps per point learned: every member's work, the exchange and the
 	// embedded servers (all in this process). Unlike the rates it does
@@ -202,19 +214,32 @@ func clusterBaseline(lc online.Config, start *snapshot.Snapshot, d int, cfg Clus
 		StepSec: steps[len(steps)/2], ComputeSec: steps[len(steps)/2], Speedup: 1, CPUMicros: perPoint(cpu, cfg.Batch*cfg.Steps)}, nil
 }
 
-// timedGatherer sums the time spent in AllGather.
+// timedGatherer sums the time spent in the rounds.
 type timedGatherer struct {
 	cluster.Gatherer
-	in      time.Duration
-	payload int
+	in time.Duration
 }
 
 func (t *timedGatherer) AllGather(ctx context.Context, round uint64, p []byte) ([][]byte, error) {
 	s := time.Now()
 	out, err := t.Gatherer.AllGather(ctx, round, p)
 	t.in += time.Since(s)
-	t.payload = len(p)
 	return out, err
+}
+
+func (t *timedGatherer) AllToAll(ctx context.Context, round uint64, parts [][]byte) ([][]byte, error) {
+	s := time.Now()
+	out, err := t.Gatherer.AllToAll(ctx, round, parts)
+	t.in += time.Since(s)
+	return out, err
+}
+
+// partsName is how a ClusterRow names a cluster.PartsExchange.
+func partsName(p cluster.PartsExchange) string {
+	if p == cluster.AllGatherParts {
+		return "all-gather"
+	}
+	return "reduce-scatter"
 }
 
 // clusterRun times n members stepping together.
@@ -255,6 +280,7 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 			return ClusterRow{}, errs[i]
 		}
 		defer m.Close()
+		m.Parts = cfg.Parts
 	}
 	xs := make([][]float64, n)
 	for i := range xs {
@@ -275,6 +301,10 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 	}
 	if err := stepAll(); err != nil { // untimed: caches
 		return ClusterRow{}, err
+	}
+	sent0, recv0 := make([]int64, n), make([]int64, n)
+	for i, m := range members {
+		sent0[i], recv0[i] = m.Traffic()
 	}
 	steps := make([]float64, cfg.Steps)
 	exch := make([]float64, cfg.Steps)    // the least any member spent in its rounds
@@ -300,7 +330,15 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 	slices.Sort(exch)
 	slices.Sort(slowest)
 	step := steps[len(steps)/2]
-	return ClusterRow{D: d, Members: n, Features: members[0].Learner().Features(), K: lc.K, Batch: cfg.Batch,
+	var sent, recv float64
+	for i, m := range members {
+		s, r := m.Traffic()
+		sent = max(sent, float64(s-sent0[i])/float64(cfg.Steps))
+		recv = max(recv, float64(r-recv0[i])/float64(cfg.Steps))
+	}
+	f := members[0].Learner().Features()
+	return ClusterRow{D: d, Members: n, Features: f, K: lc.K, Batch: cfg.Batch,
 		PointsPerSec: float64(n*cfg.Batch*cfg.Steps) / wall, StepSec: step, ExchangeSec: exch[len(exch)/2],
-		ComputeSec: slowest[len(slowest)/2], PayloadBytes: timers[0].payload, CPUMicros: perPoint(cpu, n*cfg.Batch*cfg.Steps)}, nil
+		ComputeSec: slowest[len(slowest)/2], PayloadBytes: 8 * f * lc.K, CPUMicros: perPoint(cpu, n*cfg.Batch*cfg.Steps),
+		SentBytes: sent, ReceivedBytes: recv, Exchange: partsName(cfg.Parts)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/mnist"
@@ -292,6 +293,10 @@ func benchCluster(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Steps, "steps", 10, "timed steps per configuration; medians are reported")
 	fs.IntVar(&cfg.Workers, "workers", 1, "workers per member")
 	fs.BoolVar(&cfg.Memory, "memory", false, "exchange through memory instead of the embedded NATS server")
+	exchange := fs.String("exchange", "reduce-scatter", "how members sum their gradient parts: reduce-scatter (the service's) or all-gather")
+	modelTo := fs.Int("model-to", 64, "model groups of up to this many instances from the measured rows (0: no model)")
+	linkGbps := fs.Float64("link-gbps", 10, "the model's link bandwidth (the NATS server's and each instance's), Gb/s")
+	roundMs := fs.Float64("round-ms", 0.5, "the model's latency of one exchange round, ms")
 	fs.BoolVar(&cfg.Service, "service", false, "time the whole service: run pipelines in cluster mode over the embedded Kafka broker and NATS server (members 0: the service without cluster mode)")
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
@@ -303,6 +308,17 @@ func benchCluster(ctx context.Context, args []string) error {
 	}
 	if cfg.Members, err = parseCounts("--members", *ms); err != nil {
 		return err
+	}
+	switch *exchange {
+	case "reduce-scatter":
+		cfg.Parts = cluster.ReduceScatter
+	case "all-gather":
+		cfg.Parts = cluster.AllGatherParts
+	default:
+		return fmt.Errorf("--exchange %q: reduce-scatter or all-gather", *exchange)
+	}
+	if *modelTo < 0 || *linkGbps <= 0 || *roundMs < 0 {
+		return fmt.Errorf("--model-to %d, --link-gbps %g and --round-ms %g: the first and last must not be negative, the bandwidth must be positive", *modelTo, *linkGbps, *roundMs)
 	}
 	dir, err := os.MkdirTemp("", "streamkpca-bench-cluster-")
 	if err != nil {
@@ -319,14 +335,22 @@ func benchCluster(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "d=%d members=%d (service): %.0f points/s (×%.2f)%s, %.3fs a step, %.0f µs CPU a point\n", r.D, r.Members, r.PointsPerSec, r.Speedup, bound, r.StepSec, r.CPUMicros)
 			return
 		}
-		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes, %.0f µs CPU a point\n",
-			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes, r.CPUMicros)
+		fmt.Fprintf(os.Stderr, "d=%d members=%d: %.0f points/s (×%.2f), step %.3fs = compute %.3fs + exchange %.3fs, part %d bytes, per member and step %.0f bytes sent and %.0f received, %.0f µs CPU a point\n",
+			r.D, r.Members, r.PointsPerSec, r.Speedup, r.StepSec, r.ComputeSec, r.ExchangeSec, r.PayloadBytes, r.SentBytes, r.ReceivedBytes, r.CPUMicros)
 	}
 	rows, err := bench.RunCluster(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	return printJSON(rows)
+	res := bench.ClusterResult{Rows: rows}
+	if *modelTo > 0 && !cfg.Service {
+		res.LinkBytesPerSec, res.RoundSec = *linkGbps*1e9/8, *roundMs/1e3
+		res.Model = bench.ModelCluster(rows, *modelTo, res.LinkBytesPerSec, res.RoundSec)
+		for _, m := range res.Model {
+			fmt.Fprintf(os.Stderr, "model d=%d %s %2d instances: %.0f points/s, %.2f of n × one\n", m.D, m.Exchange, m.Instances, m.PointsPerSec, m.Efficiency)
+		}
+	}
+	return printJSON(res)
 }
 
 // parseDims parses --d: input dimensions, comma-separated.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/online/features"
@@ -217,13 +219,32 @@ func (l *loop) rejoin(ev genEvent) {
 	// read again, by whichever member has their partition now.
 	l.batch, l.batchY, l.rows, l.held = l.batch[:0], l.batchY[:0], 0, false
 	err := l.join(ev, cl)
+	var refused *cluster.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		// Other settings than the group's: no generation can take this
+		// instance. Run stops, so that it leaves the consumer group and
+		// the others learn on without it.
+		l.fatal = refusal(refused)
 	case err != nil && ev.ctx.Err() != nil:
 		p.log.Info().Err(err).Int32("generation", ev.a.Generation).Msg("cluster: the generation ended while joining; joining the next")
 	case err != nil:
 		p.log.Warn().Err(err).Int32("generation", ev.a.Generation).Msg("cluster: could not join the generation; waiting for the next")
 	}
 	ev.done <- err
+}
+
+// refusal is the error Run stops with when the group refused this
+// instance: the differing settings by the names of the configuration.
+func refusal(e *cluster.RefusedError) error {
+	var b strings.Builder
+	for i, d := range e.Differences {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s is %s here, %s in the group", configs.OnlineKey(d.Field), d.Here, d.Group)
+	}
+	return fmt.Errorf("%w: %s; every instance of a consumer group in cluster mode must have the same model settings: change this instance's to the group's (or give it its own kafka.group and model)", cluster.ErrRefused, b.String())
 }
 
 func (l *loop) join(ev genEvent, cl *clusterLearner) error {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
@@ -41,6 +42,10 @@ type Options struct {
 	// nil uses Config.Kafka.
 	Source      ingest.Source
 	DeadLetters ingest.DeadLetterWriter
+	// Publish, if set, is where versions are published instead of NATS
+	// (tests: publish.NewMemBackend()): no NATS connection is made and no
+	// NATS query service is registered, whatever Config.NATS says.
+	Publish publish.Backend
 	// Score, if set, is a quality measure of the served model that the
 	// status page shows (the demo's known error); see Pipeline.Score.
 	Score *Score
@@ -320,7 +325,14 @@ func build(opt Options) (*Pipeline, error) {
 				Msg("dead-letter write failed; the message is counted and logged")
 		}
 	})
-	if !cfg.NATS.Disabled {
+	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep}
+	switch {
+	case opt.Publish != nil:
+		if p.pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
+			return p, err
+		}
+		p.restorePin()
+	case !cfg.NATS.Disabled:
 		p.nc = opt.NATS
 		if p.nc == nil {
 			if p.nc, err = publish.Connect(cfg.NATS, log); err != nil {
@@ -328,7 +340,6 @@ func build(opt Options) (*Pipeline, error) {
 			}
 			p.ownNC = true
 		}
-		pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep}
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
 			return p, err
 		}
@@ -530,6 +541,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var pending []parsed
 	p.log.Info().Str("topic", p.cfg.Kafka.Topic).Strs("brokers", p.cfg.Kafka.Brokers).Str("model", p.cfg.Model).Msg("learning")
 	for {
+		if errors.Is(l.fatal, cluster.ErrRefused) {
+			return fmt.Errorf("pipeline: this instance leaves the consumer group (nothing was committed): %w", l.fatal)
+		}
 		if l.fatal != nil {
 			return fmt.Errorf("pipeline: the model cannot learn this stream with this configuration (nothing was committed): %w", l.fatal)
 		}

@@ -1,0 +1,68 @@
+package publish
+
+import (
+	"context"
+	"errors"
+)
+
+// Backend is what a model's versions are published through: an object
+// store of version bytes with metadata, a key-value bucket of pointers
+// (the latest notice, the pin) that readers watch, and a subject for
+// notices. The Publisher, Latest and Watch keep the rules of versions
+// (docs/api.md: incarnations, pruning, pins, skipping what cannot be
+// fetched) on top of it, the same over every Backend: NATS JetStream
+// (NATSBackend, the service's) and memory (MemBackend: tests, and the
+// run loop's tests without a server). publishtest is the conformance
+// suite both pass.
+//
+// Every method is safe for concurrent use. A reader's Backend may be
+// used before the writer has created anything: reads then fail (or
+// Watch waits).
+type Backend interface {
+	// PutObject stores data under name with metadata, replacing an
+	// object of that name.
+	PutObject(ctx context.Context, name string, meta map[string]string, data []byte) error
+	// GetObject returns the bytes stored under name, checked against the
+	// store's own digest; ErrNotFound when there are none.
+	GetObject(ctx context.Context, name string) ([]byte, error)
+	// ListObjects lists the stored objects (names and metadata), in any
+	// order.
+	ListObjects(ctx context.Context) ([]ObjectInfo, error)
+	// DeleteObject deletes the object name.
+	DeleteObject(ctx context.Context, name string) error
+	// PutKey sets key to value; GetKey reads it (ErrNotFound when unset)
+	// and DeleteKey unsets it (no error when it was not set).
+	PutKey(ctx context.Context, key string, value []byte) error
+	GetKey(ctx context.Context, key string) ([]byte, error)
+	DeleteKey(ctx context.Context, key string) error
+	// WatchKeys sends the current value of each key that has one, then a
+	// KeyUpdate with Initial set, then every change of these keys, until
+	// ctx ends (the channel is then closed). It waits for the bucket to
+	// exist.
+	WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error)
+	// Announce publishes a notice on subject (core NATS: at most once,
+	// to whoever listens now).
+	Announce(subject string, data []byte) error
+	// Reset drops cached handles (after a call was abandoned, or the
+	// server was replaced); the next call looks them up again.
+	Reset()
+}
+
+// ObjectInfo is a stored object's name and metadata.
+type ObjectInfo struct {
+	Name     string
+	Metadata map[string]string
+}
+
+// KeyUpdate is one change of a watched key: Value set (Put), or Deleted;
+// Initial marks the end of the initial values.
+type KeyUpdate struct {
+	Key     string
+	Value   []byte
+	Deleted bool
+	Initial bool
+}
+
+// ErrNotFound is a Backend's error for an object or key that is not
+// there.
+var ErrNotFound = errors.New("publish: not found")

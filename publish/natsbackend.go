@@ -1,0 +1,231 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NATSBackend is the Backend over NATS JetStream: an Object Store bucket
+// for the versions, a KV bucket for the pointers, core NATS for notices.
+// A writer's creates the buckets on first use (so it can be made while
+// NATS is unreachable); a reader's only looks them up.
+type NATSBackend struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cfg    Config
+	create bool
+
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
+	kv  jetstream.KeyValue
+}
+
+// NewNATSBackend returns cfg's buckets on nc (cfg with defaults);
+// create says whether to create them.
+func NewNATSBackend(nc *nats.Conn, cfg Config, create bool) (*NATSBackend, error) {
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("publish: jetstream: %w", err)
+	}
+	return &NATSBackend{nc: nc, js: js, cfg: cfg, create: create}, nil
+}
+
+// handles returns the bucket handles, looking them up (or creating them)
+// when there are none. The mutex guards only the handles, never a
+// network call, so that a call the client fails to return from cannot
+// block the next one.
+func (b *NATSBackend) handles(ctx context.Context) (jetstream.ObjectStore, jetstream.KeyValue, error) {
+	b.mu.Lock()
+	obs, kv := b.obs, b.kv
+	b.mu.Unlock()
+	if obs != nil {
+		return obs, kv, nil
+	}
+	var err error
+	if b.create {
+		obs, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: b.cfg.ObjectBucket, Description: "streamkpca snapshot versions", Storage: jetstream.FileStorage})
+	} else {
+		obs, err = b.js.ObjectStore(ctx, b.cfg.ObjectBucket)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish: object store %q: %w", b.cfg.ObjectBucket, err)
+	}
+	if b.create {
+		kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.cfg.KVBucket, Description: "streamkpca latest snapshot per model", History: 5, Storage: jetstream.FileStorage})
+	} else {
+		kv, err = b.js.KeyValue(ctx, b.cfg.KVBucket)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish: key-value bucket %q: %w", b.cfg.KVBucket, err)
+	}
+	b.mu.Lock()
+	b.obs, b.kv = obs, kv
+	b.mu.Unlock()
+	return obs, kv, nil
+}
+
+func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[string]string, data []byte) error {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: meta}, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("publish: put %s: %w", name, err)
+	}
+	return nil
+}
+
+func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error) {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := obs.GetBytes(ctx, name) // the client checks the object's digest
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("publish: get %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish: get %s: %w", name, err)
+	}
+	return data, nil
+}
+
+func (b *NATSBackend) ListObjects(ctx context.Context) ([]ObjectInfo, error) {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lst, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish: list %s: %w", b.cfg.ObjectBucket, err)
+	}
+	out := make([]ObjectInfo, len(lst))
+	for i, o := range lst {
+		out[i] = ObjectInfo{Name: o.Name, Metadata: o.Metadata}
+	}
+	return out, nil
+}
+
+func (b *NATSBackend) DeleteObject(ctx context.Context, name string) error {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return err
+	}
+	if err := obs.Delete(ctx, name); err != nil {
+		return fmt.Errorf("publish: delete %s: %w", name, err)
+	}
+	return nil
+}
+
+func (b *NATSBackend) PutKey(ctx context.Context, key string, value []byte) error {
+	_, kv, err := b.handles(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("publish: put key %s: %w", key, err)
+	}
+	return nil
+}
+
+func (b *NATSBackend) GetKey(ctx context.Context, key string) ([]byte, error) {
+	_, kv, err := b.handles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("publish: key %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish: get key %s: %w", key, err)
+	}
+	return e.Value(), nil
+}
+
+func (b *NATSBackend) DeleteKey(ctx context.Context, key string) error {
+	_, kv, err := b.handles(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("publish: delete key %s: %w", key, err)
+	}
+	return nil
+}
+
+// WatchKeys waits for the buckets (every 250 ms), then watches keys.
+func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error) {
+	var kv jetstream.KeyValue
+	for {
+		var err error
+		if _, kv, err = b.handles(ctx); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	w, err := kv.WatchFiltered(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("publish: watch %v: %w", keys, err)
+	}
+	out := make(chan KeyUpdate)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		for {
+			var u KeyUpdate
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				switch {
+				case e == nil:
+					u.Initial = true
+				case e.Operation() == jetstream.KeyValuePut:
+					u.Key, u.Value = e.Key(), e.Value()
+				default: // deleted or purged
+					u.Key, u.Deleted = e.Key(), true
+				}
+			}
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (b *NATSBackend) Announce(subject string, data []byte) error {
+	if err := b.nc.Publish(subject, data); err != nil {
+		return fmt.Errorf("publish: notice: %w", err)
+	}
+	return nil
+}
+
+func (b *NATSBackend) Reset() {
+	b.mu.Lock()
+	b.obs, b.kv = nil, nil
+	b.mu.Unlock()
+}
