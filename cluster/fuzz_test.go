@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // peer is a Gatherer of two members whose other member sends what the

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

@@ -16,9 +16,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/publish"
 )
 
 // Config is the whole service configuration. Every field documents its
@@ -422,10 +423,10 @@ func (c *Config) SetDefaults() {
 		c.Snapshot.Every = 30 * time.Second
 	}
 	def(&c.NATS.URL, "nats://127.0.0.1:4222")
-	def(&c.NATS.Prefix, "streamkpca")
-	def(&c.NATS.ObjectBucket, "streamkpca-snapshots")
-	def(&c.NATS.KVBucket, "streamkpca-latest")
-	defI(&c.NATS.Keep, 10)
+	def(&c.NATS.Prefix, publish.DefaultPrefix)
+	def(&c.NATS.ObjectBucket, publish.DefaultObjectBucket)
+	def(&c.NATS.KVBucket, publish.DefaultKVBucket)
+	defI(&c.NATS.Keep, publish.DefaultKeep)
 	def(&c.HTTP.Addr, "127.0.0.1:8080")
 	defI(&c.HTTP.MaxVectors, 10000)
 	if c.HTTP.MaxBodyBytes == 0 {
@@ -924,6 +925,24 @@ func Secret(field, inline, file string) (string, error) {
 		return "", fmt.Errorf("configs: %s_file: %s is empty; put the secret in it, or unset %s_file", field, file, field)
 	}
 	return s, nil
+}
+
+// ConnectConfig is how publish.Connect reaches NATS with these settings:
+// the password and token read from their files, the TLS settings loaded.
+func (n NATS) ConnectConfig() (publish.ConnectConfig, error) {
+	pass, err := Secret("nats.password", n.Password, n.PasswordFile)
+	if err != nil {
+		return publish.ConnectConfig{}, err
+	}
+	tok, err := Secret("nats.token", n.Token, n.TokenFile)
+	if err != nil {
+		return publish.ConnectConfig{}, err
+	}
+	tc, err := n.TLS.Config()
+	if err != nil {
+		return publish.ConnectConfig{}, err
+	}
+	return publish.ConnectConfig{URL: n.URL, User: n.User, Password: pass, Token: tok, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, TLS: tc}, nil
 }
 
 // Online is the learner's configuration for these settings: the one

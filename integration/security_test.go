@@ -26,7 +26,6 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/logbuf"
 	"github.com/streamkpca/streamkpca/internal/synth"
@@ -191,7 +190,7 @@ func TestWrongNATSCredentialsNamed(t *testing.T) {
 	s := startStackWith(t, map[string]int32{"cred": 1}, func(o *server.Options) { o.Username, o.Password = "svc", "npw" })
 	var buf logbuf.Buffer
 	log := zerolog.New(&buf)
-	nc, err := publish.Connect(configs.NATS{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
+	nc, err := publish.Connect(publish.ConnectConfig{URL: s.NATSURL(), User: "svc", Password: "wrong"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

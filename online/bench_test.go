@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // Algorithm names a learner.

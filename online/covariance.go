@@ -10,8 +10,8 @@ import (
 	"gonum.org/v1/gonum/lapack"
 	"gonum.org/v1/gonum/lapack/lapack64"
 
-	"github.com/streamkpca/streamkpca/internal/dense"
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/online/internal/dense"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

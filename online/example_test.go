@@ -5,8 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // Learning the top eigenfunctions of the Gaussian kernel on x ~ N(0, 1)

@@ -3,7 +3,7 @@ package online
 import (
 	"context"
 	"errors"
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"slices"

@@ -6,8 +6,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // TestModesHermite: float32 precision and BLAS compute meet the hermite

@@ -3,8 +3,8 @@ package online
 import (
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 func kernelG(l float64) features.Kernel {

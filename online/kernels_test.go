@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // TestOtherKernelsAgainstExact: KPCA with kernels other than the Gaussian

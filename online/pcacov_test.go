@@ -7,8 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // TestCovarianceLinearIsPCA: kpca with the covariance solver and the

@@ -9,8 +9,8 @@ import (
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // gaussianRows draws rows points of N(0, diag(s²)).

@@ -6,7 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/streamkpca/streamkpca/internal/dense"
+	"github.com/streamkpca/streamkpca/online/internal/dense"
 )
 
 // # Choosing kcca's ridge on held-out pairs

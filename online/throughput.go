@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // ThroughputResult is one measurement of the DSGD step.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

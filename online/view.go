@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

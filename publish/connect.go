@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,13 +11,24 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
-
-	"github.com/streamkpca/streamkpca/configs"
 )
 
-// Connect opens a NATS connection from the config that keeps retrying in
-// the background when the servers are unreachable.
-func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
+// ConnectConfig is how to reach NATS: the servers and the credentials,
+// secrets already read (the service's configs.NATS.ConnectConfig reads
+// them from its settings and files).
+type ConnectConfig struct {
+	// URL is the server list, comma-separated.
+	URL string
+	// User and Password; Token; CredsFile (a .creds file); NKeyFile (an
+	// nkey seed file): whichever the server wants, or none.
+	User, Password, Token, CredsFile, NKeyFile string
+	// TLS, if set, secures the connection.
+	TLS *tls.Config
+}
+
+// Connect opens a NATS connection that keeps retrying in the background
+// when the servers are unreachable.
+func Connect(c ConnectConfig, log zerolog.Logger) (*nats.Conn, error) {
 	// Reconnects back off, 1 s doubling to reconnectMax, and each failed
 	// attempt is logged with the wait before the next (retry_in_ms): with
 	// NATS down, a line every 10 s at most, not every second.
@@ -39,19 +51,11 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { natsErr(log, "NATS error", err) }),
 	}
-	pass, err := configs.Secret("nats.password", c.Password, c.PasswordFile)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := configs.Secret("nats.token", c.Token, c.TokenFile)
-	if err != nil {
-		return nil, err
-	}
 	if c.User != "" {
-		opts = append(opts, nats.UserInfo(c.User, pass))
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
 	}
-	if tok != "" {
-		opts = append(opts, nats.Token(tok))
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -63,10 +67,8 @@ func Connect(c configs.NATS, log zerolog.Logger) (*nats.Conn, error) {
 		}
 		opts = append(opts, o)
 	}
-	if tc, err := c.TLS.Config(); err != nil {
-		return nil, err
-	} else if tc != nil {
-		opts = append(opts, nats.Secure(tc))
+	if c.TLS != nil {
+		opts = append(opts, nats.Secure(c.TLS))
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {

@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/memwatch"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

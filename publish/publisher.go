@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -42,20 +41,27 @@ type Config struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// The defaults of Config (the service's nats settings take them).
+const (
+	DefaultPrefix       = "streamkpca"
+	DefaultObjectBucket = "streamkpca-snapshots"
+	DefaultKVBucket     = "streamkpca-latest"
+	DefaultKeep         = 10
+)
+
 // SetDefaults fills zero fields and validates.
 func (c *Config) SetDefaults() error {
-	d := configs.Default().NATS // the defaults are stated there, once
 	if c.Prefix == "" {
-		c.Prefix = d.Prefix
+		c.Prefix = DefaultPrefix
 	}
 	if c.ObjectBucket == "" {
-		c.ObjectBucket = d.ObjectBucket
+		c.ObjectBucket = DefaultObjectBucket
 	}
 	if c.KVBucket == "" {
-		c.KVBucket = d.KVBucket
+		c.KVBucket = DefaultKVBucket
 	}
 	if c.Keep <= 0 {
-		c.Keep = d.Keep
+		c.Keep = DefaultKeep
 	}
 	if !nameRE.MatchString(c.Model) {
 		return fmt.Errorf("publish: model name %q must be letters, digits, '-' or '_'", c.Model)

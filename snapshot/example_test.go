@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // Magic opens every snapshot file.

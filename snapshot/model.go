@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // Model projects new points with a snapshot: it regenerates every feature

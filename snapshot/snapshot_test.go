@@ -18,7 +18,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")

@@ -28,7 +28,7 @@ Verbs:
   produce   write synthetic or file data into a Kafka topic
   watch     follow a model's versions on NATS: streamkpca watch --model NAME [--nats URL]
   bench     benchmarks as JSON:  streamkpca bench hermite|drift|fit|keepup|kcca|throughput|compare|mnist|pipeline|cluster
-  plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|compare|drift|scatter|correlations
+  plot      PNG pictures:        streamkpca plot eigenfunctions|convergence|compare|drift|cluster|scatter|correlations
   synth     synthetic data as CSV: streamkpca synth hermite|hermite16|digits|twoview|mixture --n N --out FILE
   version   module version, commit, Go, SIMD level and BLAS, as JSON
 

@@ -18,6 +18,7 @@ kinds:
   convergence    --bench bench.json               subspace error vs points, log-log, with a 1/t line (paper Fig. 1)
   compare        --bench compare.json             each method's error vs compute seconds, log-log (bench compare)
   drift          --bench drift.json               each learner's error vs points around a change (bench drift)
+  cluster        --bench cluster.json             a group's rate per instance against its size, modelled and measured (bench cluster)
   scatter        --model M.skpca --input FILE [--label-col N]   first two projections of the rows (paper Fig. 4)
   correlations   --model M.skpca --input FILE --y-cols N        held-out canonical correlations per component (KCCA)
 every kind takes --out FILE.png (default <kind>.png), --width and --height in cm.`
@@ -37,7 +38,7 @@ func cmdPlot(args []string) error {
 	height := fs.Float64("height", 10, "height in cm")
 	model := fs.String("model", "", "snapshot file")
 	input := fs.String("input", "", "data file (csv, jsonl, f32le, f64le)")
-	benchFile := fs.String("bench", "", "JSON written by `streamkpca bench hermite` (convergence), `bench compare` (compare) or `bench drift` (drift)")
+	benchFile := fs.String("bench", "", "JSON written by `streamkpca bench hermite` (convergence), `bench compare` (compare), `bench drift` (drift) or `bench cluster` (cluster)")
 	labelCol := fs.Int("label-col", 0, "scatter: column of the input holding a class label, 1-based as --cols (excluded from the vector); 0: none")
 	yCols := fs.Int("y-cols", 0, "correlations: the last N columns are y")
 	s := fs.Float64("s", 1, "eigenfunctions: standard deviation of the hermite stream")
@@ -55,6 +56,8 @@ func cmdPlot(args []string) error {
 		p, err = plot.Compare(*benchFile)
 	case "drift":
 		p, err = plot.Drift(*benchFile)
+	case "cluster":
+		p, err = plot.Cluster(*benchFile)
 	case "scatter":
 		if *labelCol < 0 {
 			return fmt.Errorf("--label-col %d: columns count from 1 (0: no label column)", *labelCol)

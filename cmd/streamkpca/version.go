@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/bench"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // versionInfo is what `streamkpca version` prints.

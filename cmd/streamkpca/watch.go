@@ -57,7 +57,11 @@ func cmdWatch(ctx context.Context, args []string) error {
 		}
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	conn, err := publish.Connect(nc, log)
+	cc, err := nc.ConnectConfig()
+	if err != nil {
+		return err
+	}
+	conn, err := publish.Connect(cc, log)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/streamkpca/streamkpca/online/features"
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // RFF is fixed random Fourier features + exact PCA: m features drawn once

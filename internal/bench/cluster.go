@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )

@@ -20,11 +20,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/baseline"
 	"github.com/streamkpca/streamkpca/internal/blasimpl"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -179,6 +179,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 	if cfg.K > 0 {
 		c.k = cfg.K
 	}
+	growDSGD := cfg.DSGDFeatures == 0 // defaults: the budget grows within the time budget
 	orDefault(&cfg.DSGDFeatures, c.features)
 	d := c.h.Dim()
 	kern := features.Kernel{Family: features.Gaussian, Bandwidth: c.h.L}
@@ -219,6 +220,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 			sizeOf string
 			stop   = cfg.Points
 			closer func()
+			grown  func() (int, string) // the budget a growing learner reached
 		)
 		switch name {
 		case "dsgd", "dsgd-landmarks":
@@ -235,7 +237,16 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 				blasimpl.SetThreads(1) // the learner's workers each call the BLAS
 			}
 			lc := l.Config()
-			m, size, sizeOf, closer = newDSGDMethod(l), lc.MaxFeatures, "features (max)", l.Close
+			dm := newDSGDMethod(l)
+			if name == "dsgd" && growDSGD && !sized && cfg.Budget > 0 {
+				// Defaults: the budget grows with the run's time limit
+				// (online.Growth), from the case's.
+				dm.grow = &online.Growth{Limit: cfg.Budget}
+				grown = func() (int, string) {
+					return l.MaxFeatures(), fmt.Sprintf("features (grown from %d within the %v budget)", lc.MaxFeatures, cfg.Budget)
+				}
+			}
+			m, size, sizeOf, closer = dm, lc.MaxFeatures, "features (max)", l.Close
 			name = fmt.Sprintf("streamkpca (%s, θ₀ = %g, θ₁ = %g)", lc.Solver, lc.Theta0, lc.Theta1)
 			if lc.Features == online.FeaturesLandmarks {
 				sizeOf = "landmarks (max)"
@@ -272,6 +283,9 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 			return res, fmt.Errorf("unknown method %q (known: dsgd, dsgd-landmarks, rff, nystrom, exact)", name)
 		}
 		row, err := runCompare(ctx, m, c.h, cfg.Seed, stop, cfg.Budget, cfg.MaxTime, score, cfg.Progress)
+		if grown != nil {
+			size, sizeOf = grown()
+		}
 		if closer != nil {
 			closer()
 		}
@@ -296,6 +310,7 @@ type dsgdMethod struct {
 	l    *online.KPCA
 	seen *uint64
 	held *[]float64
+	grow *online.Growth // nil: a fixed budget
 }
 
 func newDSGDMethod(l *online.KPCA) dsgdMethod {
@@ -309,8 +324,12 @@ func (m dsgdMethod) Observe(x []float64, rows int) {
 	if _, err := m.l.Assess(*m.held, len(*m.held)/d); err != nil {
 		panic(err)
 	}
+	t0 := time.Now()
 	if err := m.l.Update(x, rows); err != nil && !errors.Is(err, online.ErrDiverged) {
 		panic(err) // shapes are ours; nothing else can fail here
+	}
+	if m.grow != nil {
+		m.grow.Step(m.l, time.Since(t0))
 	}
 }
 

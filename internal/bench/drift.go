@@ -10,11 +10,11 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/baseline"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // DriftConfig configures RunDrift. Zero values mean the default.

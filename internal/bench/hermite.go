@@ -9,9 +9,9 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // CurvePoint is one point of a convergence curve (paper Figure 1).

@@ -10,10 +10,10 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // MNISTCCADefaults are RunMNISTCCA's defaults: 8,000 training and 2,000

@@ -16,11 +16,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 )
 
 // PipelineConfig configures RunPipeline. Zero values mean the default.

@@ -23,7 +23,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	maxTime := fs.Duration("max-time", 0, "stop a method once its clock passes this (0: run the whole stream)")
 	k := fs.Int("k", 0, "components (default: the case's)")
 	methods := fs.String("methods", "dsgd,rff,nystrom,exact", "methods to run, comma-separated: dsgd, dsgd-landmarks (streamkpca with landmark blocks), rff, nystrom, exact; name=size overrides the size flag (e.g. nystrom=2048)")
-	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's)")
+	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's, then grown within --budget: online.Growth)")
 	solver := fs.String("solver", "", "streamkpca solver: subspace or oja (default: the learner's)")
 	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the learner's default)")
 	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the learner's default)")

@@ -10,9 +10,9 @@ import (
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )

@@ -1,8 +1,8 @@
 package pipeline
 
 import (
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/online/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

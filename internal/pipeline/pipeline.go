@@ -335,7 +335,11 @@ func build(opt Options) (*Pipeline, error) {
 	case !cfg.NATS.Disabled:
 		p.nc = opt.NATS
 		if p.nc == nil {
-			if p.nc, err = publish.Connect(cfg.NATS, log); err != nil {
+			cc, err := cfg.NATS.ConnectConfig()
+			if err != nil {
+				return p, err
+			}
+			if p.nc, err = publish.Connect(cc, log); err != nil {
 				return p, err
 			}
 			p.ownNC = true

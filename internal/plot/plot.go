@@ -407,3 +407,67 @@ func compareSeries(r bench.CompareResult) []compareLine {
 	}
 	return out
 }
+
+// Cluster draws `bench cluster`'s modelled curve: each exchange's group
+// rate as a share of Instances × one instance's, against the group's size
+// (log axis), one line per d and exchange, and the measured groups as
+// points.
+func Cluster(path string) (*gplot.Plot, error) {
+	var r bench.ClusterResult
+	if err := readBench(path, "cluster", &r, func() bool { return len(r.Model) >= 2 }); err != nil {
+		return nil, err
+	}
+	p := gplot.New()
+	p.Title.Text = fmt.Sprintf("One model on n instances: rate / (n × one instance), link %.3g GB/s", r.LinkBytesPerSec/1e9)
+	p.X.Label.Text, p.Y.Label.Text = "instances", "efficiency"
+	p.X.Scale, p.X.Tick.Marker = gplot.LogScale{}, gplot.LogTicks{Prec: -1}
+	type key struct {
+		d        int
+		exchange string
+	}
+	var keys []key
+	lines := map[key]plotter.XYs{}
+	for _, m := range r.Model {
+		k := key{m.D, m.Exchange}
+		if _, ok := lines[k]; !ok {
+			keys = append(keys, k)
+		}
+		lines[k] = append(lines[k], plotter.XY{X: float64(m.Instances), Y: m.Efficiency})
+	}
+	for i, k := range keys {
+		l, err := plotter.NewLine(lines[k])
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(2)
+		if k.exchange != "reduce-scatter" {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("d = %d, %s (model)", k.d, k.exchange), l)
+	}
+	var measured plotter.XYs
+	base := map[int]float64{}
+	for _, row := range r.Rows {
+		if row.Members == 0 {
+			base[row.D] = row.PointsPerSec
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Members > 0 && base[row.D] > 0 {
+			measured = append(measured, plotter.XY{X: float64(row.Members), Y: row.PointsPerSec / (float64(row.Members) * base[row.D])})
+		}
+	}
+	if len(measured) > 0 {
+		sc, err := plotter.NewScatter(measured)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Color = palette[7]
+		p.Add(sc)
+		p.Legend.Add("measured on this machine (members share its cores)", sc)
+	}
+	p.Y.Min, p.Y.Max = 0, 1.05
+	p.Legend.Top, p.Legend.Left = false, true
+	return p, nil
+}

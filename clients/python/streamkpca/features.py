@@ -1,5 +1,5 @@
 """Kernels and their feature maps (paper Table 1), as the Go package
-online/features computes them: the same draws, the same operations, the
+features computes them: the same draws, the same operations, the
 same order, so the features are the same bits.
 
 A block of a random-feature map is generated from its seed (generate);

@@ -1,5 +1,5 @@
 """The random-feature generator "splitmix64-bm-v1", as documented in the Go
-package online/features (doc.go).
+package features (doc.go).
 
 Every random number is a pure function of (seed, stream, index). Log,
 Cos2Pi and ExpNeg are the Go package's own polynomials, evaluated here with

@@ -1,5 +1,5 @@
 """Independent truths recorded by the Go code when it was written: the
-generator's golden values (online/features/golden_test.go) and the golden
+generator's golden values (features/golden_test.go) and the golden
 snapshots with their projections (snapshot/testdata)."""
 
 import json
@@ -15,7 +15,7 @@ from streamkpca import generator as g
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
 TESTDATA = os.path.join(ROOT, "snapshot", "testdata")
 
-# online/features/golden_test.go
+# features/golden_test.go
 GOLDEN_WORDS = [0x33AA906D7B87BF0E, 0xDF307A5B580BBDC1, 0x901A197AFCAAE09B]
 GOLDEN_NORMALS = [1.2396400231236315, -1.289975714495629, 0.9330112434193633, 0.5197700185467364, 0.793284342928164]
 GOLDEN_SEED = 0x8B6C9198506B188

@@ -1,4 +1,4 @@
-module github.com/streamkpca/streamkpca/internal/dense/_asm
+module github.com/streamkpca/streamkpca/online/internal/dense/_asm
 
 go 1.26
 

@@ -1,4 +1,4 @@
-module github.com/streamkpca/streamkpca/online/features/_asm
+module github.com/streamkpca/streamkpca/features/_asm
 
 go 1.26
 
