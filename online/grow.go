@@ -34,8 +34,8 @@ type Growth struct {
 	MaxBytes int64
 
 	start   time.Time
-	perFeat float64 // seconds a step per feature, exponentially averaged
-	raised  int     // blocks added past the configured budget
+	perFeat float64          // seconds a step per feature, exponentially averaged
+	raised  int              // blocks added past the configured budget
 	now     func() time.Time // tests: a clock of their own
 }
 
