@@ -41,6 +41,7 @@ func FuzzPeerPayloads(f *testing.F) {
 		e.floats([]float64{1, 2})
 		e.floats([]float64{1, 2, 3, 4})
 		e.offsets(Offsets{"t": {1: 5}})
+		e.floats([]float64{0.1, 0.2})
 	}))
 	f.Add(payload(kindPartial, func(e *enc) { e.floats([]float64{1}); e.floats(nil); e.floats(nil); e.floats(nil) }))
 	f.Add(payload(kindFirst, func(e *enc) { e.u32(2); e.u32(3); e.floats([]float64{1, 2, 3, 4, 5, 6}); e.offsets(nil) }))

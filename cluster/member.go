@@ -87,6 +87,12 @@ type Member struct {
 	flat, red  []float64 // this member's part flattened; its reduced slice
 	sent, recv int64     // payload bytes handed to and received from the Gatherer
 
+	// Held-out rows for the next step's score (HoldOut), their component
+	// scores, and the union's.
+	heldX            []float64
+	heldRows         int
+	scores, allScore []float64
+
 	// Confirmed, when set, is called within Step once every member is
 	// known to hold the learner's current state (the previous step's),
 	// before the step changes it, with the offsets that state covers: the
@@ -467,11 +473,27 @@ func (m *Member) Step(ctx context.Context, x []float64, rows int, next Offsets) 
 	if m.broken {
 		return ErrRejoin
 	}
-	if m.l == nil {
+	defer m.dropHeld()
+	if m.l == nil || m.l.Resetting() {
 		return m.first(ctx, x, rows, next)
 	}
 	return m.step(ctx, x, rows, next)
 }
+
+// HoldOut gives the next Step rows held-out points x (rows×d, raw; rows of
+// the batch it will learn, as the service's held-out slice): the step
+// scores the group's model on every member's held-out points before
+// learning them, and the union of the scores, in rank order, goes to the
+// learner's change detector on every member (online.KPCA.ObserveScores):
+// one quality figure for the group, and a change found, and the model
+// restarted, on every member at the same step. Call it before Step; the
+// points are dropped after it, scored or not.
+func (m *Member) HoldOut(x []float64, rows int) {
+	m.heldX = append(m.heldX, x...)
+	m.heldRows += rows
+}
+
+func (m *Member) dropHeld() { m.heldX, m.heldRows = m.heldX[:0], 0 }
 
 // lost marks m out of its generation and returns err.
 func (m *Member) lost(err error) error {
@@ -483,9 +505,11 @@ func (m *Member) lost(err error) error {
 // member gets: nothing is learned; step again with more rows.
 var ErrFirstStep = errors.New("cluster: the first step")
 
-// first is the first step: every member's rows go to every member, and
-// each makes the learner from their union with Update (bandwidth, the
-// first block), which takes the same bits everywhere.
+// first is the first step, and the step after a detected change: every
+// member's rows go to every member, and each makes the learner from their
+// union with Update (bandwidth, the first block) — or, with a learner
+// that restarts (online.KPCA.Forget), learns the union with Update, which
+// restarts it from those rows — taking the same bits everywhere.
 func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets) error {
 	d := 0
 	if rows > 0 {
@@ -528,6 +552,16 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 	if total == 0 {
 		return nil // nothing anywhere yet
 	}
+	if m.l != nil { // a restart: the model learns the union from scratch
+		if err := m.l.Update(m.x, total); err != nil && !errors.Is(err, online.ErrDiverged) {
+			return m.lost(fmt.Errorf("cluster: the restart on %d rows: %w", total, err))
+		} else if err != nil {
+			m.next.Merge(union)
+			return err
+		}
+		m.next.Merge(union)
+		return nil
+	}
 	l, err := online.New(m.cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFirstStep, err)
@@ -546,6 +580,15 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) error {
 	l := m.l
 	k := l.Config().K
+	// The held-out scores first: Moments keeps the batch's features for
+	// Partial, and scoring evaluates others.
+	var err error
+	m.scores = m.scores[:0]
+	if m.heldRows > 0 {
+		if m.scores, err = l.HeldOutScores(m.scores, m.heldX, m.heldRows); err != nil {
+			return m.abort(ctx, err)
+		}
+	}
 	if rows > 0 {
 		if err := l.Moments(&m.mom, x, rows); err != nil {
 			return m.abort(ctx, err)
@@ -562,10 +605,12 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.out.floats(m.mom.Sum)
 	m.out.floats(m.mom.Outer)
 	m.out.offsets(next)
+	m.out.floats(m.scores)
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
 		return err
 	}
+	m.allScore = m.allScore[:0]
 	m.total.Rows = 0
 	m.total.Sum, m.total.Outer = zeros(m.total.Sum, k), zeros(m.total.Outer, k*k)
 	union := Offsets{}
@@ -576,9 +621,14 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		mo.Rows = int(d.u32())
 		mo.Sum, mo.Outer = d.floats(mo.Sum), d.floats(mo.Outer)
 		o := d.offsets()
+		sc := d.floats(nil)
 		if err := d.end(); err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
 		}
+		if len(sc)%k != 0 {
+			return m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), k))
+		}
+		m.allScore = append(m.allScore, sc...)
 		if st != step || sa != samples {
 			return m.lost(fmt.Errorf("cluster: member %d is at step %d (%d samples), this one at %d (%d)", i, st, sa, step, samples))
 		}
@@ -593,6 +643,11 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	// Every member has the state of the last step: it is the group's.
 	if m.Confirmed != nil {
 		m.Confirmed(l, m.next)
+	}
+	// The group's held-out score, the same on every member; a change
+	// restarts the model on every member, from this step's rows.
+	if len(m.allScore) > 0 && l.ObserveScores(m.allScore, len(m.allScore)/k) && l.Resetting() {
+		return m.first(ctx, x, rows, next)
 	}
 	if m.total.Rows == 0 {
 		m.next.Merge(union)

@@ -560,3 +560,98 @@ func TestOddMemberIsRefused(t *testing.T) {
 		t.Errorf("%d samples after the odd member left, want 400", got)
 	}
 }
+
+// switchRows returns rows 4-D Gaussian points whose axes' scales are
+// permuted after the switch: the top eigenfunctions move to other axes.
+func switchRows(rng *rand.Rand, rows int, after bool) []float64 {
+	s := []float64{1.6, 1.0, 0.6, 0.3}
+	if after {
+		s = []float64{0.3, 0.6, 1.0, 1.6}
+	}
+	x := make([]float64, rows*4)
+	for i := range x {
+		x[i] = s[i%4] * rng.NormFloat64()
+	}
+	return x
+}
+
+// TestGroupScoresAndForgets: two members each hold out one point in 8 of
+// their batches (HoldOut) on a stream that switches after 100 steps. The
+// group's held-out score is the union's: on both members it equals, to
+// rounding, the score of one learner that assesses the union's held-out
+// points and learns the union batches (online's Assess and Update). The
+// change is found on both members at the same step, within 8 steps of
+// the switch and never before, and both restart there: the same bits,
+// the restart in their snapshots.
+func TestGroupScoresAndForgets(t *testing.T) {
+	const rows, before, after, every = 128, 100, 30, 8
+	cfg := online.Config{Model: "m", K: 2, BlockSize: 128, MaxFeatures: 2048, Workers: 1,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	ref, err := online.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	found := -1
+	for step := range before + after {
+		xs := [2][]float64{switchRows(rng, rows, step >= before), switchRows(rng, rows, step >= before)}
+		var union, held []float64
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, m := range members {
+			var h []float64
+			for r := range rows {
+				if r%every == step%every {
+					h = append(h, xs[i][r*4:r*4+4]...)
+				}
+			}
+			held = append(held, h...)
+			union = append(union, xs[i]...)
+			m.HoldOut(h, len(h)/4)
+			wg.Go(func() { errs[i] = m.Step(context.Background(), xs[i], rows, nil) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, online.ErrDiverged) {
+				t.Fatalf("step %d, member %d: %v", step, i, err)
+			}
+		}
+		refChanged, err := ref.Assess(held, len(held)/4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Update(union, 2*rows); err != nil && !errors.Is(err, online.ErrDiverged) {
+			t.Fatal(err)
+		}
+		sameBits(t, members)
+		c0, c1 := members[0].Learner().Changes(), members[1].Learner().Changes()
+		if c0 != c1 {
+			t.Fatalf("step %d: members counted %d and %d changes", step, c0, c1)
+		}
+		if c0 > 0 && found < 0 {
+			found = step
+			if !refChanged {
+				t.Logf("step %d: the group found the change, the single learner not at this step", step)
+			}
+		}
+		q, rq := members[0].Learner().Quality(), ref.Quality()
+		if q == nil || rq == nil {
+			continue
+		}
+		if step < before && math.Abs(q.Score-rq.Score) > 1e-6 {
+			t.Fatalf("step %d: the group's held-out score %.9f, one learner's on the union %.9f", step, q.Score, rq.Score)
+		}
+	}
+	if found < before || found > before+8 {
+		t.Fatalf("the group found the change at step %d; want within 8 steps of the switch at %d", found, before)
+	}
+	for i, m := range members {
+		s := m.Snapshot()
+		if s.Header.Diagnostics.Changes != 1 || s.Header.Schedule.Restart != uint64(found) {
+			t.Errorf("member %d: changes %d, restart at step %d; want 1 change, restart at %d", i, s.Header.Diagnostics.Changes, s.Header.Schedule.Restart, found)
+		}
+	}
+	t.Logf("change found by both members at step %d (switch at %d); score before %.4f", found, before, members[0].Learner().Quality().Score)
+}

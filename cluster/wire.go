@@ -20,7 +20,8 @@ import (
 //	status   fingerprint [32]byte, settings (string), has model (byte), step, samples (uint64)
 //	state    a snapshot's bytes (.skpca), or nothing when not the sender
 //	first    rows, dim (uint32), the rows (float64 array), offsets
-//	moments  step, samples (uint64), rows (uint32), Σh, upper Σh·hᵀ (float64 arrays), offsets
+//	moments  step, samples (uint64), rows (uint32), Σh, upper Σh·hᵀ (float64 arrays), offsets,
+//	         the held-out points' component scores (float64 array, rows×k)
 //	partial  Grad, New, Sums, NewSums (float64 arrays); all empty from a member without rows
 //	abort    the member's reason (string)
 //	slice    has a part (byte), the four arrays' lengths (uint32 each),

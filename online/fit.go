@@ -22,6 +22,11 @@ type FitOptions struct {
 	// Budget, if positive, bounds the wall-clock time of the passes when
 	// Epochs is 0: no pass starts after it (the running one finishes).
 	Budget time.Duration
+	// Grow, with Budget set, lets a one-view learner with random
+	// features grow its feature budget past Config.MaxFeatures as long as
+	// Budget and the memory bound pay for it (Growth): the model a time
+	// limit buys. Off: the budget is Config.MaxFeatures.
+	Grow bool
 	// Batch is the mini-batch b. Default: 512.
 	Batch int
 	// YCols: for two-view algorithms, the last YCols columns of each row
@@ -123,12 +128,20 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			return nil, FitReport{}, err
 		}
 		batch := make([]float64, b*d)
+		var grow *Growth
+		if opt.Grow && opt.Budget > 0 {
+			grow = &Growth{Limit: opt.Budget}
+		}
 		update = func(epoch int, perm []int) error {
 			for r, p := range perm {
 				copy(batch[r*d:r*d+d], x[p*d:p*d+d])
 			}
 			n := len(perm)
+			t0 := time.Now()
 			err := l.Update(batch[:n*d], n)
+			if grow != nil {
+				grow.Step(l, time.Since(t0))
+			}
 			if opt.Progress != nil {
 				opt.Progress(epoch, l.SamplesSeen(), l.Features())
 			}

@@ -1,6 +1,7 @@
 package online
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -51,5 +52,26 @@ func TestGrowthStopsWhereTimeAndMemorySay(t *testing.T) {
 	got, _ = run(bound)
 	if want := 1600 / b * b; got != want {
 		t.Errorf("memory bound %d bytes: budget %d, want %d", bound, got, want)
+	}
+}
+
+// TestFitGrowsWithinItsTime: fit with Grow and a time budget ends with a
+// budget past max_features; without Grow, at max_features.
+func TestFitGrowsWithinItsTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const rows, d = 4000, 2
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	cfg := Config{K: 2, BlockSize: 32, MaxFeatures: 64, Workers: 1, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}
+	for _, grow := range []bool{false, true} {
+		snap, _, err := Fit(context.Background(), cfg, x, rows, d, FitOptions{Epochs: 3, Budget: time.Minute, Grow: grow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := snap.Header.Features(); grow && f <= 64 || !grow && f != 64 {
+			t.Errorf("grow %v: %d features, want %s", grow, f, map[bool]string{true: "more than 64", false: "64"}[grow])
+		}
 	}
 }

@@ -42,13 +42,41 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 	if c == nil || err != nil {
 		return false, err
 	}
+	return l.ObserveScores(c, rows), nil
+}
+
+// HeldOutScores appends to dst the served model's component scores of rows
+// held-out points x (rows×k: h_q(x)²/k(x, x) in the functions' orthonormal
+// basis; a point's score is their sum), with no side effect: Assess's
+// first half, for learners that hold one model on several instances
+// (package cluster) and feed the union of their scores to
+// ObserveScores. It appends nothing before the first step or for a
+// collapsed basis.
+func (l *KPCA) HeldOutScores(dst, x []float64, rows int) ([]float64, error) {
+	c, err := l.scores(x, rows)
+	return append(dst, c...), err
+}
+
+// ObserveScores is Assess's second half: it feeds held-out component
+// scores c (rows×k, from HeldOutScores of this model) to the change
+// detector and, on a change, restarts the model unless Config.Forget is
+// off (Forget). It reports a change. Learners holding the same model that
+// observe the same scores in the same order decide the same.
+func (l *KPCA) ObserveScores(c []float64, rows int) bool {
+	if rows == 0 || len(c) != rows*l.cfg.K {
+		return false
+	}
 	// The detector is armed once the feature budget is full and the model
 	// is monitorArmAge steps old: while blocks join, the served average
 	// holds them at less than their share, and a young model's score
 	// moves as it settles (see monitor).
 	grown := len(l.seeds) >= l.maxBlock && l.t-l.raisedAt >= monitorArmAge
-	return l.detect(&l.mon, c, rows, l.cfg.K, grown, l.cfg.Forget, l.Forget), nil
+	return l.detect(&l.mon, c, rows, l.cfg.K, grown, l.cfg.Forget, l.Forget)
 }
+
+// Resetting reports whether the next Update restarts the model (Forget
+// was called since the last Update).
+func (l *KPCA) Resetting() bool { return l.reset }
 
 // Score is the served model's held-out score on rows points x (rows×d,
 // raw) that it has not learned, with no side effect: the mean over the

@@ -36,6 +36,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	epochs := fs.Int("epochs", 0, "passes over the input (shuffled after the first); 0: until the held-out score stops rising (one row in 10 held out, then learned)")
 	maxEpochs := fs.Int("max-epochs", 100, "with --epochs 0: at most this many passes")
 	budget := fs.Duration("time", 10*time.Minute, "with --epochs 0: no pass starts after this long")
+	grow := fs.Bool("grow", false, "with --features random (kpca, gha): grow the feature budget past max_features as far as --time pays for (a third of it spent growing)")
 	yCols := fs.Int("y-cols", 0, "two-view algorithms: the last N columns of each row are y (ksir: 1, the target)")
 	cols := fs.String("cols", "", "columns of the input to learn from, 1-based as cut's -f: 1-64 drops digits' label column; default all")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
@@ -85,7 +86,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	start := time.Now()
 	pr := progress.New()
 	total := float64(rows * *epochs)
-	snap, rep, err := online.Fit(ctx, cfg, x, rows, d, online.FitOptions{Epochs: *epochs, MaxEpochs: *maxEpochs, Budget: *budget, Batch: c.Learner.Batch, YCols: *yCols,
+	snap, rep, err := online.Fit(ctx, cfg, x, rows, d, online.FitOptions{Epochs: *epochs, MaxEpochs: *maxEpochs, Budget: *budget, Grow: *grow, Batch: c.Learner.Batch, YCols: *yCols,
 		Progress: func(e int, seen uint64, feats int) {
 			el := time.Since(start)
 			if *epochs == 0 {

@@ -94,6 +94,8 @@ type clusterLearner struct {
 	// offsets after the rows of the step.
 	stepCtx context.Context
 	next    func() cluster.Offsets
+	// changed: a step found a change of the stream, not yet reported.
+	changed bool
 }
 
 var errNotMember = errors.New("pipeline: not a member of the current generation")
@@ -113,7 +115,15 @@ func (c *clusterLearner) update(x, _ []float64, rows int) error {
 	if c.m == nil || c.stepCtx == nil {
 		return errNotMember
 	}
-	return c.m.Step(c.stepCtx, x, rows, c.next())
+	var before uint64
+	if l := c.kpca(); l != nil {
+		before = l.Changes()
+	}
+	err := c.m.Step(c.stepCtx, x, rows, c.next())
+	if l := c.kpca(); l != nil && l.Changes() > before {
+		c.changed = true
+	}
+	return err
 }
 
 func (c *clusterLearner) snapshot() *snapshot.Snapshot {
@@ -137,44 +147,33 @@ func (c *clusterLearner) header() *snapshot.Header {
 	return nil
 }
 
-func (c *clusterLearner) samplesSeen() uint64 {
+// either is what the member's learner says (from) or, before the group's
+// first step, what the local snapshot's header says (or), else zero.
+func either[T any](c *clusterLearner, from func(*online.KPCA) T, or func(*snapshot.Header) T) T {
 	if l := c.kpca(); l != nil {
-		return l.SamplesSeen()
+		return from(l)
 	}
 	if h := c.header(); h != nil {
-		return h.SamplesSeen
+		return or(h)
 	}
-	return 0
+	var zero T
+	return zero
+}
+
+func (c *clusterLearner) samplesSeen() uint64 {
+	return either(c, (*online.KPCA).SamplesSeen, func(h *snapshot.Header) uint64 { return h.SamplesSeen })
 }
 
 func (c *clusterLearner) step() uint64 {
-	if l := c.kpca(); l != nil {
-		return l.Step()
-	}
-	if h := c.header(); h != nil {
-		return h.Step
-	}
-	return 0
+	return either(c, (*online.KPCA).Step, func(h *snapshot.Header) uint64 { return h.Step })
 }
 
 func (c *clusterLearner) features() int {
-	if l := c.kpca(); l != nil {
-		return l.Features()
-	}
-	if h := c.header(); h != nil {
-		return h.Features()
-	}
-	return 0
+	return either(c, (*online.KPCA).Features, (*snapshot.Header).Features)
 }
 
 func (c *clusterLearner) dims() (int, int) {
-	if l := c.kpca(); l != nil {
-		return l.Dim(), 0
-	}
-	if h := c.header(); h != nil {
-		return h.Views[0].Dim, 0
-	}
-	return 0, 0
+	return either(c, (*online.KPCA).Dim, func(h *snapshot.Header) int { return h.Views[0].Dim }), 0
 }
 
 func (c *clusterLearner) bandwidth() float64 {
@@ -184,11 +183,25 @@ func (c *clusterLearner) bandwidth() float64 {
 	return 0
 }
 
-// assess does nothing in cluster mode: every member would score its own
-// held-out rows and restart on its own, and the members must hold one
-// model bit for bit. (A group-wide held-out score is not built.)
-func (c *clusterLearner) assess(_, _ []float64, _ int) (bool, error) { return false, nil }
-func (c *clusterLearner) quality() *snapshot.Quality                 { return nil }
+// assess hands the held-out rows to the member: the group's next step
+// scores them with every member's (cluster.Member.HoldOut), so the score
+// and a change found are the group's, and a change restarts every
+// member at the same step. It reports a change the last step found.
+func (c *clusterLearner) assess(x, _ []float64, rows int) (bool, error) {
+	if c.m != nil {
+		c.m.HoldOut(x, rows)
+	}
+	changed := c.changed
+	c.changed = false
+	return changed, nil
+}
+
+func (c *clusterLearner) quality() *snapshot.Quality {
+	if l := c.kpca(); l != nil {
+		return l.Quality()
+	}
+	return nil
+}
 
 // holdGrowth: cluster mode does not shed load (see pace), nor grow its
 // budget with the stream.
