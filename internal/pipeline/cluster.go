@@ -39,12 +39,13 @@ import (
 //     session ends; when no member left (a round lost), this member forces
 //     a rebalance.
 type clusterState struct {
-	events chan genEvent
-	ex     *publish.Exchange
-	gen    int32
-	ready  bool // a member of the current generation's model
-	rank0  bool
-	mine   map[int]bool // this generation's partitions
+	learner *clusterLearner
+	events  chan genEvent
+	ex      *publish.Exchange
+	gen     int32
+	ready   bool // a member of the current generation's model
+	rank0   bool
+	mine    map[int]bool // this generation's partitions
 	// confirmed is a state every member holds, as a snapshot, taken when
 	// one is due (a snapshot costs a copy of the model: it is not taken
 	// every step); saved is the step of the last one persisted.

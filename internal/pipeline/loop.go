@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
@@ -62,9 +61,7 @@ func (l *loop) full() bool { return l.held && l.rows >= maxHeldBatches*l.p.cfg.L
 func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	p := l.p
 	m := pm.m
-	if c := p.clu; c != nil && (!c.ready || pm.gen != c.gen || !c.mine[m.Partition]) {
-		// Read in an earlier generation (or for one this member did not
-		// join): the group's offsets say where it is read again.
+	if !p.coord.takes(pm.gen, m.Partition) {
 		p.met.Duplicates.Inc()
 		return false
 	}
@@ -149,7 +146,7 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		}
 		if l.rows >= p.cfg.Learner.Batch {
 			l.learn()
-			if p.clu == nil { // a cluster member steps every linger, rows or none
+			if !p.coord.idle() { // a cluster member steps every linger, rows or none
 				linger.Stop()
 			}
 			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches {
@@ -189,33 +186,19 @@ func (l *loop) validate(n0, m0 int) error {
 // learn feeds the pending batch to the learner.
 func (l *loop) learn() {
 	p := l.p
-	if c := p.clu; c != nil {
-		// A member steps with the group, rows or none; a member of no
-		// generation has none (handle drops them).
-		if !c.ready {
-			return
-		}
-		defer l.linger.Reset(p.cfg.Learner.Linger)
-	} else if l.rows == 0 {
+	if !p.coord.stepNow(l.rows) {
 		return
+	}
+	if p.coord.idle() {
+		defer l.linger.Reset(p.cfg.Learner.Linger)
 	}
 	t0 := time.Now()
 	l.assess()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
 	took := time.Since(t0)
 	p.met.BatchSeconds.Observe(took.Seconds())
-	if p.clu != nil && err != nil {
-		switch {
-		case errors.Is(err, cluster.ErrAborted):
-			// Another member's batch was refused: nobody learned; these
-			// rows go into the next step.
-			p.log.Warn().Err(err).Msg("cluster: step aborted by another member; the rows stay for the next")
-			return
-		case errors.Is(err, online.ErrDiverged), errors.Is(err, cluster.ErrFirstStep), errors.Is(err, online.ErrInput):
-		default:
-			l.clusterStepFailed(err)
-			return
-		}
+	if err != nil && p.coord.failed(l, err) {
+		return
 	}
 	if errors.Is(err, online.ErrConfig) {
 		// No data can fix it (a linear kernel with k > d, say): stop,
@@ -250,15 +233,7 @@ func (l *loop) learn() {
 		p.dec.Dim, p.dec.DimY = dx, dy
 	}
 	p.mu.Lock()
-	if p.clu != nil {
-		for k, v := range p.learner.(*clusterLearner).m.Next()[p.cfg.Kafka.Topic] {
-			p.learned[k] = v
-		}
-	} else {
-		for k, v := range p.consumed {
-			p.learned[k] = v
-		}
-	}
+	p.coord.covered(p, p.learned)
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
 	p.status.Bandwidth, p.status.Budget = p.learner.bandwidth(), p.learner.budget()
 	samples := p.status.Samples
@@ -274,11 +249,7 @@ func (l *loop) learn() {
 	}
 	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
 	l.sinceSnap++
-	if c := p.clu; c != nil && l.sinceSnap+1 >= p.cfg.Snapshot.EveryBatches {
-		// The next step's round confirms this state: take it there, so
-		// that the snapshot after that step, on the cadence, has it.
-		c.due = true
-	}
+	p.coord.stepped(l)
 }
 
 // keepUp updates the fraction of the stream learned after a batch that
@@ -394,40 +365,15 @@ func (l *loop) snapshot(final bool) {
 	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
 		return // nothing new since the last snapshot
 	}
-	var snap *snapshot.Snapshot
+	snap, ok := p.coord.cut(l)
+	if !ok {
+		return
+	}
 	commit := map[int]int64{}
-	if c := p.clu; c != nil {
-		// The newest state every member holds, with the group's offsets.
-		snap = c.confirmed
-		if snap == nil || snap.Header.Step <= c.saved {
-			// Taken at the next step's round, which confirms the state
-			// before it; persisted by the snapshot after that step.
-			c.due = true
-			return
+	for _, o := range snap.Header.Offsets {
+		if o.Topic == p.cfg.Kafka.Topic {
+			commit[o.Partition] = o.Next
 		}
-		c.saved, c.due = snap.Header.Step, false
-		for _, o := range snap.Header.Offsets {
-			if o.Topic == p.cfg.Kafka.Topic {
-				commit[o.Partition] = o.Next
-			}
-		}
-	} else {
-		snap = p.learner.snapshot()
-		p.mu.Lock()
-		if f := p.status.LearnedFraction; f < 1 {
-			snap.Header.Diagnostics.LearnedFraction = f
-		}
-		snap.Header.Diagnostics.Shed = p.status.Shed
-		offs := p.learned
-		if l.rows == 0 {
-			offs = p.consumed // trailing dead-lettered messages are covered too
-		}
-		for part, next := range offs {
-			snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
-			commit[part] = next
-		}
-		p.mu.Unlock()
-		sortOffsets(snap.Header.Offsets)
 	}
 	// The offsets cover dead-lettered messages: their writes must be done
 	// (stored, or failed and counted) before the snapshot says so.
@@ -488,8 +434,8 @@ func (l *loop) snapshot(final bool) {
 	p.mu.Unlock()
 	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 		Int("features", snap.Header.Features()).Floats64("eigenvalues", eig).Msg("snapshot persisted")
-	if p.clu != nil && !p.clu.rank0 {
-		return // the lowest-ranked member publishes and commits
+	if !p.coord.leads() {
+		return // in a group, the lowest-ranked member publishes and commits
 	}
 	if p.pub != nil {
 		// Replace any unpublished older version: only the newest matters.

@@ -133,6 +133,8 @@ type Pipeline struct {
 	httpToken string
 	// clu is cluster mode's state (cluster.enabled); nil otherwise.
 	clu *clusterState
+	// coord is the loop's coordinator: clu in cluster mode, else solo.
+	coord coordinator
 }
 
 // New restores the newest valid snapshot (if any) and builds the parts:
@@ -170,7 +172,7 @@ func build(opt Options) (*Pipeline, error) {
 	p := &Pipeline{
 		cfg: cfg, log: log, reg: reg, met: newMetrics(reg),
 		consumed: map[int]int64{}, learned: map[int]int64{},
-		kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
+		coord: solo{}, kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
 		parsed: make(chan []parsed, 1),
 		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow,
 	}
@@ -298,7 +300,8 @@ func build(opt Options) (*Pipeline, error) {
 		SASLPassword: pass, Logger: &log,
 	}
 	if cfg.Cluster.Enabled {
-		p.clu = &clusterState{events: make(chan genEvent)}
+		p.clu = &clusterState{learner: p.learner.(*clusterLearner), events: make(chan genEvent)}
+		p.coord = p.clu
 		cc.OnAssign = p.onAssign
 		p.learner.(*clusterLearner).next = p.myOffsets
 	}
@@ -515,7 +518,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	})
 
 	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(),
-		pace: newPace(p.cfg.Learner.LoadShedding == "off" || p.clu != nil, p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)}
+		pace: newPace(p.cfg.Learner.LoadShedding == "off" || !p.coord.keepsUp(), p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)}
 	if f := p.status.LearnedFraction; f < 1 {
 		l.holding = true
 		p.learner.holdGrowth(true)
@@ -525,10 +528,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	l.linger = linger
-	var generations chan genEvent // cluster mode: the consumer's new generations
-	if p.clu != nil {
-		generations = p.clu.events
-	}
+	generations := p.coord.generations() // cluster mode: the consumer's new generations
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	// Parsing runs ahead of the loop by up to a batch (and a byte budget
@@ -574,9 +574,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.mu.Unlock()
 			p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
 			stopFetch()
-			if p.clu == nil {
-				// A cluster member does not step alone: its rows are not
-				// covered and are read again by the group.
+			if p.coord.learnsAtStop() {
 				l.learn()
 			}
 			l.snapshot(true)
@@ -642,9 +640,7 @@ func (p *Pipeline) closeParts(drain bool) {
 	if p.consumer != nil {
 		p.consumer.Close()
 	}
-	if p.clu != nil && p.clu.ex != nil {
-		_ = p.clu.ex.Close()
-	}
+	p.coord.close()
 	if p.dlq != nil {
 		dctx, cancel := p.stopContext(30 * time.Second)
 		defer cancel()

@@ -1,0 +1,163 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// coordinated is a pipeline whose loop runs with the solo coordinator or
+// with a cluster member of a one-member in-memory group.
+func coordinated(t *testing.T, clustered bool) (*Pipeline, *loop) {
+	t.Helper()
+	c := testConfig(t)
+	c.Snapshot.Every = time.Hour // the cadence is every_batches (4)
+	p, err := New(Options{Config: c, Registry: prometheus.NewRegistry(), Source: ingest.NewMemSource("v", 1), DeadLetters: &ingest.MemDeadLetter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	if clustered {
+		lc := c.Learner.Online(c.Model, c.Kafka.Dim)
+		m, err := cluster.Join(context.Background(), cluster.NewMemGroup(1, time.Minute).Member(0), lc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Confirmed = p.onConfirmed
+		cl := &clusterLearner{cfg: lc, m: m, stepCtx: context.Background(), next: p.myOffsets}
+		p.clu = &clusterState{learner: cl, events: make(chan genEvent), ready: true, gen: 1, rank0: true, mine: map[int]bool{0: true}}
+		p.coord, p.learner = p.clu, cl
+	}
+	linger := time.NewTimer(time.Hour)
+	t.Cleanup(func() { linger.Stop() })
+	return p, &loop{p: p, linger: linger}
+}
+
+// TestCoordinatorsPersistWhatTheyCover runs the loop over 40 batches with
+// each coordinator. With both: every snapshot persisted covers exactly
+// the samples in it (its partition's next offset is its samples seen),
+// the offsets learned after a step are the learner's samples, and the
+// snapshots come on the cadence (every_batches). In a group a snapshot is
+// a state every member holds, at most one step behind, taken only when
+// one is due (before, a member copied the model at every step: a step
+// and a snapshot took 1.9× a step alone at d = 64, 32,768 features,
+// k = 10; BenchmarkSnapshot in package online).
+func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
+	for _, clustered := range []bool{false, true} {
+		p, l := coordinated(t, clustered)
+		ctx := context.Background()
+		sem := semaphore.NewWeighted(1)
+		rng := rand.New(rand.NewPCG(5, 5))
+		const steps = 40
+		var off int64
+		var taken, written int
+		var confirmed, cut *snapshot.Snapshot
+		for range steps {
+			batch := make([]parsed, p.cfg.Learner.Batch)
+			for i := range batch {
+				batch[i] = parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1}
+				off++
+			}
+			if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
+				t.Fatalf("cluster %v: %d messages not taken (%v)", clustered, len(rest), l.fatal)
+			}
+			if got, want := p.learned[0], int64(p.learner.samplesSeen()); got != want {
+				t.Fatalf("cluster %v: offsets learned through %d after a step, the learner has %d samples", clustered, got, want)
+			}
+			if p.clu != nil && p.clu.confirmed != confirmed {
+				confirmed = p.clu.confirmed
+				taken++
+			}
+			if l.lastCut != cut {
+				cut = l.lastCut
+				written++
+				if next := nextOffset(cut, 0); next != int64(cut.Header.SamplesSeen) {
+					t.Fatalf("cluster %v: snapshot at step %d: %d samples seen, covers offsets up to %d", clustered, cut.Header.Step, cut.Header.SamplesSeen, next)
+				}
+				if lag := p.learner.step() - cut.Header.Step; lag > 1 {
+					t.Fatalf("cluster %v: snapshot of step %d written at step %d", clustered, cut.Header.Step, p.learner.step())
+				}
+			}
+		}
+		t.Logf("cluster %v: %d steps: %d snapshots written (%d states taken)", clustered, p.learner.step(), written, taken)
+		if want := steps/p.cfg.Snapshot.EveryBatches - 1; written < want {
+			t.Errorf("cluster %v: %d snapshots written in %d steps at every_batches %d, want at least %d", clustered, written, steps, p.cfg.Snapshot.EveryBatches, want)
+		}
+		if clustered && taken > written+1 {
+			t.Errorf("%d states taken for %d snapshots written: a member copies states nobody persists", taken, written)
+		}
+	}
+}
+
+// fakeGroup is a Source with generations whose Rebalance is counted.
+type fakeGroup struct {
+	*ingest.MemSource
+	rebalances chan struct{}
+}
+
+func (f *fakeGroup) Partitions(context.Context) (int, error) { return 1, nil }
+func (f *fakeGroup) Rebalance() error                        { f.rebalances <- struct{}{}; return nil }
+
+// TestCoordinatorDecisions: what each coordinator decides, case by case:
+// which messages it takes, when it steps, how it takes a failed step,
+// what a graceful stop learns, whether load shedding applies, and who
+// publishes.
+func TestCoordinatorDecisions(t *testing.T) {
+	var s solo
+	if !s.takes(7, 3) || s.stepNow(0) || !s.stepNow(1) || s.idle() || !s.leads() || !s.learnsAtStop() || !s.keepsUp() || s.generations() != nil {
+		t.Error("solo: takes every message, steps with rows only, leads, learns at stop, keeps up, has no generations")
+	}
+	if s.failed(nil, errors.New("any")) {
+		t.Error("solo: a failed step is the loop's to handle")
+	}
+
+	p, l := coordinated(t, true)
+	c := p.clu
+	c.gen, c.mine = 3, map[int]bool{0: true, 2: true}
+	for _, m := range []struct {
+		gen       int32
+		partition int
+		want      bool
+	}{{3, 0, true}, {3, 2, true}, {3, 1, false}, {2, 0, false}} {
+		if got := c.takes(m.gen, m.partition); got != m.want {
+			t.Errorf("cluster: takes generation %d partition %d: %v, want %v", m.gen, m.partition, got, m.want)
+		}
+	}
+	if !c.stepNow(0) || !c.idle() || c.learnsAtStop() || c.keepsUp() || c.generations() == nil {
+		t.Error("cluster: steps with the group even without rows, learns nothing alone at stop, no load shedding")
+	}
+	c.rank0 = false
+	if c.leads() {
+		t.Error("cluster: a member that is not the lowest-ranked publishes")
+	}
+	if c.failed(l, online.ErrDiverged) || c.failed(l, cluster.ErrFirstStep) {
+		t.Error("cluster: a refused batch or a first step without a model is the loop's to count")
+	}
+	l.rows = 5
+	if !c.failed(l, cluster.ErrAborted) || l.rows != 5 || !c.ready {
+		t.Error("cluster: an aborted step keeps the rows for the next and the membership")
+	}
+	g := &fakeGroup{MemSource: ingest.NewMemSource("v", 1), rebalances: make(chan struct{}, 1)}
+	p.consumer = g
+	if !c.failed(l, errors.New("a round lost")) || c.ready || l.rows != 0 {
+		t.Error("cluster: a lost round leaves the generation, dropping the rows (read again from the group's offsets)")
+	}
+	select {
+	case <-g.rebalances:
+	case <-time.After(10 * time.Second):
+		t.Error("cluster: a lost round did not ask the consumer group for a new generation")
+	}
+	if snap, ok := c.cut(l); ok || snap != nil || !c.due {
+		t.Error("cluster: with no confirmed state, nothing to persist, and one is due")
+	}
+}
