@@ -470,10 +470,10 @@ func (m *Member) Close() {
 // Gatherer, then step again with the batches not yet covered (Next says
 // which).
 func (m *Member) Step(ctx context.Context, x []float64, rows int, next Offsets) error {
+	defer m.dropHeld() // scored or not: the next step holds out its own
 	if m.broken {
 		return ErrRejoin
 	}
-	defer m.dropHeld()
 	if m.l == nil || m.l.Resetting() {
 		return m.first(ctx, x, rows, next)
 	}
