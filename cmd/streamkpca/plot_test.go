@@ -46,7 +46,7 @@ func TestPlots(t *testing.T) {
 		{"eigenfunctions", "--model", p("h.skpca")},
 		{"convergence", "--bench", p("bench.json")},
 		{"compare", "--bench", p("compare.json")},
-		{"drift", "--bench", "../../docs/bench-drift.json"}, // `bench drift` of 2026-11-26 (docs/results.md)
+		{"drift", "--bench", "../../docs/bench-drift.json"},     // `bench drift` of 2026-11-26 (docs/results.md)
 		{"cluster", "--bench", "../../docs/bench-cluster.json"}, // `bench cluster` of 2026-11-27 (docs/results.md)
 		{"scatter", "--model", p("d.skpca"), "--input", p("d2.csv"), "--label-col", "65"},
 		{"correlations", "--model", p("tv.skpca"), "--input", p("tv.csv"), "--y-cols", "6"},
