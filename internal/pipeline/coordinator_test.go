@@ -161,3 +161,29 @@ func TestCoordinatorDecisions(t *testing.T) {
 		t.Error("cluster: with no confirmed state, nothing to persist, and one is due")
 	}
 }
+
+// closedSource counts its Closes.
+type closedSource struct {
+	*ingest.MemSource
+	closed *int
+}
+
+func (s closedSource) Close() error { *s.closed++; return s.MemSource.Close() }
+
+// TestNewReleasesWhatItBuilt: New fails after the consumer exists —
+// cluster mode over a source that is not a consumer group — and closes
+// it, once, before returning, with no goroutine left (goleak, TestMain).
+func TestNewReleasesWhatItBuilt(t *testing.T) {
+	c := testConfig(t)
+	c.Cluster.Enabled, c.NATS.Disabled = true, false
+	var closed int
+	src := closedSource{ingest.NewMemSource("v", 1), &closed}
+	p, err := New(Options{Config: c, Registry: prometheus.NewRegistry(), Source: src, DeadLetters: &ingest.MemDeadLetter{}})
+	if err == nil || p != nil {
+		t.Fatalf("New in cluster mode over a source without generations: %v, want an error", err)
+	}
+	if closed != 1 {
+		t.Errorf("the source was closed %d times, want once", closed)
+	}
+	t.Logf("New: %v", err)
+}

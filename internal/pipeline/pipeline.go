@@ -312,8 +312,7 @@ func build(opt Options) (*Pipeline, error) {
 		}
 	}
 	if _, ok := p.consumer.(groupSource); p.clu != nil && !ok {
-		p.consumer.Close()
-		return p, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)")
+		return p, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)") // New releases the consumer
 	}
 	dw := opt.DeadLetters
 	if dw == nil {
