@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +187,16 @@ func TestNewReleasesWhatItBuilt(t *testing.T) {
 		t.Errorf("the source was closed %d times, want once", closed)
 	}
 	t.Logf("New: %v", err)
+}
+
+// TestRefusalNamesTheSettings: the error a refused member stops with
+// names each differing setting by its configuration key, with both
+// values, and is cluster.ErrRefused.
+func TestRefusalNamesTheSettings(t *testing.T) {
+	err := refusal(&cluster.RefusedError{Differences: []cluster.Difference{
+		{Field: "K", Here: "4", Group: "3"}, {Field: "Kernel.Bandwidth", Here: "2", Group: "1.5"}}})
+	want := "learner.k is 4 here, 3 in the group, learner.bandwidth is 2 here, 1.5 in the group"
+	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal: %v; want cluster.ErrRefused naming %q", err, want)
+	}
 }
