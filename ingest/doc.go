@@ -5,7 +5,7 @@
 // message formats (Decoder: Parse, then Check against the model), the
 // file reader of `fit` (ReadFile) and the asynchronous, batched
 // dead-letter queue. Cutting learning batches and the offsets a snapshot
-// covers are the run loop's (internal/pipeline).
+// covers are the run loop's (package pipeline).
 //
 // # Invariants
 //

@@ -7,8 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/baseline"
-	"github.com/streamkpca/streamkpca/internal/benchcli"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
+	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
 	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"net"
@@ -20,8 +20,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/demo"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/demo"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

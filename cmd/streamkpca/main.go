@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/streamkpca/streamkpca/internal/benchcli"
-	"github.com/streamkpca/streamkpca/internal/demo"
+	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
+	"github.com/streamkpca/streamkpca/internal/tools/demo"
 )
 
 const usage = `streamkpca — online kernel PCA by doubly stochastic gradients

@@ -8,7 +8,7 @@ import (
 
 	gplot "gonum.org/v1/plot"
 
-	"github.com/streamkpca/streamkpca/internal/plot"
+	"github.com/streamkpca/streamkpca/internal/tools/plot"
 )
 
 const plotUsage = `usage: streamkpca plot <kind> [flags]

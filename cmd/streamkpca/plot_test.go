@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/benchcli"
+	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
 )
 
 // TestPlots renders every plot kind from data and models made here and

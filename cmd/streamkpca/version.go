@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/bench"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 )
 
 // versionInfo is what `streamkpca version` prints.

@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/baseline"
 	"github.com/streamkpca/streamkpca/internal/blasimpl"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
 	"gonum.org/v1/gonum/mat"
 )

@@ -10,8 +10,8 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/mnist"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 	"github.com/streamkpca/streamkpca/online"
 )
 

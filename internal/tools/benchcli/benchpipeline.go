@@ -8,7 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 
-	"github.com/streamkpca/streamkpca/internal/bench"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 )
 
 // benchPipeline is `streamkpca bench pipeline`: the streaming service end

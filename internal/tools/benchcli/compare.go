@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/progress"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 	"github.com/streamkpca/streamkpca/online"
 )
 

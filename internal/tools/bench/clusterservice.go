@@ -12,8 +12,8 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/devstack"
-	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/pipeline"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/bench"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 )
 
 // TestCompareSeries checks that each method becomes one curve of (seconds,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
-	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/progress"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 	"github.com/streamkpca/streamkpca/online"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
-	"github.com/streamkpca/streamkpca/internal/pipeline"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/pipeline"
 )
 
 // PipelineConfig configures RunPipeline. Zero values mean the default.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/bench"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 )
 
 // TestBenchCompare runs `bench compare` in-process on a short 1-D hermite

@@ -11,9 +11,9 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/baseline"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
 )
 

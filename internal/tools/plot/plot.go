@@ -20,8 +20,8 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/streamkpca/streamkpca/ingest"
-	"github.com/streamkpca/streamkpca/internal/bench"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/bench"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
