@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/streamkpca/streamkpca/online"
@@ -174,7 +175,7 @@ func differences(here, group string) []Difference {
 		return m, order
 	}
 	h, order := parse(here)
-	g, _ := parse(group)
+	g, gorder := parse(group)
 	var out []Difference
 	for _, k := range order {
 		if gv, ok := g[k]; !ok || gv != h[k] {
@@ -183,6 +184,16 @@ func differences(here, group string) []Difference {
 			}
 			out = append(out, Difference{Field: k, Here: h[k], Group: gv})
 		}
+	}
+	for _, k := range gorder {
+		if _, ok := h[k]; !ok {
+			out = append(out, Difference{Field: k, Here: "(unknown to this version)", Group: g[k]})
+		}
+	}
+	if len(out) == 0 && here != group {
+		// The same fields, written otherwise (a field twice, another
+		// order): only a member that is not this code writes that.
+		out = append(out, Difference{Field: "(the settings' description)", Here: strconv.Quote(here), Group: strconv.Quote(group)})
 	}
 	return out
 }
@@ -311,8 +322,9 @@ func (m *Member) sameModels(all [][]byte) error {
 	count := map[[32]byte]int{}
 	for i, p := range all {
 		d, _ := open(p)
-		copy(st[i].fp[:], d.take(32))
+		d.take(32) // the sender's fingerprint: recomputed, not trusted
 		st[i].settings = d.str()
+		st[i].fp = sha256.Sum256([]byte(st[i].settings))
 		st[i].has, st[i].step = d.u8() != 0, d.u64()
 		d.u64()
 		if err := d.end(); err != nil {

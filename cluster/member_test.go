@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -654,4 +655,51 @@ func TestGroupScoresAndForgets(t *testing.T) {
 		}
 	}
 	t.Logf("change found by both members at step %d (switch at %d); score before %.4f", found, before, members[0].Learner().Quality().Score)
+}
+
+// TestForgedStatusIsRefused: another member's status whose fingerprint
+// does not match its settings, or whose settings repeat a field with two
+// values, is refused with an error naming what differs; it never panics
+// (FuzzPeerPayloads found an index out of range in sameModels) and the
+// fingerprint on the wire is not trusted.
+func TestForgedStatusIsRefused(t *testing.T) {
+	cfg := online.Config{Model: "f", K: 2, BlockSize: 16, MaxFeatures: 64, Workers: 1,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}
+	own := settings(cfg)
+	status := func(fp [32]byte, s string) []byte {
+		var e enc
+		e.start(kindStatus)
+		e.b = append(e.b, fp[:]...)
+		e.str(s)
+		e.u8(0)
+		e.u64(0)
+		e.u64(0)
+		return e.b
+	}
+	for _, c := range []struct {
+		name string
+		peer []byte
+	}{
+		{"another fingerprint, the same settings", status([32]byte{1}, own)},
+		{"the same fingerprint, other settings", status(fingerprint(cfg), strings.Replace(own, "K=2", "K=3", 1))},
+		{"a field twice", status([32]byte{2}, own+"K=2\n")},
+		{"a field more", status([32]byte{3}, own+"Extra=1\n")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := Join(context.Background(), &peer{data: c.peer}, cfg, nil)
+			if m != nil {
+				m.Close()
+			}
+			if c.name == "another fingerprint, the same settings" {
+				if err != nil {
+					t.Fatalf("a peer with this instance's settings: %v, want it joined", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrMismatch) {
+				t.Fatalf("Join: %v, want ErrMismatch", err)
+			}
+			t.Log(err)
+		})
+	}
 }
