@@ -130,3 +130,78 @@ func smallExact(t *testing.T) (x, held []float64, kern features.Kernel, truth *m
 	kern = kernelG(MedianDistance(x, smallN, exactD, 512))
 	return x, held, kern, newExactKPCA(t, kern, x, smallN, exactD, exactK).at(held, smallHeldN)
 }
+
+// TestFitFeaturesFollowsTheRows: fit's landmark budget is √n·ln n rounded
+// up to whole blocks of 512, within one block and the default 2,048 and
+// never more than the rows in whole blocks; none for two views or a file
+// smaller than a block.
+func TestFitFeaturesFollowsTheRows(t *testing.T) {
+	for _, c := range []struct{ rows, want int }{
+		{511, 0},
+		{518, 512},     // √n·ln n = 142
+		{1617, 512},    // 297
+		{4490, 1024},   // 564
+		{20000, 1536},  // 1,400
+		{200000, 2048}, // 5,459: the default budget
+	} {
+		f, got := FitFeatures(AlgKPCA, c.rows)
+		if c.want == 0 {
+			if f != "" {
+				t.Errorf("%d rows: %q, want random features", c.rows, f)
+			}
+			continue
+		}
+		if f != FeaturesLandmarks || got != c.want {
+			t.Errorf("%d rows: %q %d, want landmarks %d", c.rows, f, got, c.want)
+		}
+	}
+	if f, _ := FitFeatures(AlgKCCA, 5000); f != "" {
+		t.Errorf("kcca: %q, want random features", f)
+	}
+}
+
+// TestFitLandmarksAgainstExact: Fit with fit's default features for a
+// file (FitFeatures: 512 landmarks for 1,500 rows) makes one pass and
+// solves once (KPCA.lazy); its model is within the 5e-3 of exact
+// kernel PCA of the same rows (gonum EigenSym on the Gram matrix) on 500
+// held-out points, and it is the model of the service's learner fed the
+// same batches, which solves after every batch (the same statistics: the
+// same subspace to 1e-9).
+func TestFitLandmarksAgainstExact(t *testing.T) {
+	exactFixture(t)
+	f, m := FitFeatures(AlgKPCA, exactN)
+	cfg := Config{K: exactK, Kernel: exactRef.kern, Features: f, MaxFeatures: m}
+	snap, rep, err := Fit(context.Background(), cfg, exactTrain, exactN, exactD, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Epochs != 1 || rep.Features != 512 || rep.Samples != exactN {
+		t.Fatalf("%d passes, %d features, %d samples: want one pass over 1,500 rows with 512 landmarks", rep.Epochs, rep.Features, rep.Samples)
+	}
+	fitted, err := Restore(snap, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fitted.Close()
+	held := evalDense(fitted, exactHeld, exactHeldN)
+	e := synth.SubspaceError(held, exactRef.at(exactHeld, exactHeldN))
+	t.Logf("fit, 512 landmarks: subspace error %.3g against exact kernel PCA on held-out points", e)
+	if !(e < 5e-3) {
+		t.Errorf("subspace error %.3g against exact kernel PCA, want < 5e-3", e)
+	}
+	// The service's learner, the same rows in the same batches.
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for s := 0; s < exactN; s += 512 {
+		n := min(512, exactN-s)
+		if err := l.Update(exactTrain[s*exactD:(s+n)*exactD], n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := synth.SubspaceError(held, evalDense(l, exactHeld, exactHeldN)); !(d < 1e-9) {
+		t.Errorf("Fit and the learner fed the same batches differ by %.3g in subspace", d)
+	}
+}

@@ -42,6 +42,11 @@ type KPCA struct {
 	raisedAt uint64
 	qual     assessScratch
 	reset    bool // Forget: restart the model with the next batch
+	// lazy: the covariance solver adds each batch to its statistics and
+	// solves only when solveCov is called, not every step. Fit sets it:
+	// nothing reads the model between its batches, and the solve after
+	// the last one is the only one it serves.
+	lazy bool
 
 	// scratch
 	m, mUse, tmp, hbar, pv, pw []float64
@@ -223,6 +228,9 @@ func (l *KPCA) Update(x []float64, rows int) error {
 	l.pre.Apply(l.xs, x)
 	if l.reset {
 		l.restartModel()
+	}
+	if l.lazy && l.fm.Landmarks && l.cfg.Solver == SolverCovariance && l.Features() < l.cfg.MaxFeatures {
+		return l.join(rows)
 	}
 	if len(l.seeds) == 0 {
 		return l.first(rows)
@@ -441,6 +449,16 @@ func (l *KPCA) covStep(rows int) error {
 		return fmt.Errorf("%w: step %d: %w", ErrDiverged, l.t, err)
 	}
 	l.learned(rows)
+	if l.lazy {
+		return nil
+	}
+	return l.solveCov()
+}
+
+// solveCov solves the covariance solver's statistics for the
+// coefficients (and the centre): covStep's second half.
+func (l *KPCA) solveCov() error {
+	k, blocks := l.cfg.K, len(l.seeds)
 	c := l.cov
 	// Applications of the operator this solve (see solvePCA): 30 from the
 	// random first basis, 8 while the statistics are young and move
@@ -641,6 +659,34 @@ func (l *KPCA) first(rows int) error {
 			}
 		}
 	}
+	l.learned(rows)
+	return nil
+}
+
+// join is a lazy learner's step while landmark blocks join (see lazy):
+// the batch becomes the next block, with zero coefficients, and nothing
+// else is learned from it yet. The first covariance step puts the
+// landmark batches into the statistics (covStep) and the solve sets every
+// coefficient, so the subspace rule's model of these steps, which the
+// service serves meanwhile, would be computed only to be replaced.
+func (l *KPCA) join(rows int) error {
+	var seed uint64
+	j := len(l.seeds)
+	if j == 0 {
+		s, err := l.firstBlock(rows)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInput, err)
+		}
+		seed = s
+	} else {
+		var revisit bool
+		if j, seed, revisit = l.next(l.age(), rows); revisit {
+			return fmt.Errorf("%w: the batch's %d points make no landmark block (block %d)", ErrInput, rows, j)
+		}
+	}
+	l.newc = sized(l.newc, l.cfg.BlockSize*l.cfg.K)
+	clear(l.newc)
+	l.commit(l.cfg.K, j, seed, false)
 	l.learned(rows)
 	return nil
 }

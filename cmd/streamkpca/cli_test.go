@@ -317,8 +317,8 @@ func TestFitUsesLandmarksOnAFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !snap.Header.Views[0].Landmarks() || snap.Header.Features() != 1024 {
-		t.Fatalf("features %d, landmarks %v: want 1,024 landmarks (the rows in whole blocks of 512)", snap.Header.Features(), snap.Header.Views[0].Landmarks())
+	if !snap.Header.Views[0].Landmarks() || snap.Header.Features() != 512 {
+		t.Fatalf("features %d, landmarks %v: want 512 landmarks (√n·ln n = 283, rounded up to a block of 512)", snap.Header.Features(), snap.Header.Views[0].Landmarks())
 	}
 	ex, err := baseline.NewExact(features.Kernel{Family: features.Gaussian, Bandwidth: 1}, 1, 3, n)
 	if err != nil {

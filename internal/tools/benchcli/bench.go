@@ -164,9 +164,11 @@ func benchFit(ctx context.Context, args []string) error {
 		cfg.Epochs = e
 		return err
 	})
-	if err := fs.Parse(args); err != nil {
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
+	defer stop()
 	if *input == "" {
 		return errors.New("bench fit: --input is required")
 	}
