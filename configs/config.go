@@ -261,7 +261,9 @@ type Learner struct {
 	CacheBytes int64 `yaml:"cache_bytes"`
 	// KeepBytes bounds the batch's features kept between evaluating the
 	// functions and the gradient (batch × features × 8 bytes); past it a
-	// step evaluates them twice. -1 keeps none. Default: 512 MiB.
+	// step evaluates them twice. -1 keeps none. Default (0): 512 MiB for
+	// inputs of at least k dimensions, none below (re-evaluating them
+	// costs a small share of such a step; online.Config.KeepBytes).
 	KeepBytes int64 `yaml:"keep_bytes"`
 }
 
@@ -412,9 +414,6 @@ func (c *Config) SetDefaults() {
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
-	}
-	if c.Learner.KeepBytes == 0 {
-		c.Learner.KeepBytes = features.DefaultKeepBytes
 	}
 	def(&c.Snapshot.Dir, "./snapshots")
 	defI(&c.Snapshot.Keep, 5)

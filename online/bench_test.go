@@ -176,21 +176,10 @@ func TestUpdateAllocatesNothing(t *testing.T) {
 func TestKeepBytesTradesTimeNotBits(t *testing.T) {
 	const rows, steps = 256, 6
 	x := curvedData(rand.New(rand.NewPCG(5, 5)), rows)
+	cfg := Config{K: 3, BlockSize: 64, MaxFeatures: 1024, Workers: 1}
 	learn := func(keep int64) ([]float64, uint64) {
-		l, err := New(Config{K: 3, BlockSize: 64, MaxFeatures: 1024, KeepBytes: keep, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range steps {
-			if err := l.Update(x, rows); err != nil {
-				t.Fatal(err)
-			}
-		}
-		runtime.ReadMemStats(&after)
-		return l.Snapshot().Coef[0], after.TotalAlloc - before.TotalAlloc
+		cfg.KeepBytes = keep
+		return learnAllocating(t, cfg, x, rows, steps)
 	}
 	kept, keptBytes := learn(0)
 	none, noneBytes := learn(-1)
@@ -235,4 +224,54 @@ func BenchmarkAssess(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestKeepBytesDefaultFollowsDimAndK: by default (KeepBytes 0) the
+// learner keeps the batch's features only for inputs of at least k
+// dimensions; below, evaluating them again costs a small share of a step
+// (docs/learners.md) and they would cost b × features × 8 bytes. 2-D
+// points with k = 3 allocate no kept buffer by default, as with -1; with
+// KeepBytes set they do.
+func TestKeepBytesDefaultFollowsDimAndK(t *testing.T) {
+	const rows, d, steps = 256, 2, 6
+	rng := rand.New(rand.NewPCG(6, 6))
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	cfg := Config{K: 3, BlockSize: 64, MaxFeatures: 1024, Workers: 1, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}
+	alloc := func(keep int64) uint64 {
+		cfg.KeepBytes = keep
+		_, n := learnAllocating(t, cfg, x, rows, steps)
+		return n
+	}
+	def, none, set := alloc(0), alloc(-1), alloc(64<<20)
+	t.Logf("allocated %d bytes by default, %d keeping none, %d keeping up to 64 MiB", def, none, set)
+	half := uint64(rows * 1024 * 8 / 2)
+	if def >= none+half {
+		t.Errorf("2-D inputs, k = 3, default: allocated %d bytes more than keeping none, want < %d (no kept buffer)", int64(def)-int64(none), half)
+	}
+	if set < none+half {
+		t.Errorf("KeepBytes set: allocated %d bytes more than keeping none, want ≥ %d (the kept buffer)", int64(set)-int64(none), half)
+	}
+}
+
+// learnAllocating learns steps batches of x (rows points) with a learner
+// of cfg and returns its coefficients and the bytes allocated meanwhile.
+func learnAllocating(t *testing.T, cfg Config, x []float64, rows, steps int) ([]float64, uint64) {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range steps {
+		if err := l.Update(x, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	return l.Snapshot().Coef[0], after.TotalAlloc - before.TotalAlloc
 }

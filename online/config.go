@@ -140,9 +140,10 @@ type Config struct {
 	// KeepBytes bounds the batch's features the subspace and covariance
 	// solvers keep from evaluating the functions for the gradient of every
 	// block (b × features × 8 bytes); past it each step evaluates the
-	// features a second time, trading time for memory. Default:
-	// features.DefaultKeepBytes (512 MiB). Negative: keep none. A runtime
-	// setting, not part of the model.
+	// features a second time, trading time for memory. Default (0):
+	// features.DefaultKeepBytes (512 MiB) for inputs of at least k
+	// dimensions, none below (see keepBytes). Negative: keep none. A
+	// runtime setting, not part of the model.
 	KeepBytes int64
 }
 
