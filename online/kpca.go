@@ -777,6 +777,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,
 			Averaged:    avg,
+			Detector:    l.mon.state(),
 		},
 		Coef:      [][]float64{append([]float64(nil), coef...)},
 		Landmarks: landmarks,

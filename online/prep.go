@@ -116,6 +116,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	}
 	l.resume(h)
 	l.mon.resume(h.Diagnostics.Quality)
+	l.mon.resumeDetector(h.Detector)
 	l.lambda0 = h.Schedule.Scale
 	if len(h.Running) == h.K*h.K {
 		copy(l.mrun, h.Running)

@@ -380,8 +380,27 @@ func (m *monitor) restart() {
 	m.n, m.np, m.mu, m.vr, m.s = 0, 0, 0, 0, 0
 }
 
-// resume continues the reported score of a snapshot's (nil: none). The
-// detector starts afresh, with its warm-up.
+// state is the detector's state for a snapshot, nil before it has a
+// reference.
+func (m *monitor) state() *snapshot.Detector {
+	if m.n == 0 {
+		return nil
+	}
+	return &snapshot.Detector{Batches: m.n, Points: m.np, Mean: m.mu, Var: m.vr, CUSUM: m.s}
+}
+
+// resumeDetector continues the detector of a snapshot's state (nil: it
+// starts afresh, with its warm-up, as it did before snapshots carried
+// it).
+func (m *monitor) resumeDetector(d *snapshot.Detector) {
+	if d == nil {
+		return
+	}
+	m.n, m.np, m.mu, m.vr, m.s = d.Batches, d.Points, d.Mean, d.Var, d.CUSUM
+}
+
+// resume continues the reported score of a snapshot's (nil: none); the
+// detector, see resumeDetector.
 func (m *monitor) resume(q *snapshot.Quality) {
 	if q == nil || !(q.Points > 0) || len(q.Components) == 0 {
 		return

@@ -501,3 +501,64 @@ func TestKCCAChoosesItsRidge(t *testing.T) {
 		t.Fatalf("after a second pass: done %v, choices %v (were %d)", l.cov.search.done, l.cov.search.chosen, choices)
 	}
 }
+
+// TestRestoredDetectorFindsTheSameChange: a learner restored from a
+// snapshot taken with its detector armed (its reference built over 95
+// stationary batches) finds a switch of the stream at the same step as the
+// learner that went on, and is the same model after it, bit for bit.
+// Before, the detector's state was not in the snapshot: the restored
+// learner built its reference again from the batches after the restart,
+// the switch among them, and found no change.
+func TestRestoredDetectorFindsTheSameChange(t *testing.T) {
+	const rows, before, after, save = 256, 100, 30, 95
+	cfg := Config{K: 2, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Workers: 1}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var restored *KPCA
+	found := [2]int{-1, -1}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for step := range before + after {
+		x := rotatedStream(rng, rows, step >= before)
+		held := x[:32*4]
+		for i, m := range []*KPCA{l, restored} {
+			if m == nil {
+				continue
+			}
+			changed, err := m.Assess(held, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed && found[i] < 0 {
+				found[i] = step
+			}
+			if err := m.Update(x, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step == save {
+			snap := l.Snapshot()
+			if d := snap.Header.Detector; d == nil || d.Points == 0 {
+				t.Fatalf("a snapshot of an armed detector carries no detector state: %+v", d)
+			}
+			if served := snap.Served(); served.Header.Detector != nil {
+				t.Error("the served copy carries the detector's state (learner state)")
+			}
+			if restored, err = Restore(snap, Config{Workers: 1}); err != nil {
+				t.Fatal(err)
+			}
+			defer restored.Close()
+		}
+	}
+	if found[0] < before || found[0] > before+8 {
+		t.Fatalf("the learner found the change at step %d, want within 8 batches of %d", found[0], before)
+	}
+	if found[1] != found[0] {
+		t.Fatalf("the restored learner found the change at step %d, the one that went on at %d", found[1], found[0])
+	}
+	if a, b := l.Snapshot(), restored.Snapshot(); !slices.Equal(a.Coef[0], b.Coef[0]) {
+		t.Fatal("the restored learner is not the same model after the change")
+	}
+}

@@ -530,7 +530,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 		Header: snapshot.Header{
 			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
-			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov,
+			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov, Detector: l.mon.state(),
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
@@ -657,6 +657,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	}
 	l.resume(h)
 	l.mon.resume(h.Diagnostics.Quality)
+	l.mon.resumeDetector(h.Detector)
 	l.lambda0, l.trace0 = h.Schedule.Scale, h.Settings.Trace0
 	return l, nil
 }

@@ -263,6 +263,33 @@ type Header struct {
 	// last iterate and running average (format v3); nil for every other
 	// learner, and in the served copy of a model.
 	Averaged *Averaged `json:"averaged,omitempty"`
+	// Detector is the state of the change detector on the held-out score
+	// (package online, the monitor): learner state, so that a restored
+	// learner finds a change where the one that went on would. nil before
+	// the detector has a reference, and in the served copy of a model.
+	Detector *Detector `json:"detector,omitempty"`
+}
+
+// Detector is the change detector's state (package online): the
+// reference of the held-out score, built over Points held-out points in
+// Batches batches since the model's last restart (their mean and
+// variance), and the one-sided CUSUM statistic of drops below it.
+type Detector struct {
+	Batches int     `json:"batches"`
+	Points  float64 `json:"points"`
+	Mean    float64 `json:"mean"`
+	Var     float64 `json:"var"`
+	CUSUM   float64 `json:"cusum"`
+}
+
+// valid reports whether d's figures can be a detector's.
+func (d *Detector) valid() bool {
+	for _, v := range []float64{d.Points, d.Mean, d.Var, d.CUSUM} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return d.Batches >= 0 && d.Points >= 0 && d.Var >= 0 && d.CUSUM >= 0
 }
 
 // Averaged describes the state of a kpca or gha learner whose served
@@ -464,6 +491,9 @@ func (h *Header) coefCounts() ([]int, error) {
 
 // Validate checks the header's internal consistency.
 func (h *Header) Validate() error {
+	if h.Detector != nil && !h.Detector.valid() {
+		return fmt.Errorf("%w: detector state %+v", ErrHeader, *h.Detector)
+	}
 	if h.Generator != features.GeneratorID {
 		return fmt.Errorf("%w: generator %q (this build knows %q)", ErrUnsupported, h.Generator, features.GeneratorID)
 	}
@@ -536,11 +566,11 @@ type Snapshot struct {
 // state (Header.Covariance, Header.Averaged, State), which a projection
 // does not use. It shares s's slices.
 func (s *Snapshot) Served() *Snapshot {
-	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.State == nil {
+	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.Header.Detector == nil && s.State == nil {
 		return s
 	}
 	out := *s
-	out.Header.Covariance, out.Header.Averaged, out.State = nil, nil, nil
+	out.Header.Covariance, out.Header.Averaged, out.Header.Detector, out.State = nil, nil, nil, nil
 	return &out
 }
 

@@ -736,3 +736,53 @@ func TestModelSharesGeneratedBlocks(t *testing.T) {
 		t.Error("a model with another bandwidth shares blocks")
 	}
 }
+
+// TestDetectorStateRoundTripAndChecks: the change detector's state
+// travels in the stored snapshot's header, is left out of the served copy,
+// and a state no detector can have (a negative variance or statistic) is
+// refused by the decoder.
+func TestDetectorStateRoundTripAndChecks(t *testing.T) {
+	s := sample()
+	s.Header.Detector = &Detector{Batches: 40, Points: 1280, Mean: 0.62, Var: 0.004, CUSUM: 1.5}
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Snapshot
+	if err := got.UnmarshalBinary(data); err != nil {
+		t.Fatal(err)
+	}
+	if got.Header.Detector == nil || *got.Header.Detector != *s.Header.Detector {
+		t.Errorf("detector state %+v after the round trip, want %+v", got.Header.Detector, *s.Header.Detector)
+	}
+	if got.Served().Header.Detector != nil {
+		t.Error("the served copy carries the detector's state")
+	}
+	// Files written by another program: the header's figures replaced,
+	// the lengths and checksum made right.
+	for _, bad := range []string{`"var":-1`, `"cusum":-0.5`, `"batches":-1`, `"points":-3`} {
+		field, _, _ := strings.Cut(bad, ":")
+		raw := rewriteHeader(t, data, func(h string) string {
+			i := strings.Index(h, field+":")
+			j := i + strings.IndexAny(h[i:], ",}")
+			return h[:i] + bad + h[j:]
+		})
+		if err := got.UnmarshalBinary(raw); !errors.Is(err, ErrHeader) {
+			t.Errorf("detector state with %s: %v, want ErrHeader", bad, err)
+		}
+	}
+}
+
+// rewriteHeader returns the snapshot file data with its JSON header
+// rewritten by edit, the header length and the CRC-32C made right
+// (snapshot/doc.go's layout).
+func rewriteHeader(t *testing.T, data []byte, edit func(string) string) []byte {
+	t.Helper()
+	hl := int(binary.LittleEndian.Uint32(data[12:16]))
+	header := edit(string(data[16 : 16+hl]))
+	out := append([]byte(nil), data[:12]...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(header)))
+	out = append(out, header...)
+	out = append(out, data[16+hl:len(data)-4]...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
