@@ -2,11 +2,19 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // TestClusterDropsStaleGenerations: a cluster member takes only messages
@@ -38,5 +46,150 @@ func TestClusterDropsStaleGenerations(t *testing.T) {
 	}
 	if !l.handle(ctx, msg(0, 500, 2)) || l.rows != 1 || p.consumed[0] != 501 {
 		t.Fatalf("the generation's own message: rows %d, offset %d", l.rows, p.consumed[0])
+	}
+}
+
+// clusterSnapshot is the snapshot of a learner of cfg after steps
+// batches of 64 3-D Gaussian rows.
+func clusterSnapshot(t *testing.T, cfg online.Config, steps int) *snapshot.Snapshot {
+	t.Helper()
+	l, err := online.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x := gaussRows(64, 3, 7)
+	for range steps {
+		if err := l.Update(x, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.Snapshot()
+}
+
+// gaussRows returns rows×d standard normal values drawn from seed.
+func gaussRows(rows, d int, seed uint64) []float64 {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	return x
+}
+
+// TestClusterLearnerBeforeAndAfterJoin: before the group's first step the
+// cluster learner reports the local snapshot's header (what the status
+// page and the metrics show after a restart), zeros without one, and
+// refuses to learn; once a member, it reports the member's learner, a
+// step learns the rows, a change a step found is reported once, and the
+// budget does not grow with the stream.
+func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
+	cfg := online.Config{Model: "loop", K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}}
+	local := clusterSnapshot(t, cfg, 3)
+	h := local.Header
+
+	none := &clusterLearner{cfg: cfg}
+	if none.samplesSeen() != 0 || none.step() != 0 || none.features() != 0 || none.snapshot() != nil || none.quality() != nil {
+		t.Errorf("no snapshot, no member: samples %d, step %d, features %d", none.samplesSeen(), none.step(), none.features())
+	}
+	c := &clusterLearner{cfg: cfg, local: local}
+	if d, _ := c.dims(); c.samplesSeen() != 192 || c.step() != h.Step || c.features() != h.Features() || d != 3 {
+		t.Errorf("before the first join: samples %d (want 192), step %d (%d), features %d (%d), dim %d (3)",
+			c.samplesSeen(), c.step(), h.Step, c.features(), h.Features(), d)
+	}
+	if c.snapshot() != local || c.generated() != nil || c.bandwidth() != 0 {
+		t.Error("before the first join the snapshot is the local one, with nothing generated and no bandwidth")
+	}
+	if err := c.update(gaussRows(64, 3, 8), nil, 64); !errors.Is(err, errNotMember) {
+		t.Errorf("update before joining: %v, want errNotMember", err)
+	}
+
+	m, err := cluster.Join(context.Background(), cluster.NewMemGroup(1, time.Minute).Member(0), cfg, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.m = m
+	defer c.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.stepCtx, c.next = ctx, func() cluster.Offsets { return cluster.Offsets{"v": {0: 256}} }
+	if err := c.update(gaussRows(64, 3, 9), nil, 64); err != nil {
+		t.Fatal(err)
+	}
+	l := m.Learner()
+	if c.samplesSeen() != 256 || c.step() != l.Step() || c.features() != l.Features() || c.bandwidth() != 1.5 {
+		t.Errorf("a member after one step: samples %d (want 256), step %d (%d), features %d (%d), bandwidth %g",
+			c.samplesSeen(), c.step(), l.Step(), c.features(), l.Features(), c.bandwidth())
+	}
+	if s := c.snapshot(); s == nil || s.Header.SamplesSeen != 256 {
+		t.Error("a member's snapshot is not the member's model")
+	}
+	c.changed = true
+	if ch, err := c.assess(gaussRows(4, 3, 10), nil, 4); !ch || err != nil {
+		t.Errorf("assess after a step that found a change: %v, %v; want the change", ch, err)
+	}
+	if ch, _ := c.assess(gaussRows(4, 3, 11), nil, 4); ch {
+		t.Error("a change reported twice")
+	}
+	c.holdGrowth(true)
+	if n, raised := c.raiseBudget(1 << 30); raised || n != 256 || c.budget() != 256 {
+		t.Errorf("cluster budget raised to %d (%v); it stays at max_features 256", n, raised)
+	}
+}
+
+// TestClusterOffsetsAndConfirmedState: a member's offsets are those of
+// its own partitions only; a confirmed state is taken as the snapshot to
+// persist only when the loop asked for one and it is newer than the last
+// persisted, with the offsets the group's step covers; the member count
+// reaches the status and the gauge.
+func TestClusterOffsetsAndConfirmedState(t *testing.T) {
+	p, err := New(Options{Config: testConfig(t), Registry: prometheus.NewRegistry(), Source: ingest.NewMemSource("v", 16), DeadLetters: &ingest.MemDeadLetter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.clu = &clusterState{mine: map[int]bool{0: true, 2: true}}
+	p.consumed[0], p.consumed[1], p.consumed[2] = 10, 20, 30
+	got := p.myOffsets()
+	if len(got) != 1 || len(got["v"]) != 2 || got["v"][0] != 10 || got["v"][2] != 30 {
+		t.Errorf("my offsets %v, want partitions 0 and 2 only: {v: {0: 10, 2: 30}}", got)
+	}
+
+	cfg := online.Config{Model: "loop", K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}}
+	l, err := online.Restore(clusterSnapshot(t, cfg, 3), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	next := cluster.Offsets{"v": {0: 10, 1: 20, 2: 30}}
+	p.onConfirmed(l, next)
+	if p.clu.confirmed != nil {
+		t.Error("a confirmed state was taken although no snapshot was due")
+	}
+	p.clu.due, p.clu.saved = true, l.Step()
+	p.onConfirmed(l, next)
+	if p.clu.confirmed != nil {
+		t.Error("a confirmed state no newer than the last persisted was taken")
+	}
+	p.clu.saved = l.Step() - 1
+	p.onConfirmed(l, next)
+	s := p.clu.confirmed
+	if s == nil || p.clu.due || s.Header.Step != l.Step() || len(s.Header.Offsets) != 3 {
+		t.Fatalf("due and newer: confirmed %v, due %v", s != nil, p.clu.due)
+	}
+	for _, o := range s.Header.Offsets {
+		if want := next["v"][o.Partition]; o.Topic != "v" || o.Next != want {
+			t.Errorf("persisted offset %+v, want partition %d at %d", o, o.Partition, want)
+		}
+	}
+
+	p.setMembers(3, 7)
+	if st := p.Status(); st.Members != 3 || st.Generation != 7 {
+		t.Errorf("status: %d members, generation %d; want 3, 7", st.Members, st.Generation)
+	}
+	if v := testutil.ToFloat64(p.met.Members); v != 3 {
+		t.Errorf("streamkpca_cluster_members %g, want 3", v)
 	}
 }

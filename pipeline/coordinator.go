@@ -37,8 +37,15 @@ type coordinator interface {
 	leads() bool
 	// learnsAtStop: a graceful stop learns the partial batch first.
 	learnsAtStop() bool
-	// keepsUp: load shedding and the stream's budget apply.
+	// keepsUp: load shedding applies.
 	keepsUp() bool
+	// capacity is the rows a step of rows rows could have taken in the
+	// same time: load shedding's cost per row is the step's time over it.
+	capacity(rows, batch int) int
+	// grows: the model's growth follows the stream (held while the stream
+	// leaves no room, the budget raised while it leaves the learner
+	// idle; learner.budget).
+	grows() bool
 	// generations are the consumer group's generations to join (nil:
 	// none).
 	generations() chan genEvent
@@ -50,14 +57,18 @@ type coordinator interface {
 // and persists, publishes and commits its own learner's state.
 type solo struct{}
 
-func (solo) takes(int32, int) bool      { return true }
-func (solo) stepNow(rows int) bool      { return rows > 0 }
-func (solo) idle() bool                 { return false }
-func (solo) failed(*loop, error) bool   { return false }
-func (solo) stepped(*loop)              {}
-func (solo) leads() bool                { return true }
-func (solo) learnsAtStop() bool         { return true }
-func (solo) keepsUp() bool              { return true }
+func (solo) takes(int32, int) bool    { return true }
+func (solo) stepNow(rows int) bool    { return rows > 0 }
+func (solo) idle() bool               { return false }
+func (solo) failed(*loop, error) bool { return false }
+func (solo) stepped(*loop)            {}
+func (solo) leads() bool              { return true }
+func (solo) learnsAtStop() bool       { return true }
+func (solo) keepsUp() bool            { return true }
+func (solo) grows() bool              { return true }
+
+// capacity: one instance's step costs about in proportion to its rows.
+func (solo) capacity(rows, _ int) int   { return rows }
 func (solo) generations() chan genEvent { return nil }
 func (solo) close()                     {}
 func (solo) covered(p *Pipeline, learned map[int]int64) {
@@ -154,8 +165,25 @@ func (c *clusterState) leads() bool { return c.rank0 }
 // and are read again by the group.
 func (c *clusterState) learnsAtStop() bool { return false }
 
-// keepsUp: no load shedding nor stream budget in cluster mode (see pace).
-func (c *clusterState) keepsUp() bool { return false }
+// keepsUp: each member sheds load on its own partitions as one instance
+// does (see pace): a member learns only the messages whose hash falls
+// under its fraction, and the group's offsets cover the others. Its
+// step's time is the group's, so a member sheds when its partitions
+// bring more rows than the group's steps can take. The budget does not
+// grow with the stream (see grows).
+func (c *clusterState) keepsUp() bool { return true }
+
+// capacity: a member's step takes as long as the group's, whatever its
+// own rows, and could have taken a whole batch: the cost of a row is the
+// step's time over the batch, not over the rows this member had (with
+// those, a member that keeps up with a slow partition would see a step's
+// time per row its stream fills exactly, and shed).
+func (c *clusterState) capacity(rows, batch int) int { return max(rows, batch) }
+
+// grows: no. The members' models are one: a member that held its growth
+// or raised its budget alone would leave the group's model (the blocks
+// join on every member at the same steps, up to learner.max_features).
+func (c *clusterState) grows() bool { return false }
 
 func (c *clusterState) generations() chan genEvent { return c.events }
 

@@ -115,8 +115,11 @@ func (f *fakeGroup) Rebalance() error                        { f.rebalances <- s
 // publishes.
 func TestCoordinatorDecisions(t *testing.T) {
 	var s solo
-	if !s.takes(7, 3) || s.stepNow(0) || !s.stepNow(1) || s.idle() || !s.leads() || !s.learnsAtStop() || !s.keepsUp() || s.generations() != nil {
+	if !s.takes(7, 3) || s.stepNow(0) || !s.stepNow(1) || s.idle() || !s.leads() || !s.learnsAtStop() || !s.keepsUp() || !s.grows() || s.generations() != nil {
 		t.Error("solo: takes every message, steps with rows only, leads, learns at stop, keeps up, has no generations")
+	}
+	if s.capacity(10, 512) != 10 || s.capacity(600, 512) != 600 {
+		t.Error("solo: a step's capacity is its rows")
 	}
 	if s.failed(nil, errors.New("any")) {
 		t.Error("solo: a failed step is the loop's to handle")
@@ -134,8 +137,8 @@ func TestCoordinatorDecisions(t *testing.T) {
 			t.Errorf("cluster: takes generation %d partition %d: %v, want %v", m.gen, m.partition, got, m.want)
 		}
 	}
-	if !c.stepNow(0) || !c.idle() || c.learnsAtStop() || c.keepsUp() || c.generations() == nil {
-		t.Error("cluster: steps with the group even without rows, learns nothing alone at stop, no load shedding")
+	if !c.stepNow(0) || !c.idle() || c.learnsAtStop() || !c.keepsUp() || c.grows() || c.generations() == nil {
+		t.Error("cluster: steps with the group even without rows, learns nothing alone at stop, sheds load on its partitions, grows as the group")
 	}
 	c.rank0 = false
 	if c.leads() {
@@ -198,5 +201,52 @@ func TestRefusalNamesTheSettings(t *testing.T) {
 	want := "learner.k is 4 here, 3 in the group, learner.bandwidth is 2 here, 1.5 in the group"
 	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), want) {
 		t.Errorf("refusal: %v; want cluster.ErrRefused naming %q", err, want)
+	}
+}
+
+// TestClusterMemberShedsExactlyOnce: a cluster member sheds load as one
+// instance does (before, cluster mode never shed, and a group slower than
+// its topic let lag grow until retention deleted messages): at a learned
+// fraction of one half, the messages whose hash falls above it are
+// counted as shed and not learned, every message is either learned or
+// shed, the offsets the group's state covers include the shed ones, and
+// the state persisted records this member's shed count and fraction.
+func TestClusterMemberShedsExactlyOnce(t *testing.T) {
+	p, l := coordinated(t, true)
+	p.status.LearnedFraction = 0.5
+	l.pace = p.newPace()
+	ctx := context.Background()
+	sem := semaphore.NewWeighted(1)
+	rng := rand.New(rand.NewPCG(6, 6))
+	var off int64
+	for range 40 {
+		batch := make([]parsed, p.cfg.Learner.Batch)
+		for i := range batch {
+			batch[i] = parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1}
+			off++
+		}
+		if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
+			t.Fatalf("%d messages not taken (%v)", len(rest), l.fatal)
+		}
+	}
+	l.learn() // the partial batch
+	st := p.Status()
+	t.Logf("%d messages: %d learned, %d shed", off, st.Samples, st.Shed)
+	if st.Shed == 0 {
+		t.Fatal("a cluster member at learned fraction 0.5 shed nothing")
+	}
+	if st.Samples+st.Shed != uint64(off) {
+		t.Errorf("learned %d + shed %d = %d of %d messages: each must be learned or shed, once", st.Samples, st.Shed, st.Samples+st.Shed, off)
+	}
+	if p.learned[0] != off {
+		t.Errorf("the group's state covers offsets up to %d, want %d (the shed messages too)", p.learned[0], off)
+	}
+	snap := l.lastCut
+	if snap == nil {
+		t.Fatal("no state persisted")
+	}
+	if covered := nextOffset(snap, 0) - int64(snap.Header.SamplesSeen); covered <= 0 || uint64(covered) > st.Shed {
+		t.Errorf("persisted state: %d samples, offsets to %d: want the shed messages among those it covers (%d shed in all)",
+			snap.Header.SamplesSeen, nextOffset(snap, 0), st.Shed)
 	}
 }

@@ -266,7 +266,7 @@ func (l *loop) keepUp(took time.Duration) {
 	seen := int64(p.status.Consumed)
 	before := p.status.LearnedFraction
 	p.mu.Unlock()
-	f := l.pace.observe(l.rows, took.Seconds(), seen, backlog, time.Now())
+	f := l.pace.observe(p.coord.capacity(l.rows, p.cfg.Learner.Batch), took.Seconds(), seen, backlog, time.Now())
 	p.met.LearnedFraction.Set(f)
 	p.mu.Lock()
 	p.status.LearnedFraction = f
@@ -278,6 +278,9 @@ func (l *loop) keepUp(took time.Duration) {
 			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) to keep lag bounded (learner.load_shedding)")
 	case f >= 1 && before < 1:
 		p.log.Info().Int64("backlog", backlog).Msg("keeping up again: learning every message")
+	}
+	if !p.coord.grows() {
+		return
 	}
 	if hold := !l.pace.grow(); hold != l.holding {
 		l.holding = hold

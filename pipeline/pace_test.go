@@ -206,3 +206,33 @@ func TestPaceRoomOnlyWhenCaughtUp(t *testing.T) {
 		t.Errorf("no room on a stream at 10%% of the learner's capacity, caught up (rate %.0f, cost %.2g)", p.rate, p.cost)
 	}
 }
+
+// TestClusterMemberStopsSheddingWhenItKeepsUp: a cluster member's step
+// takes the group's time, 1 s here, whatever its own rows. With a slow
+// partition (100 messages/s) it takes 100 rows a step and keeps up (no
+// backlog); after a shedding episode (fraction 0.5) its fraction must
+// return to 1. Costed per row it had (1 s / 100 rows: the stream fills
+// each step exactly, c·λ = 1 > u) it would shed a fifth of its stream for
+// good; costed per row of the batch a step could take (the cluster
+// coordinator's capacity), c·λ = 100/512 and it learns every message.
+func TestClusterMemberStopsSheddingWhenItKeepsUp(t *testing.T) {
+	const batch, rate = 512, 100
+	run := func(capacity func(rows, batch int) int) float64 {
+		p := newPace(false, 0.8, 0.5, 0)
+		t0 := time.Unix(0, 0)
+		var seen int64
+		var f float64
+		for s := 1; s <= 120; s++ {
+			seen += rate
+			f = p.observe(capacity(rate, batch), 1, seen, 0, t0.Add(time.Duration(s)*time.Second))
+		}
+		return f
+	}
+	var c clusterState
+	if f := run(c.capacity); f != 1 {
+		t.Errorf("a member keeping up: learned fraction %.3f after 120 steps, want 1", f)
+	}
+	if f := run(solo{}.capacity); !(f < 1) {
+		t.Errorf("costed per row it had: fraction %.3f; the test no longer shows the difference", f)
+	}
+}

@@ -458,6 +458,12 @@ func (p *Pipeline) lag() int64 {
 	return p.consumer.Lag() + p.ahead.Load()
 }
 
+// newPace is the loop's load shedding (see pace): off with
+// learner.load_shedding off, from the restored learned fraction.
+func (p *Pipeline) newPace() *pace {
+	return newPace(p.cfg.Learner.LoadShedding == "off" || !p.coord.keepsUp(), p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)
+}
+
 // errKilled is returned by Run after Kill.
 var errKilled = errors.New("pipeline: killed")
 
@@ -516,8 +522,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return nil
 	})
 
-	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(),
-		pace: newPace(p.cfg.Learner.LoadShedding == "off" || !p.coord.keepsUp(), p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)}
+	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace()}
 	if f := p.status.LearnedFraction; f < 1 {
 		l.holding = true
 		p.learner.holdGrowth(true)

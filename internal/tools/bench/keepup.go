@@ -29,6 +29,9 @@ type KeepUpConfig struct {
 	LoadShedding string
 	// Budget is the service's learner.budget. Default: stream.
 	Budget string
+	// Instances: with more than one, that many services in cluster mode
+	// (one model, one consumer group) share the stream. Default: 1.
+	Instances int
 	// Every: how often the lag is sampled. Default: 10 s.
 	Every time.Duration
 	// Dir holds the brokers' and snapshots' data. Required.
@@ -71,6 +74,8 @@ type KeepUpResult struct {
 	GrowthShare float64 `json:"lag_growth_share"`
 	// Shed is the messages not learned to keep up.
 	Shed uint64 `json:"shed"`
+	// Instances is the services sharing the stream (cluster mode above 1).
+	Instances int `json:"instances"`
 }
 
 // RunKeepUp produces 16-D hermite messages (JSON) at Rate into the
@@ -86,7 +91,8 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	orDefault(&cfg.LoadShedding, "auto")
 	orDefault(&cfg.Budget, "stream")
 	orDefault(&cfg.Every, 10*time.Second)
-	res := KeepUpResult{Bench: "keepup", Rate: cfg.Rate, LoadShedding: cfg.LoadShedding, Budget: cfg.Budget}
+	orDefault(&cfg.Instances, 1)
+	res := KeepUpResult{Bench: "keepup", Rate: cfg.Rate, LoadShedding: cfg.LoadShedding, Budget: cfg.Budget, Instances: cfg.Instances}
 	const topic = "keepup"
 	stack, err := devstack.Start(devstack.Options{Dir: cfg.Dir, Topics: map[string]int32{topic: int32(cfg.Partitions)}})
 	if err != nil {
@@ -102,21 +108,27 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	c.Learner.Bandwidth = h.L // the closed form's (the median trick gives 2.49): the error measures the learner
 	held := make([]float64, 2000*16)
 	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
-	c.Snapshot.Dir = filepath.Join(cfg.Dir, "snapshots")
 	c.HTTP.Addr = "off"
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return res, err
-	}
-	log := zerolog.Nop()
-	p, err := pipeline.New(pipeline.Options{Config: c, Logger: &log})
-	if err != nil {
-		return res, err
-	}
+	c.Cluster.Enabled = cfg.Instances > 1
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
+	done := make(chan error, cfg.Instances)
+	var ps []*pipeline.Pipeline
+	for i := range cfg.Instances {
+		ci := c
+		ci.Snapshot.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("snapshots-%d", i))
+		ci.SetDefaults()
+		if err := ci.Validate(); err != nil {
+			return res, err
+		}
+		log := zerolog.Nop()
+		p, err := pipeline.New(pipeline.Options{Config: ci, Logger: &log})
+		if err != nil {
+			return res, err
+		}
+		ps = append(ps, p)
+		go func() { done <- p.Run(runCtx) }()
+	}
 
 	var produced atomic.Int64
 	n := int(cfg.Rate * cfg.Duration.Seconds())
@@ -130,20 +142,29 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
 	sample := func() KeepUpPoint {
-		st := p.Status()
-		pt := KeepUpPoint{Seconds: time.Since(start).Seconds(), Produced: produced.Load(), Consumed: st.Consumed,
-			Learned: st.Samples, Fraction: st.LearnedFraction, Features: st.Features, Budget: st.Budget}
+		// The group's figures: consumed and shed summed over the
+		// instances, the learned fraction the lowest of them; the model
+		// (learned, features, quality, error) is the first instance's.
+		st := ps[0].Status()
+		pt := KeepUpPoint{Seconds: time.Since(start).Seconds(), Produced: produced.Load(),
+			Learned: st.Samples, Fraction: 1, Features: st.Features, Budget: st.Budget}
+		res.Shed = 0
+		for _, p := range ps {
+			s := p.Status()
+			pt.Consumed += s.Consumed
+			pt.Fraction = min(pt.Fraction, s.LearnedFraction)
+			res.Shed += s.Shed
+		}
 		if st.Quality != nil {
 			pt.Quality = st.Quality.Score
 		}
 		pt.Error = 1
-		if m, _ := p.Current().Get(); m != nil {
+		if m, _ := ps[0].Current().Get(); m != nil {
 			if proj, err := m.Project(nil, held); err == nil {
 				pt.Error = synth.SubspaceError(mat.NewDense(2000, m.K(), proj), h.Eigenfunctions(held, 2000, m.K()))
 			}
 		}
 		pt.Lag = pt.Produced - int64(pt.Consumed)
-		res.Shed = st.Shed
 		return pt
 	}
 	for running := true; running; {
@@ -176,8 +197,10 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		return res, err
+	for range ps {
+		if err := <-done; err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

@@ -201,6 +201,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.LoadShedding, "load-shedding", "auto", "the service's learner.load_shedding: auto or off")
 	fs.StringVar(&cfg.Budget, "budget", "stream", "the service's learner.budget: stream or fixed")
 	fs.DurationVar(&cfg.Every, "every", 10*time.Second, "how often the lag is sampled")
+	fs.IntVar(&cfg.Instances, "instances", 1, "services sharing the stream: above 1, in cluster mode (one model, one consumer group, the embedded NATS server for the exchange)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
