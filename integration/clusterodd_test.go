@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,37 +28,21 @@ func TestClusterRefusesAnOddInstance(t *testing.T) {
 	s := startStack(t, map[string]int32{topic: 4})
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	type child struct {
-		port int
-		cmd  *exec.Cmd
-		out  bytes.Buffer
-	}
+	outs := map[*child]*bytes.Buffer{}
 	start := func(i, k int) *child {
-		c := &child{port: freePort(t)}
-		cfg := filepath.Join(dir, fmt.Sprintf("cfg%d.yaml", i))
-		yaml := fmt.Sprintf(`model: hermite
+		out := &bytes.Buffer{}
+		c := startChild(t, bin, dir, func(port int) string {
+			return fmt.Sprintf(`model: hermite
 kafka: {brokers: [%q], topic: %s, group: codd, session_timeout: 2s, rebalance_timeout: 3s}
-learner: {k: %d, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms}
+learner: {k: %d, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms, load_shedding: off}
 snapshot: {dir: %q, every_batches: 4, every: 1s}
 nats: {url: %q}
 http: {addr: "127.0.0.1:%d"}
 log: {level: info, format: json}
 cluster: {enabled: true, step_timeout: 10s}
-`, s.Brokers()[0], topic, k, filepath.Join(dir, fmt.Sprint(i)), s.NATSURL(), c.port)
-		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c.cmd = exec.Command(bin, "run", "--config", cfg)
-		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-		if err := c.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if c.cmd.ProcessState == nil {
-				c.cmd.Process.Kill()
-				c.cmd.Wait()
-			}
-		})
+`, s.Brokers()[0], topic, k, filepath.Join(dir, fmt.Sprint(i)), s.NATSURL(), port)
+		}, out)
+		outs[c] = out
 		return c
 	}
 	produce := func(seed uint64) {
@@ -85,28 +67,27 @@ cluster: {enabled: true, step_timeout: 10s}
 	waitFor(t, 2*time.Minute, "both instances serving the first 2,000 messages", both(n))
 	odd := start(2, 4)
 	exited := make(chan error, 1)
-	go func() { exited <- odd.cmd.Wait() }()
+	go func() { exited <- odd.wait() }()
 	select {
 	case err := <-exited:
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 			t.Errorf("the odd instance exited with %v, want a non-zero status", err)
 		}
-		if !strings.Contains(odd.out.String(), "learner.k is 4 here, 3 in the group") {
-			t.Errorf("the odd instance's output does not name learner.k and both values:\n%s", tail(odd.out.String(), 3000))
+		if !strings.Contains(outs[odd].String(), "learner.k is 4 here, 3 in the group") {
+			t.Errorf("the odd instance's output does not name learner.k and both values:\n%s", tail(outs[odd].String(), 3000))
 		}
-		t.Logf("the odd instance: %v; its last words: %s", err, tail(odd.out.String(), 800))
+		t.Logf("the odd instance: %v; its last words: %s", err, tail(outs[odd].String(), 800))
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the odd instance still runs after 2 min:\n%s", tail(odd.out.String(), 3000))
+		t.Fatalf("the odd instance still runs after 2 min:\n%s", tail(outs[odd].String(), 3000))
 	}
 	produce(2)
 	produced := time.Now()
 	waitFor(t, 30*time.Second, "both instances serving all 4,000 messages within 30 s of the last", both(2*n))
 	t.Logf("all 4,000 messages served %.1f s after the last was produced", time.Since(produced).Seconds())
 	for _, c := range good {
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		if err := c.cmd.Wait(); err != nil {
-			t.Errorf("graceful stop of the instance on port %d: %v\n%s", c.port, err, tail(c.out.String(), 2000))
+		if err := c.stop(); err != nil {
+			t.Errorf("graceful stop of the instance on port %d: %v\n%s", c.port, err, tail(outs[c].String(), 2000))
 		}
 	}
 }

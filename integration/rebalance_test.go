@@ -2,10 +2,7 @@ package integration
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,21 +72,17 @@ func TestBackpressure(t *testing.T) {
 	produceHermite(t, s, "bp", n, 1)
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	port := freePort(t)
-	cfgPath := filepath.Join(dir, "cfg.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`model: bp
+	c := startChild(t, bin, dir, func(port int) string {
+		return fmt.Sprintf(`model: bp
 kafka: {brokers: [%q], topic: bp, group: bp, queue_size: 65536, queue_bytes: %d}
 learner: {k: 3, bandwidth: 1, max_features: 32768, workers: 1}
 snapshot: {dir: %q}
 nats: {disabled: true}
 http: {addr: "127.0.0.1:%d"}
 log: {level: warn, format: json}
-`, s.Brokers()[0], queueBytes, filepath.Join(dir, "snapshots"), port)), 0o644)
-	cmd := exec.Command(bin, "run", "--config", cfgPath)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+`, s.Brokers()[0], queueBytes, filepath.Join(dir, "snapshots"), port)
+	}, nil)
+	port := c.port
 	var early, late, lateRSS, maxQueue, maxLag float64
 	deadline := time.Now().Add(5 * time.Minute) // a limit for a stuck child, not a measurement
 	learned := 0.0

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,29 +98,22 @@ func TestResetWithRunProcesses(t *testing.T) {
 	produceHermite(t, s, "life1", 1000, 1)
 	produceHermite(t, s, "life2", 300, 2)
 	bin := buildBinary(t)
-	life := func(topic string) (*exec.Cmd, int) {
+	life := func(topic string) (*child, int) {
 		dir := t.TempDir()
-		port := freePort(t)
-		cfgPath := filepath.Join(dir, "cfg.yaml")
-		os.WriteFile(cfgPath, []byte(fmt.Sprintf(`model: reset
+		c := startChild(t, bin, dir, func(port int) string {
+			return fmt.Sprintf(`model: reset
 kafka: {brokers: [%q], topic: %s, group: %s}
 learner: {k: 3, bandwidth: 1, max_features: 4096, batch: 50, linger: 200ms}
 snapshot: {dir: %q, every_batches: 1}
 nats: {url: %q, keep: 3}
 http: {addr: "127.0.0.1:%d"}
 log: {level: warn, format: json}
-`, s.Brokers()[0], topic, topic, filepath.Join(dir, "snapshots"), s.NATSURL(), port)), 0o644)
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() })
-		return cmd, port
+`, s.Brokers()[0], topic, topic, filepath.Join(dir, "snapshots"), s.NATSURL(), port)
+		}, os.Stderr)
+		return c, c.port
 	}
-	stop := func(cmd *exec.Cmd) {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
+	stop := func(c *child) {
+		if err := c.stop(); err != nil {
 			t.Errorf("graceful stop: %v", err)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,9 +65,10 @@ func TestSIGKILL(t *testing.T) {
 	produceHermite(t, s, "kill", n, 1)
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	port := freePort(t)
-	cfgPath := filepath.Join(dir, "cfg.yaml")
-	yaml := fmt.Sprintf(`model: hermite
+	logf, _ := os.Create(filepath.Join(dir, "child.log"))
+	defer logf.Close()
+	c := newChild(t, bin, dir, func(port int) string {
+		return fmt.Sprintf(`model: hermite
 kafka: {brokers: [%q], topic: kill, group: kill, session_timeout: 1s, rebalance_timeout: 2s}
 learner: {k: 3, bandwidth: 1, max_features: 4096, linger: 300ms}
 snapshot: {dir: %q, every_batches: 8, every: 1s}
@@ -76,35 +76,24 @@ nats: {url: %q}
 http: {addr: "127.0.0.1:%d"}
 log: {level: warn, format: json}
 `, s.Brokers()[0], filepath.Join(dir, "snapshots"), s.NATSURL(), port)
-	os.WriteFile(cfgPath, []byte(yaml), 0o644)
-	logf, _ := os.Create(filepath.Join(dir, "child.log"))
-	defer logf.Close()
-	run := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	}, logf)
+	port := c.port
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := 0; i < 10; i++ {
-		cmd := run()
+		c.start()
 		target := float64(1000 + rng.IntN(6000))
 		waitFor(t, 2*time.Minute, fmt.Sprintf("kill %d: the child learning %.0f samples", i+1, target), func() bool {
 			return scrape(port, "streamkpca_samples_learned_total") >= target
 		})
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		c.kill()
 	}
-	cmd := run()
+	c.start()
 	store := &snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Model: "hermite"}
 	waitFor(t, 3*time.Minute, "the restarted child covering the whole stream", func() bool {
 		snap, _, err := store.Latest()
 		return err == nil && snap.Header.SamplesSeen >= n
 	})
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := c.stop(); err != nil {
 		t.Errorf("graceful stop: %v", err)
 	}
 	snap, _, err := store.Latest()

@@ -87,6 +87,10 @@ func serviceConfig(stack *devstack.Stack, cfg ClusterConfig, d, n, i int) config
 	c.Cluster.Enabled = n > 0
 	c.Learner.K, c.Learner.Bandwidth, c.Learner.MaxFeatures, c.Learner.Batch = cfg.K, float64(d), cfg.Features, cfg.Batch
 	c.Learner.Block, c.Learner.Workers = min(online.DefaultSubspaceBlockSize, cfg.Features), cfg.Workers
+	// The rate measured is what the group learns from a stream it cannot
+	// keep up with (produced as fast as the broker takes it): every
+	// message, not the fraction load shedding would leave.
+	c.Learner.LoadShedding = "off"
 	c.Snapshot.Dir = filepath.Join(cfg.Dir, "d"+strconv.Itoa(d), "n"+strconv.Itoa(n), "instance"+strconv.Itoa(i))
 	c.HTTP.Addr = "off"
 	c.SetDefaults()

@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// child is one `streamkpca run` process of a test: its configuration
+// file, its HTTP port and where its output goes. start may be called
+// again after kill or stop (a restart with the same configuration); a
+// child still running when the test ends is killed.
+type child struct {
+	t    *testing.T
+	bin  string
+	cfg  string
+	port int
+	out  io.Writer
+	cmd  *exec.Cmd
+}
+
+// newChild writes the configuration config(port) for a free port into
+// dir and returns the child, not started. out receives its standard
+// output and error (nil: discarded).
+func newChild(t *testing.T, bin, dir string, config func(port int) string, out io.Writer) *child {
+	t.Helper()
+	c := &child{t: t, bin: bin, port: freePort(t), out: out}
+	f, err := os.CreateTemp(dir, "cfg*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(config(c.port)); err != nil {
+		t.Fatal(err)
+	}
+	c.cfg = f.Name()
+	t.Cleanup(func() {
+		if c.running() {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// startChild is newChild then start.
+func startChild(t *testing.T, bin, dir string, config func(port int) string, out io.Writer) *child {
+	c := newChild(t, bin, dir, config, out)
+	c.start()
+	return c
+}
+
+// start runs `streamkpca run --config` on the child's configuration.
+func (c *child) start() {
+	c.t.Helper()
+	c.cmd = exec.Command(c.bin, "run", "--config", c.cfg)
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *child) running() bool { return c.cmd != nil && c.cmd.ProcessState == nil }
+
+// kill ends the child with SIGKILL: no final snapshot, no commit.
+func (c *child) kill() {
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	c.cmd.Wait()
+}
+
+// stop ends the child with SIGTERM, a graceful stop, and returns how it
+// exited.
+func (c *child) stop() error {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	return c.cmd.Wait()
+}
+
+// wait returns once the child has exited by itself, with how.
+func (c *child) wait() error { return c.cmd.Wait() }
