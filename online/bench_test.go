@@ -1,6 +1,7 @@
 package online
 
 import (
+	"slices"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -274,4 +275,43 @@ func learnAllocating(t *testing.T, cfg Config, x []float64, rows, steps int) ([]
 	}
 	runtime.ReadMemStats(&after)
 	return l.Snapshot().Coef[0], after.TotalAlloc - before.TotalAlloc
+}
+
+// TestServedCopySharesNoStateWithTheStep: the served (averaged,
+// orthonormalised) copy lives in the gradient's buffer between steps. At
+// every step of a stream with held-out scoring before each batch, what
+// the learner serves equals, bit for bit, what a learner restored from its
+// snapshot at that step serves (computed afresh, no shared buffer).
+func TestServedCopySharesNoStateWithTheStep(t *testing.T) {
+	const rows, d = 128, 10
+	x := curvedData(rand.New(rand.NewPCG(8, 8)), rows*12)
+	cfg := Config{K: 3, BlockSize: 64, MaxFeatures: 512, Workers: 1}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	probe := x[:16*d]
+	got, want := make([]float64, 16*3), make([]float64, 16*3)
+	for step := range 12 {
+		batch := x[step*rows*d : (step+1)*rows*d]
+		if step > 0 {
+			if _, err := l.Assess(batch[:8*d], 8); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Update(batch, rows); err != nil {
+			t.Fatal(err)
+		}
+		l.EvalTo(got, probe, 16)
+		r, err := Restore(l.Snapshot(), Config{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.EvalTo(want, probe, 16)
+		r.Close()
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: the learner serves other functions than its restored snapshot", step)
+		}
+	}
 }

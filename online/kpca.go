@@ -340,6 +340,7 @@ func (l *KPCA) updateSubspace(rows int) error {
 	l.subspaceEstimates(s.eig, true)
 	eta := l.StepSize()
 	s.grad = s.grad[:len(l.coef)]
+	s.stale = true // the served copy shares the gradient's buffer (subspace.served)
 	var mean []float64
 	if l.center != nil {
 		mean = s.mean[:len(l.seeds)*l.cfg.BlockSize]

@@ -120,7 +120,8 @@ type subspace struct {
 	// centring, of their centres (avgCenter); window is q of
 	// ρ_t = 1/(1+q·t), 0 when averaging is off. avg is empty until the
 	// first step. out and outCenter are what is served: avg
-	// orthonormalised, recomputed when stale.
+	// orthonormalised, recomputed when stale; out shares grad's buffer
+	// (see served), so writing the gradient makes it stale.
 	avg, avgCenter []float64
 	out, outCenter []float64
 	window         float64
@@ -136,7 +137,6 @@ func newSubspace(k, maxRows, nb int, center bool, window float64) *subspace {
 	}
 	if window > 0 {
 		s.avg = make([]float64, 0, maxRows*k)
-		s.out = make([]float64, 0, maxRows*k)
 		if center {
 			s.avgCenter = make([]float64, 0, k)
 			s.outCenter = make([]float64, 0, k)
@@ -193,7 +193,11 @@ func (s *subspace) served(alpha []float64, nblocks int) ([]float64, []float64, b
 		return nil, nil, false
 	}
 	if s.stale {
-		s.out = append(s.out[:0], s.avg...)
+		// The served copy lives in the gradient's buffer: the gradient is
+		// needed only within a step, the served copy only between steps,
+		// and a step marks it stale before it writes the gradient (one
+		// features × k array less: 31 MB at 187,392 features and k = 21).
+		s.out = append(s.grad[:0], s.avg...)
 		s.outCenter = append(s.outCenter[:0], s.avgCenter...)
 		s.outOK = s.orthonormalise(s.out, nblocks)
 		if s.outOK && len(s.outCenter) > 0 {
