@@ -1,11 +1,11 @@
 package online
 
 import (
-	"slices"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/streamkpca/streamkpca/features"
