@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +193,11 @@ func TestClusterOffsetsAndConfirmedState(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(p.met.Members); v != 3 {
 		t.Errorf("streamkpca_cluster_members %g, want 3", v)
+	}
+	p.cfg.Cluster.Enabled = true
+	rec := httptest.NewRecorder()
+	p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if page := rec.Body.String(); !strings.Contains(page, "one model with 3 instance(s), generation 7") {
+		t.Error("the status page does not show the group")
 	}
 }

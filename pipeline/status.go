@@ -152,7 +152,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
-			"Cluster": p.clu != nil, "Members": st.Members, "Generation": st.Generation,
+			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,
 			"Changes": st.Changes, "Restart": st.Restart, "Fraction": st.LearnedFraction, "Shed": st.Shed,
 			"K": p.cfg.Learner.K, "Kernel": p.cfg.Learner.Kernel, "Bandwidth": st.Bandwidth, "Features_": p.cfg.Learner.Features, "Solver": p.cfg.Learner.Solver,
