@@ -42,13 +42,14 @@ func FuzzPeerPayloads(f *testing.F) {
 		e.floats([]float64{1, 2, 3, 4})
 		e.offsets(Offsets{"t": {1: 5}})
 		e.floats([]float64{0.1, 0.2})
+		e.u64(3)
 	}))
 	f.Add(payload(kindPartial, func(e *enc) { e.floats([]float64{1}); e.floats(nil); e.floats(nil); e.floats(nil) }))
-	f.Add(payload(kindFirst, func(e *enc) { e.u32(2); e.u32(3); e.floats([]float64{1, 2, 3, 4, 5, 6}); e.offsets(nil) }))
+	f.Add(payload(kindFirst, func(e *enc) { e.u32(2); e.u32(3); e.floats([]float64{1, 2, 3, 4, 5, 6}); e.offsets(nil); e.u64(0) }))
 	f.Add(payload(kindAbort, func(e *enc) { e.str("no") }))
 	f.Add(payload(kindSlice, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{1, 2}) }))
 	f.Add(payload(kindReduced, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{3, 4}) }))
-	f.Add([]byte("SKC1"))
+	f.Add([]byte("SKC2"))
 	cfg := online.Config{Model: "f", K: 2, BlockSize: 16, MaxFeatures: 64, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}
 	rng := rand.New(rand.NewPCG(1, 1))

@@ -75,6 +75,10 @@ type Member struct {
 	next   Offsets // what the model has learned through, the union over the members
 	round  uint64
 	broken bool
+	// shed counts the messages the members shed (load shedding) among
+	// those next covers, the group's; shedOut this member's not yet in
+	// it (Shed), sent with its next step.
+	shed, shedOut uint64
 
 	mom, total online.Moments
 	part, grad online.Partial
@@ -98,9 +102,19 @@ type Member struct {
 	// known to hold the learner's current state (the previous step's),
 	// before the step changes it, with the offsets that state covers: the
 	// point to take a snapshot every member agrees on. The learner must
-	// not be changed.
-	Confirmed func(l *online.KPCA, next Offsets)
+	// not be changed. shed is the messages the group shed among those
+	// next covers (see Shed).
+	Confirmed func(l *online.KPCA, next Offsets, shed uint64)
 }
+
+// Shed tells the member that n more messages among those its next Step's
+// offsets cover were shed by this instance (load shedding: covered, not
+// learned). The group adds every member's count into its own, which its
+// snapshots carry (Diagnostics.Shed) with the offsets: learned plus shed
+// is every message the offsets cover. A step that does not advance the
+// offsets (aborted, or with nothing anywhere) keeps the count for the
+// next; a Rejoin drops it, as the rows it goes with are read again.
+func (m *Member) Shed(n uint64) { m.shedOut += n }
 
 // fingerprint identifies the model a config defines: the hash of its
 // settings (everything but the runtime settings).
@@ -210,7 +224,7 @@ func Join(ctx context.Context, g Gatherer, cfg online.Config, local *snapshot.Sn
 		if err != nil {
 			return nil, fmt.Errorf("cluster: restore the local snapshot: %w", err)
 		}
-		m.l, m.next = l, OffsetsOf(local.Header.Offsets)
+		m.l, m.next, m.shed = l, OffsetsOf(local.Header.Offsets), local.Header.Diagnostics.Shed
 	}
 	if err := m.Rejoin(ctx, g); err != nil {
 		m.Close()
@@ -228,7 +242,7 @@ func Join(ctx context.Context, g Gatherer, cfg online.Config, local *snapshot.Sn
 // parts), so taking it learns nothing twice and skips nothing; the
 // offsets then say where each partition resumes.
 func (m *Member) Rejoin(ctx context.Context, g Gatherer) error {
-	m.g, m.round, m.broken = g, 0, true
+	m.g, m.round, m.broken, m.shedOut = g, 0, true, 0
 	var step uint64
 	m.out.start(kindStatus)
 	m.out.b = append(m.out.b, m.fp[:]...)
@@ -299,7 +313,7 @@ func (m *Member) Rejoin(ctx context.Context, g Gatherer) error {
 			return fmt.Errorf("cluster: restore the state from member %d: %w", sender, err)
 		}
 		m.Close()
-		m.l, m.next = l, OffsetsOf(snap.Header.Offsets)
+		m.l, m.next, m.shed = l, OffsetsOf(snap.Header.Offsets), snap.Header.Diagnostics.Shed
 	}
 	m.broken = false
 	return nil
@@ -447,6 +461,7 @@ func (m *Member) Snapshot() *snapshot.Snapshot {
 	}
 	s := m.l.Snapshot()
 	s.Header.Offsets = m.next.List()
+	s.Header.Diagnostics.Shed = m.shed
 	return s
 }
 
@@ -528,6 +543,7 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 	m.out.u32(uint32(d))
 	m.out.floats(x)
 	m.out.offsets(next)
+	m.out.u64(m.shedOut)
 	all, err := m.gather(ctx, kindFirst)
 	if err != nil {
 		return err
@@ -535,12 +551,14 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 	m.x = m.x[:0]
 	total, dim := 0, 0
 	union := Offsets{}
+	var shed uint64 // shed by the members whose offsets join the union
 	var part []float64
 	for i, p := range all {
 		dc, _ := open(p)
 		r, di := int(dc.u32()), int(dc.u32())
 		part = dc.floats(part)
 		o := dc.offsets()
+		sh := dc.u64()
 		if err := dc.end(); err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's first batch: %w", i, err))
 		}
@@ -553,6 +571,7 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 		dim, total = di, total+r
 		m.x = append(m.x, part...)
 		union.Merge(o)
+		shed += sh
 	}
 	if total == 0 {
 		return nil // nothing anywhere yet
@@ -561,10 +580,10 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 		if err := m.l.Update(m.x, total); err != nil && !errors.Is(err, online.ErrDiverged) {
 			return m.lost(fmt.Errorf("cluster: the restart on %d rows: %w", total, err))
 		} else if err != nil {
-			m.next.Merge(union)
+			m.advance(union, shed, rows > 0)
 			return err
 		}
-		m.next.Merge(union)
+		m.advance(union, shed, rows > 0)
 		return nil
 	}
 	l, err := online.New(m.cfg)
@@ -576,7 +595,7 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 		return fmt.Errorf("%w of %d rows: %w", ErrFirstStep, total, err)
 	}
 	m.l = l
-	m.next.Merge(union)
+	m.advance(union, shed, rows > 0)
 	return nil
 }
 
@@ -611,6 +630,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.out.floats(m.mom.Outer)
 	m.out.offsets(next)
 	m.out.floats(m.scores)
+	m.out.u64(m.shedOut)
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
 		return err
@@ -619,6 +639,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.total.Rows = 0
 	m.total.Sum, m.total.Outer = zeros(m.total.Sum, k), zeros(m.total.Outer, k*k)
 	union := Offsets{}
+	var shed uint64
 	var mo online.Moments
 	for i, p := range all {
 		d, _ := open(p)
@@ -627,6 +648,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		mo.Sum, mo.Outer = d.floats(mo.Sum), d.floats(mo.Outer)
 		o := d.offsets()
 		sc := d.floats(nil)
+		shed += d.u64()
 		if err := d.end(); err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
 		}
@@ -647,7 +669,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	}
 	// Every member has the state of the last step: it is the group's.
 	if m.Confirmed != nil {
-		m.Confirmed(l, m.next)
+		m.Confirmed(l, m.next, m.shed)
 	}
 	// The group's held-out score, the same on every member; a change
 	// restarts the model on every member, from this step's rows.
@@ -655,7 +677,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		return m.first(ctx, x, rows, next)
 	}
 	if m.total.Rows == 0 {
-		m.next.Merge(union)
+		m.advance(union, shed, true)
 		return nil
 	}
 	// The guard's decision depends on the union's moments only: members
@@ -687,8 +709,19 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	if err != nil && !errors.Is(err, online.ErrDiverged) {
 		return m.lost(err) // sizes that cannot differ between members
 	}
-	m.next.Merge(union)
+	m.advance(union, shed, true)
 	return err
+}
+
+// advance moves what the model covers on by a step's union of offsets
+// and the messages shed among them; mine: this member's offsets were in
+// the union, so its own count is now in the group's.
+func (m *Member) advance(union Offsets, shed uint64, mine bool) {
+	m.next.Merge(union)
+	m.shed += shed
+	if mine {
+		m.shedOut = 0
+	}
 }
 
 // allGatherParts sums the step's parts with one AllGather (see

@@ -314,7 +314,7 @@ func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
 	sc := &schedule{x: x, d: d}
 	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
 	var confirmed []uint64
-	members[0].Confirmed = func(l *online.KPCA, next Offsets) {
+	members[0].Confirmed = func(l *online.KPCA, next Offsets, _ uint64) {
 		confirmed = append(confirmed, l.Step())
 	}
 	shares := [][]int{{100, 100}, {60, 80}, {60, 80}}
@@ -701,5 +701,50 @@ func TestForgedStatusIsRefused(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestGroupCountsWhatItsMembersShed: what each member sheds (Shed) joins
+// the group's count when the step that covers it advances the offsets:
+// in the first step and in data-parallel steps alike, every member's
+// snapshot then carries the sum (learned plus shed is every message the
+// offsets cover), Confirmed reports it with the state it goes with, and a
+// member restored from a snapshot and rejoining keeps it.
+func TestGroupCountsWhatItsMembersShed(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(4000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	var confirmed []uint64
+	members[1].Confirmed = func(_ *online.KPCA, _ Offsets, shed uint64) { confirmed = append(confirmed, shed) }
+	members[0].Shed(3) // in the first step
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}}))
+	members[0].Shed(5)
+	members[1].Shed(7)
+	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{60, 40}, {50, 50}}))
+	for i, m := range members {
+		if got := m.Snapshot().Header.Diagnostics.Shed; got != 15 {
+			t.Errorf("member %d's snapshot counts %d shed messages, want 3 + 5 + 7 = 15", i, got)
+		}
+	}
+	// Confirmed at the second step: the state after the first (3); at
+	// the third: after the second (15).
+	if !slices.Equal(confirmed, []uint64{3, 15}) {
+		t.Errorf("Confirmed reported %v shed, want [3 15]", confirmed)
+	}
+	snaps := []*snapshot.Snapshot{members[0].Snapshot(), members[1].Snapshot()}
+	for _, m := range members {
+		m.Close()
+	}
+	again := joinAll(t, cfg, snaps, time.Minute)
+	defer func() {
+		for _, m := range again {
+			m.Close()
+		}
+	}()
+	again[1].Shed(1)
+	noErrors(t, runSteps(context.Background(), again, sc, [][]int{{30, 30}}))
+	if got := again[0].Snapshot().Header.Diagnostics.Shed; got != 16 {
+		t.Errorf("after rejoining from snapshots and one more step: %d shed, want 16", got)
 	}
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// The payloads of a round, each: the magic "SKC1", a kind byte, then the
+// The payloads of a round, each: the magic "SKC2" (SKC1 before the
+// messages shed joined first and moments), a kind byte, then the
 // kind's fields, little-endian. A float64 array is its length (uint32)
 // then its IEEE-754 bits (8 bytes each); a string its length (uint32)
 // then its bytes; offsets are a count (uint32) then per partition the
@@ -19,9 +20,9 @@ import (
 //
 //	status   fingerprint [32]byte, settings (string), has model (byte), step, samples (uint64)
 //	state    a snapshot's bytes (.skpca), or nothing when not the sender
-//	first    rows, dim (uint32), the rows (float64 array), offsets
+//	first    rows, dim (uint32), the rows (float64 array), offsets, messages shed (uint64)
 //	moments  step, samples (uint64), rows (uint32), Σh, upper Σh·hᵀ (float64 arrays), offsets,
-//	         the held-out points' component scores (float64 array, rows×k)
+//	         the held-out points' component scores (float64 array, rows×k), messages shed (uint64)
 //	partial  Grad, New, Sums, NewSums (float64 arrays); all empty from a member without rows
 //	abort    the member's reason (string)
 //	slice    has a part (byte), the four arrays' lengths (uint32 each),
@@ -39,7 +40,7 @@ const (
 	kindReduced
 )
 
-var wireMagic = [4]byte{'S', 'K', 'C', '1'}
+var wireMagic = [4]byte{'S', 'K', 'C', '2'}
 
 // errWire is a payload that does not decode: a member of another version,
 // or a bug; the round fails.

@@ -17,9 +17,11 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// servedSamples is the samples seen of the model a child serves over
-// HTTP, −1 if it serves none (or is down).
-func servedSamples(port int) (samples, step int64) {
+// servedSamples is what the model a child serves over HTTP has
+// considered: its samples seen plus the messages its group shed to keep
+// up (load shedding), every message its offsets cover; −1 if it serves
+// none (or is down).
+func servedSamples(port int) (considered, step int64) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/models/hermite", port))
 	if err != nil {
 		return -1, -1
@@ -29,12 +31,15 @@ func servedSamples(port int) (samples, step int64) {
 		Header struct {
 			SamplesSeen int64 `json:"samples_seen"`
 			Step        int64 `json:"step"`
+			Diagnostics struct {
+				Shed int64 `json:"shed"`
+			} `json:"diagnostics"`
 		} `json:"header"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil {
 		return -1, -1
 	}
-	return info.Header.SamplesSeen, info.Header.Step
+	return info.Header.SamplesSeen + info.Header.Diagnostics.Shed, info.Header.Step
 }
 
 // TestClusterSIGKILL runs three `streamkpca run` children with
@@ -44,10 +49,9 @@ func servedSamples(port int) (samples, step int64) {
 // The survivors' step fails when the killed member's session ends, the
 // group rebalances and goes on from its state. At the end every member
 // serves and stores the same model, bit for bit, whose samples seen are
-// exactly the messages produced, and which is the closed form's. Load
-// shedding is off: a member that shed to keep up (a busy machine, a
-// rebalance's backlog) would leave the model short of the messages
-// produced by what it shed, counted in its own /metrics only.
+// exactly the messages produced, and which is the closed form's. A member
+// may shed load (a busy machine, a rebalance's backlog): then samples
+// seen plus the group's shed count are the messages produced.
 func TestClusterSIGKILL(t *testing.T) {
 	longOnly(t)
 	const topic, n = "ckill", 40_000
@@ -66,7 +70,7 @@ func TestClusterSIGKILL(t *testing.T) {
 		children[i] = startChild(t, bin, dir, func(port int) string {
 			return fmt.Sprintf(`model: hermite
 kafka: {brokers: [%q], topic: %s, group: ckill, session_timeout: 2s, rebalance_timeout: 3s}
-learner: {k: 3, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms, load_shedding: off}
+learner: {k: 3, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms}
 snapshot: {dir: %q, every_batches: 4, every: 1s}
 nats: {url: %q}
 http: {addr: "127.0.0.1:%d"}
@@ -124,9 +128,9 @@ cluster: {enabled: true, step_timeout: 10s}
 		if err != nil {
 			t.Fatalf("child %d: %v", i, err)
 		}
-		if snap.Header.SamplesSeen != n {
+		if got := snap.Header.SamplesSeen + snap.Header.Diagnostics.Shed; got != n {
 			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("child %d stored samples_seen %d, want exactly %d\n%s", i, snap.Header.SamplesSeen, n, b[max(0, len(b)-4000):])
+			t.Fatalf("child %d stored samples_seen %d + shed %d = %d, want exactly %d\n%s", i, snap.Header.SamplesSeen, snap.Header.Diagnostics.Shed, got, n, b[max(0, len(b)-4000):])
 		}
 		if ref == nil {
 			ref = snap
@@ -139,7 +143,7 @@ cluster: {enabled: true, step_timeout: 10s}
 		t.Fatal(err)
 	}
 	e := hermiteError(t, m)
-	t.Logf("after 3 SIGKILLs: samples_seen %d at step %d on every member; subspace error %.3g", ref.Header.SamplesSeen, ref.Header.Step, e)
+	t.Logf("after 3 SIGKILLs: samples_seen %d, shed %d, at step %d on every member; subspace error %.3g", ref.Header.SamplesSeen, ref.Header.Diagnostics.Shed, ref.Header.Step, e)
 	if !(e < 0.05) {
 		t.Errorf("subspace error %.3g against the closed form, want < 0.05", e)
 	}

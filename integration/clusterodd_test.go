@@ -34,7 +34,7 @@ func TestClusterRefusesAnOddInstance(t *testing.T) {
 		c := startChild(t, bin, dir, func(port int) string {
 			return fmt.Sprintf(`model: hermite
 kafka: {brokers: [%q], topic: %s, group: codd, session_timeout: 2s, rebalance_timeout: 3s}
-learner: {k: %d, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms, load_shedding: off}
+learner: {k: %d, bandwidth: 1, block: 128, max_features: 2048, linger: 300ms}
 snapshot: {dir: %q, every_batches: 4, every: 1s}
 nats: {url: %q}
 http: {addr: "127.0.0.1:%d"}

@@ -97,6 +97,9 @@ type clusterLearner struct {
 	next    func() cluster.Offsets
 	// changed: a step found a change of the stream, not yet reported.
 	changed bool
+	// shed: messages this member shed since its last step, for the
+	// member to count in the group's (cluster.Member.Shed).
+	shed uint64
 }
 
 var errNotMember = errors.New("pipeline: not a member of the current generation")
@@ -120,6 +123,8 @@ func (c *clusterLearner) update(x, _ []float64, rows int) error {
 	if l := c.kpca(); l != nil {
 		before = l.Changes()
 	}
+	c.m.Shed(c.shed)
+	c.shed = 0
 	err := c.m.Step(c.stepCtx, x, rows, c.next())
 	if l := c.kpca(); l != nil && l.Changes() > before {
 		c.changed = true
@@ -338,15 +343,17 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 }
 
 // onConfirmed is the member's cluster.Member.Confirmed: k's state is
-// held by every member and covers next. It is taken as a snapshot only
-// when the loop wants one (due) and it is newer than the last persisted.
-func (p *Pipeline) onConfirmed(k *online.KPCA, next cluster.Offsets) {
+// held by every member and covers next, of which the group shed shed
+// messages. It is taken as a snapshot only when the loop wants one (due)
+// and it is newer than the last persisted.
+func (p *Pipeline) onConfirmed(k *online.KPCA, next cluster.Offsets, shed uint64) {
 	c := p.clu
 	if !c.due || k.Step() <= c.saved {
 		return
 	}
 	s := k.Snapshot()
 	s.Header.Offsets = next.List()
+	s.Header.Diagnostics.Shed = shed
 	c.confirmed, c.due = s, false
 }
 

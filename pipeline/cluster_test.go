@@ -143,8 +143,9 @@ func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
 // TestClusterOffsetsAndConfirmedState: a member's offsets are those of
 // its own partitions only; a confirmed state is taken as the snapshot to
 // persist only when the loop asked for one and it is newer than the last
-// persisted, with the offsets the group's step covers; the member count
-// reaches the status and the gauge.
+// persisted, with the offsets the group's step covers and the messages
+// the group shed among them; the member count reaches the status and the
+// gauge.
 func TestClusterOffsetsAndConfirmedState(t *testing.T) {
 	p, err := New(Options{Config: testConfig(t), Registry: prometheus.NewRegistry(), Source: ingest.NewMemSource("v", 16), DeadLetters: &ingest.MemDeadLetter{}})
 	if err != nil {
@@ -166,20 +167,20 @@ func TestClusterOffsetsAndConfirmedState(t *testing.T) {
 	}
 	defer l.Close()
 	next := cluster.Offsets{"v": {0: 10, 1: 20, 2: 30}}
-	p.onConfirmed(l, next)
+	p.onConfirmed(l, next, 9)
 	if p.clu.confirmed != nil {
 		t.Error("a confirmed state was taken although no snapshot was due")
 	}
 	p.clu.due, p.clu.saved = true, l.Step()
-	p.onConfirmed(l, next)
+	p.onConfirmed(l, next, 9)
 	if p.clu.confirmed != nil {
 		t.Error("a confirmed state no newer than the last persisted was taken")
 	}
 	p.clu.saved = l.Step() - 1
-	p.onConfirmed(l, next)
+	p.onConfirmed(l, next, 9)
 	s := p.clu.confirmed
-	if s == nil || p.clu.due || s.Header.Step != l.Step() || len(s.Header.Offsets) != 3 {
-		t.Fatalf("due and newer: confirmed %v, due %v", s != nil, p.clu.due)
+	if s == nil || p.clu.due || s.Header.Step != l.Step() || len(s.Header.Offsets) != 3 || s.Header.Diagnostics.Shed != 9 {
+		t.Fatalf("due and newer: confirmed %v, due %v (want it with the group's 9 shed messages)", s != nil, p.clu.due)
 	}
 	for _, o := range s.Header.Offsets {
 		if want := next["v"][o.Partition]; o.Topic != "v" || o.Next != want {

@@ -42,6 +42,9 @@ type coordinator interface {
 	// capacity is the rows a step of rows rows could have taken in the
 	// same time: load shedding's cost per row is the step's time over it.
 	capacity(rows, batch int) int
+	// shed is told of a message shed (load shedding): covered by the
+	// offsets, not learned.
+	shed()
 	// grows: the model's growth follows the stream (held while the stream
 	// leaves no room, the budget raised while it leaves the learner
 	// idle; learner.budget).
@@ -68,7 +71,10 @@ func (solo) keepsUp() bool            { return true }
 func (solo) grows() bool              { return true }
 
 // capacity: one instance's step costs about in proportion to its rows.
-func (solo) capacity(rows, _ int) int   { return rows }
+func (solo) capacity(rows, _ int) int { return rows }
+
+// shed: one instance counts its shed messages itself (cut).
+func (solo) shed()                      {}
 func (solo) generations() chan genEvent { return nil }
 func (solo) close()                     {}
 func (solo) covered(p *Pipeline, learned map[int]int64) {
@@ -179,6 +185,11 @@ func (c *clusterState) keepsUp() bool { return true }
 // those, a member that keeps up with a slow partition would see a step's
 // time per row its stream fills exactly, and shed).
 func (c *clusterState) capacity(rows, batch int) int { return max(rows, batch) }
+
+// shed: the group counts what its members shed among the offsets its
+// state covers (cluster.Member.Shed), so that a snapshot's samples plus
+// shed are every message its offsets cover.
+func (c *clusterState) shed() { c.learner.shed++ }
 
 // grows: no. The members' models are one: a member that held its growth
 // or raised its budget alone would leave the group's model (the blocks

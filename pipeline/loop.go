@@ -116,6 +116,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	if !l.pace.keep(key) {
 		// Shed to keep up: covered by the offsets, not learned.
 		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
+		p.coord.shed()
 		p.met.Shed.Inc()
 		p.mu.Lock()
 		p.status.Shed++
