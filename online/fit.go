@@ -162,9 +162,13 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		// after the last batch, not after each (see KPCA.lazy).
 		l.lazy = onePass
 		finish = func() error {
-			if l.cov == nil || !l.lazy {
+			if !l.lazy || len(l.seeds) == 0 {
 				return nil
 			}
+			// Every batch may have become a landmark block, leaving no
+			// covariance step to make the statistics (a file of exactly
+			// one block's rows): make them from the blocks.
+			l.ensureCov()
 			return l.solveCov()
 		}
 	}

@@ -205,3 +205,31 @@ func TestFitLandmarksAgainstExact(t *testing.T) {
 		t.Errorf("Fit and the learner fed the same batches differ by %.3g in subspace", d)
 	}
 }
+
+// TestFitWhenTheLastBatchIsALandmarkBlock: a file whose every batch
+// becomes a landmark block (512 rows, 512 landmarks) leaves no batch for
+// a covariance step; fit must still solve the statistics of its blocks.
+// (With the solve deferred to the end, such a fit once returned zero
+// coefficients.) Against exact kernel PCA of the same rows: with as many
+// landmarks as rows, Nyström is exact.
+func TestFitWhenTheLastBatchIsALandmarkBlock(t *testing.T) {
+	const n, d, k = 512, 10, 3
+	rng := rand.New(rand.NewPCG(3, 3))
+	x := curvedData(rng, n)
+	held := curvedData(rng, 200)
+	kern := kernelG(MedianDistance(x, n, d, n))
+	ref := newExactKPCA(t, kern, x, n, d, k)
+	cfg := Config{K: k, Kernel: kern, Features: FeaturesLandmarks, MaxFeatures: n}
+	snap, _, err := Fit(context.Background(), cfg, x, n, d, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Restore(snap, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if e := synth.SubspaceError(evalDense(l, held, 200), ref.at(held, 200)); !(e < 1e-6) {
+		t.Errorf("subspace error %.3g against exact kernel PCA of the 512 rows, want < 1e-6", e)
+	}
+}

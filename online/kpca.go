@@ -430,21 +430,7 @@ func (l *KPCA) served() (coef, center []float64, averaged bool) {
 // statistics once, and a restored learner continues bit for bit (the
 // landmarks are in the snapshot).
 func (l *KPCA) covStep(rows int) error {
-	k, blocks := l.cfg.K, len(l.seeds)
-	if l.cov == nil {
-		c := newCovariance(blocks*l.cfg.BlockSize, 0, k, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
-		if l.fm.Landmarks {
-			c.setGram(landmarkGram(l.ev, l.seeds, &c.ws))
-			for j := range blocks {
-				// A block whose features would overflow the sums (an
-				// unbounded kernel) stays out: its batch was learned by
-				// the subspace rule all the same.
-				_, lb := l.ev.Landmarks(j)
-				_ = l.covAdd(c, lb.Z, l.cfg.BlockSize)
-			}
-		}
-		l.cov = c
-	}
+	l.ensureCov()
 	if err := l.covAdd(l.cov, l.xs, rows); err != nil {
 		l.refused(rows, false)
 		return fmt.Errorf("%w: step %d: %w", ErrDiverged, l.t, err)
@@ -454,6 +440,28 @@ func (l *KPCA) covStep(rows int) error {
 		return nil
 	}
 	return l.solveCov()
+}
+
+// ensureCov makes the covariance solver's statistics over the blocks so
+// far, once: with landmark blocks they start with the landmarks
+// themselves, which are the batches those blocks were built from.
+func (l *KPCA) ensureCov() {
+	if l.cov != nil {
+		return
+	}
+	blocks := len(l.seeds)
+	c := newCovariance(blocks*l.cfg.BlockSize, 0, l.cfg.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+	if l.fm.Landmarks {
+		c.setGram(landmarkGram(l.ev, l.seeds, &c.ws))
+		for j := range blocks {
+			// A block whose features would overflow the sums (an
+			// unbounded kernel) stays out: its batch was learned by
+			// the subspace rule all the same.
+			_, lb := l.ev.Landmarks(j)
+			_ = l.covAdd(c, lb.Z, l.cfg.BlockSize)
+		}
+	}
+	l.cov = c
 }
 
 // solveCov solves the covariance solver's statistics for the
