@@ -128,16 +128,22 @@ log: {level: warn, format: json}
 	}
 	first, port1 := life("life1")
 	waitFor(t, 2*time.Minute, "the first life learning and publishing", published(port1, 1000))
-	firstV := uint64(scrape(port1, "streamkpca_published_version"))
 	pcfg := publish.Config{Model: "reset"}
 	var mu sync.Mutex
 	var got publish.Notice
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go publish.Watch(wctx, connect(t, s), pcfg, func(_ *snapshot.Model, n publish.Notice) { mu.Lock(); got = n; mu.Unlock() })
-	waitFor(t, 30*time.Second, "the watch at the first life's newest version", func() bool { mu.Lock(); defer mu.Unlock(); return got.Version == firstV })
+	// The newest version is read again at every poll: the snapshot of the
+	// last batch can still be on its way when the counters first agree
+	// (CI once saw the watch deliver a version newer than one read once).
+	waitFor(t, 30*time.Second, "the watch at the first life's newest version", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got.Version > 0 && float64(got.Version) == scrape(port1, "streamkpca_published_version")
+	})
 	mu.Lock()
-	firstInc := got.Incarnation
+	firstInc, firstV := got.Incarnation, got.Version
 	mu.Unlock()
 	stop(first)
 
