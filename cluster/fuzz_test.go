@@ -49,7 +49,7 @@ func FuzzPeerPayloads(f *testing.F) {
 	f.Add(payload(kindAbort, func(e *enc) { e.str("no") }))
 	f.Add(payload(kindSlice, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{1, 2}) }))
 	f.Add(payload(kindReduced, func(e *enc) { e.u8(1); e.lens(partLens{4, 0, 0, 0}); e.floats([]float64{3, 4}) }))
-	f.Add([]byte("SKC2"))
+	f.Add([]byte("SKC3"))
 	cfg := online.Config{Model: "f", K: 2, BlockSize: 16, MaxFeatures: 64, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}}
 	rng := rand.New(rand.NewPCG(1, 1))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -79,6 +80,10 @@ type Member struct {
 	// those next covers, the group's; shedOut this member's not yet in
 	// it (Shed), sent with its next step.
 	shed, shedOut uint64
+	// hold and want are this member's growth vote for its next steps
+	// (Pace).
+	hold bool
+	want int
 
 	mom, total online.Moments
 	part, grad online.Partial
@@ -115,6 +120,18 @@ type Member struct {
 // offsets (aborted, or with nothing anywhere) keeps the count for the
 // next; a Rejoin drops it, as the rows it goes with are read again.
 func (m *Member) Shed(n uint64) { m.shedOut += n }
+
+// Pace gives this member's vote on the group's growth, sent with each
+// step until changed (load shedding and learner.budget: stream, as one
+// instance decides them from its own stream): hold, more feature blocks
+// would make steps too slow for this member's partitions; budget, the
+// feature budget it would raise the model to (no more than the current
+// budget: no raise). At each step the group holds growth if any member
+// holds it, and raises the budget to the least any member wants when
+// that is above the current one: the members hold one model, so its
+// growth follows the slowest member's stream (online.KPCA.HoldGrowth,
+// RaiseBudget, applied on every member at the same step).
+func (m *Member) Pace(hold bool, budget int) { m.hold, m.want = hold, budget }
 
 // fingerprint identifies the model a config defines: the hash of its
 // settings (everything but the runtime settings).
@@ -631,6 +648,12 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.out.offsets(next)
 	m.out.floats(m.scores)
 	m.out.u64(m.shedOut)
+	if m.hold {
+		m.out.u8(1)
+	} else {
+		m.out.u8(0)
+	}
+	m.out.u64(uint64(max(m.want, 0)))
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
 		return err
@@ -641,6 +664,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	union := Offsets{}
 	var shed uint64
 	var mo online.Moments
+	hold, want := false, uint64(math.MaxUint64)
 	for i, p := range all {
 		d, _ := open(p)
 		st, sa := d.u64(), d.u64()
@@ -649,6 +673,8 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		o := d.offsets()
 		sc := d.floats(nil)
 		shed += d.u64()
+		hold = d.u8() != 0 || hold
+		want = min(want, d.u64())
 		if err := d.end(); err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
 		}
@@ -675,6 +701,12 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	// restarts the model on every member, from this step's rows.
 	if len(m.allScore) > 0 && l.ObserveScores(m.allScore, len(m.allScore)/k) && l.Resetting() {
 		return m.first(ctx, x, rows, next)
+	}
+	// The group's growth, decided from the votes every member has: the
+	// same on every member before Partial picks this step's block.
+	l.HoldGrowth(hold)
+	if want > uint64(l.MaxFeatures()) && want <= math.MaxInt32 {
+		l.RaiseBudget(int(want))
 	}
 	if m.total.Rows == 0 {
 		m.advance(union, shed, true)

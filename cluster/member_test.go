@@ -748,3 +748,43 @@ func TestGroupCountsWhatItsMembersShed(t *testing.T) {
 		t.Errorf("after rejoining from snapshots and one more step: %d shed, want 16", got)
 	}
 }
+
+// TestGroupGrowsByItsMembersVotes: the group holds growth when any member
+// holds it and raises the budget to the least any member wants, on every
+// member at the same step (blocks of 64, budget 512).
+func TestGroupGrowsByItsMembersVotes(t *testing.T) {
+	cfg := testConfig(false)
+	x, d := stream(6000)
+	sc := &schedule{x: x, d: d}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	step := func(what string, wantFeatures, wantBudget int) {
+		t.Helper()
+		noErrors(t, runSteps(context.Background(), members, sc, [][]int{{50, 50}}))
+		for i, m := range members {
+			l := m.Learner()
+			if l.Features() != wantFeatures || l.MaxFeatures() != wantBudget {
+				t.Fatalf("%s: member %d has %d features of a budget of %d, want %d of %d", what, i, l.Features(), l.MaxFeatures(), wantFeatures, wantBudget)
+			}
+		}
+	}
+	step("the first step", 64, 512)
+	members[1].Pace(true, 0)
+	step("member 1 holds", 64, 512)
+	step("member 1 still holds", 64, 512)
+	members[1].Pace(false, 0)
+	for f := 128; f <= 512; f += 64 {
+		step("nobody holds", f, 512)
+	}
+	members[0].Pace(false, 640)
+	step("member 0 alone wants more", 512, 512)
+	members[1].Pace(false, 576)
+	step("both want more: the least", 576, 576)
+	step("both still want no more than they have", 576, 576)
+	members[1].Pace(false, 704)
+	members[0].Pace(true, 704)
+	step("member 0 holds while both want more", 576, 704)
+	members[0].Pace(false, 704)
+	step("the raised budget fills", 640, 704)
+	step("the raised budget fills", 704, 704)
+	sameBits(t, members)
+}

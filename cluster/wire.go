@@ -11,8 +11,9 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// The payloads of a round, each: the magic "SKC2" (SKC1 before the
-// messages shed joined first and moments), a kind byte, then the
+// The payloads of a round, each: the magic "SKC3" (SKC1 before the
+// messages shed joined first and moments, SKC2 before the growth votes
+// joined moments), a kind byte, then the
 // kind's fields, little-endian. A float64 array is its length (uint32)
 // then its IEEE-754 bits (8 bytes each); a string its length (uint32)
 // then its bytes; offsets are a count (uint32) then per partition the
@@ -22,7 +23,8 @@ import (
 //	state    a snapshot's bytes (.skpca), or nothing when not the sender
 //	first    rows, dim (uint32), the rows (float64 array), offsets, messages shed (uint64)
 //	moments  step, samples (uint64), rows (uint32), Σh, upper Σh·hᵀ (float64 arrays), offsets,
-//	         the held-out points' component scores (float64 array, rows×k), messages shed (uint64)
+//	         the held-out points' component scores (float64 array, rows×k), messages shed (uint64),
+//	         growth vote: hold (byte), the budget wanted (uint64)
 //	partial  Grad, New, Sums, NewSums (float64 arrays); all empty from a member without rows
 //	abort    the member's reason (string)
 //	slice    has a part (byte), the four arrays' lengths (uint32 each),
@@ -40,7 +42,7 @@ const (
 	kindReduced
 )
 
-var wireMagic = [4]byte{'S', 'K', 'C', '2'}
+var wireMagic = [4]byte{'S', 'K', 'C', '3'}
 
 // errWire is a payload that does not decode: a member of another version,
 // or a bug; the round fails.

@@ -103,7 +103,7 @@ func (l *KPCA) HoldGrowth(hold bool) { l.view.hold = hold }
 // detector that kept the smaller model's reference restarted the model
 // once in 150 s, in each of three runs.
 func (l *KPCA) RaiseBudget(n int) int {
-	if l.t == 0 || l.cfg.Solver == SolverCovariance || l.fm.Landmarks || l.fm.Kernel.Family == features.Linear {
+	if !l.Grows() {
 		return l.cfg.MaxFeatures
 	}
 	if b := n / l.fm.BlockSize; b > l.maxBlock {
@@ -116,6 +116,13 @@ func (l *KPCA) RaiseBudget(n int) int {
 		}
 	}
 	return l.cfg.MaxFeatures
+}
+
+// Grows reports whether RaiseBudget can raise the budget: after the
+// first batch, for the subspace and oja solvers with random features of
+// a kernel that is not linear.
+func (l *KPCA) Grows() bool {
+	return l.t > 0 && l.cfg.Solver != SolverCovariance && !l.fm.Landmarks && l.fm.Kernel.Family != features.Linear
 }
 
 // MaxFeatures returns the feature budget (see RaiseBudget).

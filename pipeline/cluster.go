@@ -100,6 +100,10 @@ type clusterLearner struct {
 	// shed: messages this member shed since its last step, for the
 	// member to count in the group's (cluster.Member.Shed).
 	shed uint64
+	// hold and want are this member's vote on the group's growth
+	// (cluster.Member.Pace), sent with each step.
+	hold bool
+	want int
 }
 
 var errNotMember = errors.New("pipeline: not a member of the current generation")
@@ -125,6 +129,7 @@ func (c *clusterLearner) update(x, _ []float64, rows int) error {
 	}
 	c.m.Shed(c.shed)
 	c.shed = 0
+	c.m.Pace(c.hold, c.want)
 	err := c.m.Step(c.stepCtx, x, rows, c.next())
 	if l := c.kpca(); l != nil && l.Changes() > before {
 		c.changed = true
@@ -209,11 +214,33 @@ func (c *clusterLearner) quality() *snapshot.Quality {
 	return nil
 }
 
-// holdGrowth: cluster mode does not shed load (see pace), nor grow its
-// budget with the stream.
-func (c *clusterLearner) holdGrowth(bool)               {}
-func (c *clusterLearner) budget() int                   { return c.cfg.MaxFeatures }
-func (c *clusterLearner) raiseBudget(int64) (int, bool) { return c.budget(), false }
+// holdGrowth and raiseBudget are this member's vote on the group's
+// growth, from its own stream (see pace): the group holds growth while
+// any member would, and raises the budget to the least any member wants
+// (cluster.Member.Pace), at the same step on every member. The budget is
+// the group's model's.
+func (c *clusterLearner) holdGrowth(hold bool) { c.hold = hold }
+
+func (c *clusterLearner) budget() int {
+	return either(c, (*online.KPCA).MaxFeatures, func(h *snapshot.Header) int { return h.MaxFeatures })
+}
+
+// raiseBudget asks the group for a block more, unless the coefficients
+// would pass maxBytes or the model cannot grow (as oneView's); the
+// budget rises at the group's next step if every member asks.
+func (c *clusterLearner) raiseBudget(maxBytes int64) (int, bool) {
+	n := c.budget()
+	l := c.kpca()
+	if l == nil || !l.Grows() {
+		return n, false
+	}
+	next := n + l.Config().BlockSize
+	if int64(next)*int64(32*l.Config().K) > maxBytes {
+		return n, false
+	}
+	c.want = next
+	return n, true
+}
 
 func (c *clusterLearner) twoView() bool                   { return false }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }

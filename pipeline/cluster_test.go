@@ -83,8 +83,8 @@ func gaussRows(rows, d int, seed uint64) []float64 {
 // cluster learner reports the local snapshot's header (what the status
 // page and the metrics show after a restart), zeros without one, and
 // refuses to learn; once a member, it reports the member's learner, a
-// step learns the rows, a change a step found is reported once, and the
-// budget does not grow with the stream.
+// step learns the rows, a change a step found is reported once, and its
+// growth is voted and applied at the group's next step.
 func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
 	cfg := online.Config{Model: "loop", K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}}
@@ -134,9 +134,27 @@ func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
 	if ch, _ := c.assess(gaussRows(4, 3, 11), nil, 4); ch {
 		t.Error("a change reported twice")
 	}
+	// Growth is the group's (one member here): a vote, applied at the
+	// next step.
+	if n, raised := c.raiseBudget(320*32*2 - 1); raised || n != 256 {
+		t.Errorf("a block more would pass max_model_bytes by a byte: budget %d, raised %v", n, raised)
+	}
 	c.holdGrowth(true)
-	if n, raised := c.raiseBudget(1 << 30); raised || n != 256 || c.budget() != 256 {
-		t.Errorf("cluster budget raised to %d (%v); it stays at max_features 256", n, raised)
+	if n, raised := c.raiseBudget(320 * 32 * 2); !raised || n != 256 || c.budget() != 256 {
+		t.Errorf("asking for a block more: %d (%v), budget %d; want 256 until the group's step", n, raised, c.budget())
+	}
+	if err := c.update(gaussRows(64, 3, 12), nil, 64); err != nil {
+		t.Fatal(err)
+	}
+	if c.budget() != 320 || c.features() != 256 {
+		t.Errorf("after the step that raised the budget while holding: budget %d (want 320), features %d (256)", c.budget(), c.features())
+	}
+	c.holdGrowth(false)
+	if err := c.update(gaussRows(64, 3, 13), nil, 64); err != nil {
+		t.Fatal(err)
+	}
+	if c.budget() != 320 || c.features() != 320 {
+		t.Errorf("growth resumed: budget %d, features %d; want 320 and 320", c.budget(), c.features())
 	}
 }
 

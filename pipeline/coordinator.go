@@ -175,8 +175,7 @@ func (c *clusterState) learnsAtStop() bool { return false }
 // does (see pace): a member learns only the messages whose hash falls
 // under its fraction, and the group's offsets cover the others. Its
 // step's time is the group's, so a member sheds when its partitions
-// bring more rows than the group's steps can take. The budget does not
-// grow with the stream (see grows).
+// bring more rows than the group's steps can take.
 func (c *clusterState) keepsUp() bool { return true }
 
 // capacity: a member's step takes as long as the group's, whatever its
@@ -191,10 +190,12 @@ func (c *clusterState) capacity(rows, batch int) int { return max(rows, batch) }
 // shed are every message its offsets cover.
 func (c *clusterState) shed() { c.learner.shed++ }
 
-// grows: no. The members' models are one: a member that held its growth
-// or raised its budget alone would leave the group's model (the blocks
-// join on every member at the same steps, up to learner.max_features).
-func (c *clusterState) grows() bool { return false }
+// grows: yes, by the group's vote. The members' models are one, so a
+// member does not hold its growth or raise its budget alone: it votes
+// (clusterLearner.holdGrowth, raiseBudget), and the group holds while any
+// member holds and raises to the least any member asks, at the same step
+// on every member (cluster.Member.Pace).
+func (c *clusterState) grows() bool { return true }
 
 func (c *clusterState) generations() chan genEvent { return c.events }
 
