@@ -5,21 +5,36 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// coordinated is a pipeline whose loop runs with the solo coordinator or
-// with a cluster member of a one-member in-memory group.
-func coordinated(t *testing.T, clustered bool) (*Pipeline, *loop) {
+// The coordinators the conformance tests run the loop with: one
+// instance, a member of a one-member in-memory group, and a member of a
+// two-member group over NATS (an embedded server and publish.Exchange, as
+// the service's), whose other member steps with no rows of its own.
+const (
+	soloMode    = "solo"
+	memoryGroup = "cluster, in memory"
+	natsGroup   = "cluster, over NATS"
+)
+
+var coordinatorModes = []string{soloMode, memoryGroup, natsGroup}
+
+// coordinated is a pipeline whose loop runs with the coordinator of mode.
+func coordinated(t *testing.T, mode string) (*Pipeline, *loop) {
 	t.Helper()
 	c := testConfig(t)
 	c.Snapshot.Every = time.Hour // the cadence is every_batches (4)
@@ -28,10 +43,12 @@ func coordinated(t *testing.T, clustered bool) (*Pipeline, *loop) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.close)
-	if clustered {
+	if mode != soloMode {
 		lc := c.Learner.Online(c.Model, c.Kafka.Dim)
-		m, err := cluster.Join(context.Background(), cluster.NewMemGroup(1, time.Minute).Member(0), lc, nil)
-		if err != nil {
+		var m *cluster.Member
+		if mode == natsGroup {
+			m = natsPair(t, lc)
+		} else if m, err = cluster.Join(context.Background(), cluster.NewMemGroup(1, time.Minute).Member(0), lc, nil); err != nil {
 			t.Fatal(err)
 		}
 		m.Confirmed = p.onConfirmed
@@ -44,6 +61,58 @@ func coordinated(t *testing.T, clustered bool) (*Pipeline, *loop) {
 	return p, &loop{p: p, linger: linger}
 }
 
+// natsPair joins two members of a group over an embedded NATS server and
+// returns the first (rank 0); the second steps with no rows whenever the
+// first steps, until the test ends.
+func natsPair(t *testing.T, cfg online.Config) *cluster.Member {
+	t.Helper()
+	stack, err := devstack.StartNATSOnly(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	ids := []string{"a", "b"}
+	exs := make([]*publish.Exchange, 2)
+	for i, id := range ids {
+		nc, err := nats.Connect(stack.NATSURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		if exs[i], err = publish.NewExchange(nc, publish.ExchangeConfig{Model: cfg.Model, Generation: 1, Members: ids, Self: id, Timeout: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = exs[i].Close() })
+	}
+	ms := make([]*cluster.Member, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range ms {
+		wg.Go(func() { ms[i], errs[i] = cluster.Join(context.Background(), exs[i], cfg, nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %d: join over NATS: %v", i, err)
+		}
+		t.Cleanup(ms[i].Close)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			err := ms[1].Step(ctx, nil, 0, cluster.Offsets{})
+			if err != nil && ctx.Err() == nil && !errors.Is(err, online.ErrDiverged) && !errors.Is(err, cluster.ErrFirstStep) && !errors.Is(err, cluster.ErrAborted) {
+				t.Errorf("the idle member's step: %v", err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ms[0]
+}
+
 // TestCoordinatorsPersistWhatTheyCover runs the loop over 40 batches with
 // each coordinator. With both: every snapshot persisted covers exactly
 // the samples in it (its partition's next offset is its samples seen),
@@ -54,8 +123,8 @@ func coordinated(t *testing.T, clustered bool) (*Pipeline, *loop) {
 // and a snapshot took 1.9× a step alone at d = 64, 32,768 features,
 // k = 10; BenchmarkSnapshot in package online).
 func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
-	for _, clustered := range []bool{false, true} {
-		p, l := coordinated(t, clustered)
+	for _, mode := range coordinatorModes {
+		p, l := coordinated(t, mode)
 		ctx := context.Background()
 		sem := semaphore.NewWeighted(1)
 		rng := rand.New(rand.NewPCG(5, 5))
@@ -70,10 +139,10 @@ func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
 				off++
 			}
 			if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
-				t.Fatalf("cluster %v: %d messages not taken (%v)", clustered, len(rest), l.fatal)
+				t.Fatalf("%s: %d messages not taken (%v)", mode, len(rest), l.fatal)
 			}
 			if got, want := p.learned[0], int64(p.learner.samplesSeen()); got != want {
-				t.Fatalf("cluster %v: offsets learned through %d after a step, the learner has %d samples", clustered, got, want)
+				t.Fatalf("%s: offsets learned through %d after a step, the learner has %d samples", mode, got, want)
 			}
 			if p.clu != nil && p.clu.confirmed != confirmed {
 				confirmed = p.clu.confirmed
@@ -83,18 +152,18 @@ func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
 				cut = l.lastCut
 				written++
 				if next := nextOffset(cut, 0); next != int64(cut.Header.SamplesSeen) {
-					t.Fatalf("cluster %v: snapshot at step %d: %d samples seen, covers offsets up to %d", clustered, cut.Header.Step, cut.Header.SamplesSeen, next)
+					t.Fatalf("%s: snapshot at step %d: %d samples seen, covers offsets up to %d", mode, cut.Header.Step, cut.Header.SamplesSeen, next)
 				}
 				if lag := p.learner.step() - cut.Header.Step; lag > 1 {
-					t.Fatalf("cluster %v: snapshot of step %d written at step %d", clustered, cut.Header.Step, p.learner.step())
+					t.Fatalf("%s: snapshot of step %d written at step %d", mode, cut.Header.Step, p.learner.step())
 				}
 			}
 		}
-		t.Logf("cluster %v: %d steps: %d snapshots written (%d states taken)", clustered, p.learner.step(), written, taken)
+		t.Logf("%s: %d steps: %d snapshots written (%d states taken)", mode, p.learner.step(), written, taken)
 		if want := steps/p.cfg.Snapshot.EveryBatches - 1; written < want {
-			t.Errorf("cluster %v: %d snapshots written in %d steps at every_batches %d, want at least %d", clustered, written, steps, p.cfg.Snapshot.EveryBatches, want)
+			t.Errorf("%s: %d snapshots written in %d steps at every_batches %d, want at least %d", mode, written, steps, p.cfg.Snapshot.EveryBatches, want)
 		}
-		if clustered && taken > written+1 {
+		if mode != soloMode && taken > written+1 {
 			t.Errorf("%d states taken for %d snapshots written: a member copies states nobody persists", taken, written)
 		}
 	}
@@ -125,7 +194,7 @@ func TestCoordinatorDecisions(t *testing.T) {
 		t.Error("solo: a failed step is the loop's to handle")
 	}
 
-	p, l := coordinated(t, true)
+	p, l := coordinated(t, memoryGroup)
 	c := p.clu
 	c.gen, c.mine = 3, map[int]bool{0: true, 2: true}
 	for _, m := range []struct {
@@ -137,7 +206,7 @@ func TestCoordinatorDecisions(t *testing.T) {
 			t.Errorf("cluster: takes generation %d partition %d: %v, want %v", m.gen, m.partition, got, m.want)
 		}
 	}
-	if !c.stepNow(0) || !c.idle() || c.learnsAtStop() || !c.keepsUp() || c.grows() || c.generations() == nil {
+	if !c.stepNow(0) || !c.idle() || c.learnsAtStop() || !c.keepsUp() || !c.grows() || c.generations() == nil {
 		t.Error("cluster: steps with the group even without rows, learns nothing alone at stop, sheds load on its partitions, grows as the group")
 	}
 	c.rank0 = false
@@ -212,7 +281,13 @@ func TestRefusalNamesTheSettings(t *testing.T) {
 // shed, the offsets the group's state covers include the shed ones, and
 // the state persisted records this member's shed count and fraction.
 func TestClusterMemberShedsExactlyOnce(t *testing.T) {
-	p, l := coordinated(t, true)
+	for _, mode := range coordinatorModes[1:] {
+		t.Run(mode, func(t *testing.T) { shedsExactlyOnce(t, mode) })
+	}
+}
+
+func shedsExactlyOnce(t *testing.T, mode string) {
+	p, l := coordinated(t, mode)
 	p.status.LearnedFraction = 0.5
 	l.pace = p.newPace()
 	ctx := context.Background()
