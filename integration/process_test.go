@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/devstack"
 )
 
 // child is one `streamkpca run` process of a test: its configuration
@@ -79,3 +83,28 @@ func (c *child) stop() error {
 
 // wait returns once the child has exited by itself, with how.
 func (c *child) wait() error { return c.cmd.Wait() }
+
+// soloChild is a one-instance `streamkpca run` child on topic, consumer
+// group and model name, with the learner settings learner (a YAML flow
+// map's insides), its snapshots in dir/snapshots and its JSON log in
+// dir/child.log; not started.
+func soloChild(t *testing.T, s *devstack.Stack, name, learner string) (c *child, dir string) {
+	t.Helper()
+	bin := buildBinary(t)
+	dir = t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "child.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	return newChild(t, bin, dir, func(port int) string {
+		return fmt.Sprintf(`model: %[1]s
+kafka: {brokers: [%[2]q], topic: %[1]s, group: %[1]s, session_timeout: 1s, rebalance_timeout: 2s}
+learner: {%[3]s}
+snapshot: {dir: %[4]q, every_batches: 8, every: 1s}
+nats: {url: %[5]q}
+http: {addr: "127.0.0.1:%[6]d"}
+log: {level: info, format: json}
+`, name, s.Brokers()[0], learner, filepath.Join(dir, "snapshots"), s.NATSURL(), port)
+	}, logf), dir
+}

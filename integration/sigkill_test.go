@@ -63,20 +63,7 @@ func TestSIGKILL(t *testing.T) {
 	s := startStack(t, map[string]int32{"kill": 4})
 	const n = 100_000
 	produceHermite(t, s, "kill", n, 1)
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	logf, _ := os.Create(filepath.Join(dir, "child.log"))
-	defer logf.Close()
-	c := newChild(t, bin, dir, func(port int) string {
-		return fmt.Sprintf(`model: hermite
-kafka: {brokers: [%q], topic: kill, group: kill, session_timeout: 1s, rebalance_timeout: 2s}
-learner: {k: 3, bandwidth: 1, max_features: 4096, linger: 300ms}
-snapshot: {dir: %q, every_batches: 8, every: 1s}
-nats: {url: %q}
-http: {addr: "127.0.0.1:%d"}
-log: {level: warn, format: json}
-`, s.Brokers()[0], filepath.Join(dir, "snapshots"), s.NATSURL(), port)
-	}, logf)
+	c, dir := soloChild(t, s, "kill", "k: 3, bandwidth: 1, max_features: 4096, linger: 300ms")
 	port := c.port
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := 0; i < 10; i++ {
@@ -88,7 +75,7 @@ log: {level: warn, format: json}
 		c.kill()
 	}
 	c.start()
-	store := &snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Model: "hermite"}
+	store := &snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Model: "kill"}
 	waitFor(t, 3*time.Minute, "the restarted child covering the whole stream", func() bool {
 		snap, _, err := store.Latest()
 		return err == nil && snap.Header.SamplesSeen >= n
