@@ -84,6 +84,14 @@ func runSteps(ctx context.Context, members []*Member, sc *schedule, shares [][]i
 	return errs
 }
 
+// newGroup joins n new members to an in-memory group and returns them
+// with a schedule over a stream of rows points.
+func newGroup(t *testing.T, cfg online.Config, rows, n int, timeout time.Duration) ([]*Member, *schedule) {
+	t.Helper()
+	x, d := stream(rows)
+	return joinAll(t, cfg, make([]*snapshot.Snapshot, n), timeout), &schedule{x: x, d: d}
+}
+
 // joinAll joins members to a new in-memory group, concurrently.
 func joinAll(t *testing.T, cfg online.Config, locals []*snapshot.Snapshot, timeout time.Duration) []*Member {
 	t.Helper()
@@ -187,9 +195,7 @@ func noErrors(t *testing.T, errs [][]error) {
 func TestMembersAreOneModel(t *testing.T) {
 	for _, center := range []bool{false, true} {
 		cfg := testConfig(center)
-		x, d := stream(20000)
-		sc := &schedule{x: x, d: d}
-		members := joinAll(t, cfg, make([]*snapshot.Snapshot, 3), time.Minute)
+		members, sc := newGroup(t, cfg, 20000, 3, time.Minute)
 		shares := [][]int{{100, 60, 40}} // the first step: the rows go to every member
 		var stepRows []int
 		for s := 0; s < 20; s++ {
@@ -228,9 +234,7 @@ func TestMembersAreOneModel(t *testing.T) {
 // from the group's state: one model, every learned sample counted once.
 func TestMemberGoneThenRejoin(t *testing.T) {
 	cfg := testConfig(false)
-	x, d := stream(20000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 3), 2*time.Second)
+	members, sc := newGroup(t, cfg, 20000, 3, 2*time.Second)
 	var stepRows []int
 	shares := [][]int{{60, 60, 60}, {50, 70, 90}, {50, 70, 90}, {50, 70, 90}}
 	noErrors(t, runSteps(context.Background(), members, sc, shares))
@@ -310,9 +314,7 @@ func TestMemberGoneThenRejoin(t *testing.T) {
 // member holds.
 func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
 	cfg := testConfig(true)
-	x, d := stream(20000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	members, sc := newGroup(t, cfg, 20000, 2, time.Minute)
 	var confirmed []uint64
 	members[0].Confirmed = func(l *online.KPCA, next Offsets, _ uint64) {
 		confirmed = append(confirmed, l.Step())
@@ -357,16 +359,14 @@ func TestRejoinTakesTheMostAdvancedState(t *testing.T) {
 // covered, and the group steps on.
 func TestAbortedStep(t *testing.T) {
 	cfg := testConfig(false)
-	x, d := stream(4000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	members, sc := newGroup(t, cfg, 4000, 2, time.Minute)
 	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}}))
-	bad := append([]float64(nil), sc.x[sc.pos*d:(sc.pos+10)*d]...)
+	bad := append([]float64(nil), sc.x[sc.pos*sc.d:(sc.pos+10)*sc.d]...)
 	bad[5] = math.NaN()
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() { errs[0] = members[0].Step(context.Background(), bad, 10, Offsets{topic: {0: 999}}) })
-	wg.Go(func() { errs[1] = members[1].Step(context.Background(), sc.x[:20*d], 20, Offsets{topic: {1: 999}}) })
+	wg.Go(func() { errs[1] = members[1].Step(context.Background(), sc.x[:20*sc.d], 20, Offsets{topic: {1: 999}}) })
 	wg.Wait()
 	if !errors.Is(errs[0], online.ErrInput) || !errors.Is(errs[1], ErrAborted) {
 		t.Fatalf("errors %v and %v, want online.ErrInput and ErrAborted", errs[0], errs[1])
@@ -414,11 +414,9 @@ func TestJoinRefusesOtherModels(t *testing.T) {
 func TestRefusedUnionBatchWithAnIdleMember(t *testing.T) {
 	cfg := online.Config{Model: "m", K: 2, BlockSize: 32, MaxFeatures: 256, Workers: 1,
 		Kernel: features.Kernel{Family: features.Polynomial, Degree: 2, Offset: 1}}
-	x, d := stream(4000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), 5*time.Second)
+	members, sc := newGroup(t, cfg, 4000, 2, 5*time.Second)
 	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}}))
-	huge := append([]float64(nil), x[:20*d]...)
+	huge := append([]float64(nil), sc.x[:20*sc.d]...)
 	for i := range huge {
 		huge[i] *= 1e12 // finite, within the kernel's domain; its features overflow the guard
 	}
@@ -521,9 +519,7 @@ func TestReduceScatterTraffic(t *testing.T) {
 // only, and the next one without the odd member steps on.
 func TestOddMemberIsRefused(t *testing.T) {
 	cfg := testConfig(false)
-	x, d := stream(4000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	members, sc := newGroup(t, cfg, 4000, 2, time.Minute)
 	noErrors(t, runSteps(context.Background(), members, sc, [][]int{{100, 100}, {50, 50}}))
 	odd := cfg
 	odd.K++
@@ -712,9 +708,7 @@ func TestForgedStatusIsRefused(t *testing.T) {
 // member restored from a snapshot and rejoining keeps it.
 func TestGroupCountsWhatItsMembersShed(t *testing.T) {
 	cfg := testConfig(false)
-	x, d := stream(4000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	members, sc := newGroup(t, cfg, 4000, 2, time.Minute)
 	var confirmed []uint64
 	members[1].Confirmed = func(_ *online.KPCA, _ Offsets, shed uint64) { confirmed = append(confirmed, shed) }
 	members[0].Shed(3) // in the first step
@@ -754,9 +748,7 @@ func TestGroupCountsWhatItsMembersShed(t *testing.T) {
 // member at the same step (blocks of 64, budget 512).
 func TestGroupGrowsByItsMembersVotes(t *testing.T) {
 	cfg := testConfig(false)
-	x, d := stream(6000)
-	sc := &schedule{x: x, d: d}
-	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	members, sc := newGroup(t, cfg, 6000, 2, time.Minute)
 	step := func(what string, wantFeatures, wantBudget int) {
 		t.Helper()
 		noErrors(t, runSteps(context.Background(), members, sc, [][]int{{50, 50}}))
