@@ -266,6 +266,9 @@ func (c *Config) setDefaults() {
 		// the subspace solver's.
 		if c.Theta0 == 0 {
 			c.Theta0 = DefaultSubspaceTheta0
+			if c.Center && c.Solver == SolverSubspace {
+				c.Theta0 = DefaultSubspaceCentredTheta0
+			}
 		}
 		if c.Theta1 == 0 {
 			c.Theta1 = DefaultSubspaceTheta1

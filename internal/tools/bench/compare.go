@@ -142,8 +142,11 @@ type CompareConfig struct {
 	// DSGDFeatures is streamkpca's feature budget (0: the case's).
 	DSGDFeatures int
 	// Learner sets streamkpca's Solver, Theta0, Theta1, BlockSize,
-	// KeepBytes, Precision and Compute (zero values: the learner's
-	// defaults).
+	// KeepBytes, Precision, Compute and Center (zero values: the
+	// learner's defaults). With Center the truth is exact centred kernel
+	// PCA of ExactN fresh points of the stream's distribution (the
+	// centred operator has no closed form here), and only streamkpca and
+	// exact kernel PCA (centred too) run.
 	Learner online.Config
 	// RFFFeatures, Landmarks and ExactN size the baselines. Defaults:
 	// 4,096, 512, 2,000.
@@ -190,6 +193,18 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 	xh := make([]float64, held*d)
 	c.h.Sample(xh, hrng)
 	truth := c.h.Eigenfunctions(xh, held, c.k)
+	if cfg.Learner.Center {
+		var err error
+		if truth, err = centredTruth(c.h, kern, c.k, cfg.ExactN, cfg.Seed, xh, held); err != nil {
+			return res, err
+		}
+		for _, m := range cfg.Methods {
+			if name, _, _ := strings.Cut(strings.TrimSpace(m), "="); name != "dsgd" && name != "exact" {
+				return res, fmt.Errorf("--center: method %q learns the uncentred operator; only dsgd and exact", name)
+			}
+		}
+		res.About += fmt.Sprintf("; centred, against exact centred kernel PCA of %d points", cfg.ExactN)
+	}
 	out := make([]float64, held*c.k)
 	score := func(m baseline.Method) float64 {
 		m.Eval(out, xh, held)
@@ -225,7 +240,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 		switch name {
 		case "dsgd", "dsgd-landmarks":
 			lcfg := online.Config{Model: "compare", K: c.k, Kernel: kern,
-				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Average: cfg.Learner.Average, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute, KeepBytes: cfg.Learner.KeepBytes}
+				MaxFeatures: pick(cfg.DSGDFeatures), BlockSize: cfg.Learner.BlockSize, Solver: cfg.Learner.Solver, Theta0: cfg.Learner.Theta0, Theta1: cfg.Learner.Theta1, Average: cfg.Learner.Average, Seed: cfg.Seed, Precision: cfg.Learner.Precision, Compute: cfg.Learner.Compute, KeepBytes: cfg.Learner.KeepBytes, Center: cfg.Learner.Center}
 			if name == "dsgd-landmarks" {
 				lcfg.Features, lcfg.MaxFeatures = online.FeaturesLandmarks, pick(0)
 			}
@@ -277,6 +292,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 			if err != nil {
 				return res, err
 			}
+			e.Center = cfg.Learner.Center
 			m, size, sizeOf, stop = e, pick(cfg.ExactN), "points (sample)", pick(cfg.ExactN)
 			name = "exact kernel PCA"
 		default:
@@ -533,4 +549,25 @@ func CompareIsolated(ctx context.Context, argv []string, methods []string) (Comp
 	}
 	res.IdleRSSMiB = idle
 	return res, nil
+}
+
+// centredTruth is exact centred kernel PCA of n fresh points of h's
+// distribution at the held-out points xh (rows×k): the truth of a
+// centred run.
+func centredTruth(h synth.Hermite, kern features.Kernel, k, n int, seed uint64, xh []float64, held int) (*mat.Dense, error) {
+	d := h.Dim()
+	e, err := baseline.NewExact(kern, d, k, n)
+	if err != nil {
+		return nil, err
+	}
+	e.Center = true
+	x := make([]float64, n*d)
+	h.Sample(x, rand.New(rand.NewPCG(seed, 98)))
+	e.Observe(x, n)
+	if err := e.Fit(); err != nil && !errors.Is(err, baseline.ErrNotConverged) {
+		return nil, fmt.Errorf("bench: exact centred kernel PCA: %w", err)
+	}
+	out := make([]float64, held*k)
+	e.Eval(out, xh, held)
+	return mat.NewDense(held, k, out), nil
 }

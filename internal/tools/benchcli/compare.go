@@ -26,6 +26,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	dsgdFeatures := fs.Int("dsgd-features", 0, "streamkpca feature budget, max_features (0 = the case's, then grown within --budget: online.Growth)")
 	solver := fs.String("solver", "", "streamkpca solver: subspace or oja (default: the learner's)")
 	theta0 := fs.Float64("theta0", 0, "streamkpca θ₀ (0 = the learner's default)")
+	center := fs.Bool("center", false, "learn the centred operator, scored against exact centred kernel PCA of --exact-n fresh points (--methods dsgd,exact: the other baselines are uncentred)")
 	theta1 := fs.Float64("theta1", 0, "streamkpca θ₁ (0 = the learner's default)")
 	block := fs.Int("block", 0, "streamkpca block size, features per step (0 = the learner's default)")
 	average := fs.Float64("average", 0, "streamkpca averaging window of the subspace solver (0 = the learner's default, negative = serve the last iterate)")
@@ -51,7 +52,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	pr := progress.New()
 	res, err := bench.RunCompare(ctx, bench.CompareConfig{Case: *caseName, Points: *points, Budget: *budget, MaxTime: *maxTime, K: *k,
 		Methods: ms, DSGDFeatures: *dsgdFeatures, RFFFeatures: *rffFeatures, Landmarks: *landmarks, ExactN: *exactN, Seed: *seed,
-		Learner: online.Config{Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Average: *average, BlockSize: *block, KeepBytes: *keepBytes,
+		Learner: online.Config{Center: *center, Solver: online.Solver(*solver), Theta0: *theta0, Theta1: *theta1, Average: *average, BlockSize: *block, KeepBytes: *keepBytes,
 			Precision: online.Precision(*precision), Compute: online.Compute(*compute)},
 		Progress: func(n, stop int, e, secs float64) { pr.Update("%d/%d points  error %.3g  %.1f s", n, stop, e, secs) },
 	})
