@@ -648,11 +648,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.out.offsets(next)
 	m.out.floats(m.scores)
 	m.out.u64(m.shedOut)
-	if m.hold {
-		m.out.u8(1)
-	} else {
-		m.out.u8(0)
-	}
+	m.out.flag(m.hold)
 	m.out.u64(uint64(max(m.want, 0)))
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
@@ -885,11 +881,7 @@ func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
 		addFloats(m.red, sl)
 	}
 	m.out.start(kindReduced)
-	if some {
-		m.out.u8(1)
-	} else {
-		m.out.u8(0)
-	}
+	m.out.flag(some)
 	m.out.lens(want)
 	m.out.floats(m.red)
 	all, err = m.gather(ctx, kindReduced)

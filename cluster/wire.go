@@ -55,7 +55,16 @@ func (e *enc) start(kind byte) {
 	e.b = append(append(e.b[:0], wireMagic[:]...), kind)
 }
 
-func (e *enc) u8(v byte)    { e.b = append(e.b, v) }
+func (e *enc) u8(v byte) { e.b = append(e.b, v) }
+
+// flag writes v as a byte, 1 or 0.
+func (e *enc) flag(v bool) {
+	if v {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
 func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 

@@ -234,8 +234,8 @@ func (c *clusterLearner) raiseBudget(maxBytes int64) (int, bool) {
 	if l == nil || !l.Grows() {
 		return n, false
 	}
-	next := n + l.Config().BlockSize
-	if int64(next)*int64(32*l.Config().K) > maxBytes {
+	next, ok := nextBudget(l, maxBytes)
+	if !ok {
 		return n, false
 	}
 	c.want = next

@@ -58,13 +58,22 @@ func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
 func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
 func (o oneView) budget() int                { return o.l.MaxFeatures() }
 func (o oneView) raiseBudget(maxBytes int64) (int, bool) {
-	c, n := o.l.Config(), o.l.MaxFeatures()
-	next := n + c.BlockSize
-	if int64(next)*int64(32*c.K) > maxBytes {
+	n := o.l.MaxFeatures()
+	next, ok := nextBudget(o.l, maxBytes)
+	if !ok {
 		return n, false
 	}
 	got := o.l.RaiseBudget(next)
 	return got, got > n
+}
+
+// nextBudget is l's budget a block larger, and whether the model's
+// coefficients and their working copies (about 32·k bytes a feature)
+// stay within maxBytes there.
+func nextBudget(l *online.KPCA, maxBytes int64) (int, bool) {
+	c := l.Config()
+	next := l.MaxFeatures() + c.BlockSize
+	return next, int64(next)*int64(32*c.K) <= maxBytes
 }
 
 type twoViews struct{ l *online.TwoView }
