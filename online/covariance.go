@@ -52,7 +52,7 @@ const (
 // pairs (P, Q) of T = U_x⁻ᵀ·C_xy·U_y⁻¹. They come from subspace iteration
 // on p = min(2k, m) columns warm-started from the previous step's Q, with
 // a Rayleigh–Ritz rotation (the SVD of TᵀP through the p×p eigenproblem
-// of its Gram matrix), two iterations a solve (eight for the first), so
+// of its Gram matrix), two iterations a solve, so
 // that a stationary stream converges at the rate (ρ_{p+1}/ρ_k)^iterations;
 // a step costs O(b·m²), a solve O(m³/3 + m²·p).
 //
@@ -103,12 +103,24 @@ func basisSize(mx, my, k int) int {
 // features, or for one view of mx features when my is 0 (kpca and gha;
 // see solvePCA).
 func newCovariance(mx, my, k int, ridge float64, seed uint64, workers int) *covariance {
+	return newCovarianceSharing(mx, my, k, ridge, seed, workers, [2][]float64{})
+}
+
+// newCovarianceSharing is newCovariance with the Cholesky factors' room
+// taken from chol where it is large enough: the factors are a solve's
+// scratch, so problems that never solve at the same time can share it
+// (the ridge choice's leading problem and the whole; see leading).
+func newCovarianceSharing(mx, my, k int, ridge float64, seed uint64, workers int, chol [2][]float64) *covariance {
 	p := basisSize(mx, my, k)
 	c := &covariance{m: [2]int{mx, my}, p: p, ridge: ridge, seed: seed, ws: dense.Workspace{Workers: workers}}
 	for i, m := range c.m {
 		c.s[i] = make([]float64, m*m)
 		c.sum[i] = make([]float64, m)
-		c.chol[i] = make([]float64, m*m)
+		c.chol[i] = chol[i][:0]
+		if cap(c.chol[i]) < m*m {
+			c.chol[i] = make([]float64, m*m)
+		}
+		c.chol[i] = c.chol[i][:m*m]
 		c.mu[i] = make([]float64, m)
 	}
 	c.sxy = make([]float64, mx*my)
@@ -471,6 +483,9 @@ func (c *covariance) applyPCA(dst, src dense.Mat) {
 	}
 }
 
+// applyPanel is the rows of T·src that applyT computes at a time.
+const applyPanel = 512
+
 // applyT sets dst to T·src (trans false: src m_y×p, dst m_x×p) or Tᵀ·src
 // (trans true), T = U_x⁻ᵀ·C_xy·U_y⁻¹ and C_xy = S_xy/n − μ_x·μ_yᵀ.
 func (c *covariance) applyT(dst, src []float64, trans bool) {
@@ -486,7 +501,17 @@ func (c *covariance) applyT(dst, src []float64, trans bool) {
 	o := dense.Dense(mo, p, dst)
 	sxy := dense.Dense(c.m[0], c.m[1], c.sxy)
 	clear(dst)
-	c.ws.Gemm(dense.Op{TransA: trans}, sxy, z1, o)
+	// In panels of dst's rows: Gemm packs the part of S_xy it multiplies,
+	// and a panel's copy is applyPanel·m_in where the whole would be m²
+	// (the bits are the same: each element sums over m_in in order).
+	for r0 := 0; r0 < mo; r0 += applyPanel {
+		r1 := min(r0+applyPanel, mo)
+		a := sxy.Slice(r0, r1, 0, c.m[1])
+		if trans {
+			a = sxy.Slice(0, c.m[0], r0, r1)
+		}
+		c.ws.Gemm(dense.Op{TransA: trans}, a, z1, o.Slice(r0, r1, 0, p))
+	}
 	inv := 1 / c.n
 	for j := range dst {
 		dst[j] *= inv

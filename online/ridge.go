@@ -227,7 +227,8 @@ const ridgeFeatures = 2048
 func (r *ridgeSearch) leading(c *covariance, k int) (*covariance, []float64, []float64) {
 	mx, my := min(c.m[0], r.limit), min(c.m[1], r.limit)
 	if r.sub == nil {
-		r.sub = newCovariance(mx, my, k, c.ridge, c.seed, c.ws.Workers)
+		// Its factors in the whole problem's: each solve makes its own.
+		r.sub = newCovarianceSharing(mx, my, k, c.ridge, c.seed, c.ws.Workers, c.chol)
 		copy(r.sub.q, c.q[:my*r.sub.p])
 	}
 	t := r.sub
@@ -242,7 +243,10 @@ func (r *ridgeSearch) leading(c *covariance, k int) (*covariance, []float64, []f
 	}
 	t.n = c.n
 	nv := r.pairs
-	r.subX, r.subY = slices.Grow(r.subX[:0], nv*mx)[:nv*mx], slices.Grow(r.subY[:0], nv*my)[:nv*my]
+	if cap(r.subX) < ridgeKeep*mx { // the ring's size at once: growing by append would hold more
+		r.subX, r.subY = make([]float64, 0, ridgeKeep*mx), make([]float64, 0, ridgeKeep*my)
+	}
+	r.subX, r.subY = r.subX[:nv*mx], r.subY[:nv*my]
 	for p := range nv {
 		copy(r.subX[p*mx:(p+1)*mx], r.fx[p*c.m[0]:p*c.m[0]+mx])
 		copy(r.subY[p*my:(p+1)*my], r.fy[p*c.m[1]:p*c.m[1]+my])

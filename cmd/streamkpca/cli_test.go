@@ -70,7 +70,7 @@ func capture(t *testing.T, stream **os.File, f func() error) string {
 
 // TestFitProjectInspect: fit a KPCA model from a CSV file, project the same
 // file (k columns per row, equal to snapshot.Model.Project), inspect it;
-// fit a KCCA model from paired columns.
+// fit a KCCA model from paired columns, saying the budget it chose.
 func TestFitProjectInspect(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -99,9 +99,9 @@ func TestFitProjectInspect(t *testing.T) {
 		t.Errorf("inspect output lacks samples_seen 6000 / algorithm: %.300s", info)
 	}
 
-	x, y := synth.TwoView(rng, 3000)
+	x, y := synth.TwoView(rng, 1000)
 	rows = rows[:0]
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < 1000; i++ {
 		rows = append(rows, append(append([]float64{}, x[i*6:(i+1)*6]...), y[i*6:(i+1)*6]...))
 	}
 	writeCSV(t, in, rows)
@@ -113,6 +113,11 @@ func TestFitProjectInspect(t *testing.T) {
 	})
 	if strings.Contains(stderr, "--epochs") {
 		t.Errorf("fit kcca (covariance solver) suggests more epochs:\n%s", stderr)
+	}
+	// Its budget is chosen (online.CovarianceBudget): for 1,000 rows the
+	// default, features past the rows adding no rank.
+	if !strings.Contains(stderr, "features: 2048 per view (what --time and learner.max_model_bytes pay for") {
+		t.Errorf("fit kcca does not say the budget it chose:\n%s", stderr)
 	}
 	snap, _, err = snapshot.Load(two)
 	if err != nil || len(snap.Header.Views) != 2 || snap.Header.Views[1].Dim != 6 {

@@ -18,7 +18,9 @@ import (
 
 // MNISTCCADefaults are RunMNISTCCA's defaults: 8,000 training and 2,000
 // held-out pairs, k = 50, at most 100 epochs or 120 s, Nyström with 2,048
-// landmarks and 2,048 fixed random features per view.
+// landmarks and 2,048 fixed random features per view. The learner's
+// features per view are what the 120 s and the default memory bound pay
+// for, as fit chooses them (online.CovarianceBudget).
 var MNISTCCADefaults = MNISTRun{Train: 8000, Test: 2000, K: 50, Epochs: 100, Budget: 120 * time.Second,
 	Batch: 512, Landmarks: 2048, RFFFeatures: 2048, Seed: 1}
 
@@ -105,6 +107,13 @@ func RunMNISTCCA(ctx context.Context, set mnist.Set, cfg MNISTCCAConfig) (MNISTC
 	// The learner, fed as fit feeds it.
 	lc := cfg.Learner
 	lc.Algorithm, lc.K = online.AlgKCCA, k
+	if lc.MaxFeatures == 0 {
+		// An offline run: the budget the time limit and the memory bound
+		// pay for, as fit chooses it (online.CovarianceBudget).
+		if w := lc.WithDefaults(); w.Solver == online.SolverCovariance && w.Features == online.FeaturesRandom {
+			lc.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{Limit: cfg.Budget, Rows: n, K: k, Batch: cfg.Batch, Dims: [2]int{d, d}})
+		}
+	}
 	// The median trick on the first batch, as the learner does it (the
 	// first epoch is in order).
 	bwX := online.MedianDistance(xTr, min(cfg.Batch, n), d, 512)

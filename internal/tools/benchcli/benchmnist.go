@@ -138,7 +138,7 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 		return nil
 	})
 	fs.BoolVar(&c.Center, "center", false, "kpca: learn the centred operator, scored against exact centred kernel PCA (the uncentred baselines are left out)")
-	fs.IntVar(&c.MaxFeatures, "max-features", 0, "learner feature budget, per view for kcca (0: its default for the feature source)")
+	fs.IntVar(&c.MaxFeatures, "max-features", 0, "learner feature budget, per view for kcca (0: its default for the feature source; kcca with random features: what --budget and 1 GiB pay for)")
 	fs.Float64Var(&c.Ridge, "ridge", 0, "learner ridge of the covariance solver, relative to each view's mean feature variance (0: its default)")
 	return &c
 }
