@@ -124,9 +124,10 @@ type OfflineCovariance struct {
 // (DefaultCovarianceBlockSize), from DefaultCovarianceMaxFeatures up to
 // MaxCovarianceFeatures, such that
 //
-//   - memory: the solver's state (covarianceBytes: 5·m² float64 of
-//     statistics and factors, the ridge choice's ring and, past
-//     ridgeFeatures, its own problem) stays within MaxBytes;
+//   - memory: the solver's state as it holds it (covarianceBytes: 5·m²
+//     float64 of statistics and factors, the products' packing buffers,
+//     the ridge choice's ring and, past ridgeFeatures, its own problem)
+//     stays within MaxBytes;
 //   - time: Passes passes over Rows samples at covarianceRowFlops(m)
 //     each, at Rate, fit within Limit; and
 //   - rows: a block more only while the blocks so far hold fewer
@@ -136,8 +137,9 @@ type OfflineCovariance struct {
 // A service keeps DefaultCovarianceMaxFeatures: its step, which grows as
 // m², must keep up with a stream; an offline run has only a time limit
 // and the machine's memory, and random features buy accuracy with m (MNIST
-// halves, k = 50, held-out S50 after three passes: 37.9 at 2,048 per
-// view, 39.6 at 4,096). It never returns less than the default.
+// halves, k = 50, held-out S50 after three passes: 37.98 at 2,048 per
+// view, 39.55 at 4,096, where 1 GiB stops it). It never returns less
+// than the default.
 func CovarianceBudget(o OfflineCovariance) int {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultGrowthBytes
