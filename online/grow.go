@@ -46,6 +46,20 @@ type Growth struct {
 // DefaultGrowthBytes is Growth's default memory bound.
 const DefaultGrowthBytes = 1 << 30
 
+// ModelBytes is what a one-view model of k components holds at the given
+// features: its coefficients and their working copies, about 32·k bytes
+// a feature. Growth and the service's budget (learner.max_model_bytes)
+// bound it.
+func ModelBytes(features, k int) int64 { return int64(features) * int64(32*k) }
+
+// TakesCovarianceBudget reports whether CovarianceBudget sizes c's model
+// in an offline run: two views, the covariance solver and random
+// features, after defaults.
+func (c Config) TakesCovarianceBudget() bool {
+	w := c.WithDefaults()
+	return w.Algorithm.TwoView() && w.Solver == SolverCovariance && w.Features == FeaturesRandom
+}
+
 // Step records a step of l that took d (measured by the caller around
 // Update) and raises l's budget by a block when the rule above allows.
 // It returns the budget.
@@ -80,7 +94,7 @@ func (g *Growth) Step(l *KPCA, d time.Duration) int {
 	}
 	cfg := l.Config()
 	next := budget + cfg.BlockSize
-	if int64(next)*int64(32*cfg.K) > maxBytes {
+	if ModelBytes(next, cfg.K) > maxBytes {
 		return budget
 	}
 	left := g.Limit - now.Sub(g.start)

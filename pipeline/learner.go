@@ -73,7 +73,7 @@ func (o oneView) raiseBudget(maxBytes int64) (int, bool) {
 func nextBudget(l *online.KPCA, maxBytes int64) (int, bool) {
 	c := l.Config()
 	next := l.MaxFeatures() + c.BlockSize
-	return next, int64(next)*int64(32*c.K) <= maxBytes
+	return next, online.ModelBytes(next, c.K) <= maxBytes
 }
 
 type twoViews struct{ l *online.TwoView }

@@ -82,16 +82,14 @@ func cmdFit(ctx context.Context, args []string) error {
 	if err != nil {
 		return flagTerms(err)
 	}
+	cfg := c.Learner.Online(*model, 0)
 	// The covariance solver's statistics grow as m²: an offline run takes
 	// the features per view its time limit and memory bound pay for.
-	if alg := online.Algorithm(c.Learner.Algorithm); alg.TwoView() && !has("max_features") && *yCols > 0 && *yCols < d &&
-		c.Learner.Solver == string(online.SolverCovariance) && c.Learner.Features == string(online.FeaturesRandom) {
-		passes := *epochs
-		c.Learner.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{MaxBytes: c.Learner.MaxModelBytes, Limit: *budget, Passes: passes,
-			Rows: rows, K: c.Learner.K, Batch: c.Learner.Batch, Dims: [2]int{d - *yCols, *yCols}})
-		fmt.Fprintf(os.Stderr, "features: %d per view (what --time and learner.max_model_bytes pay for; --max-features to choose)\n", c.Learner.MaxFeatures)
+	if !has("max_features") && *yCols > 0 && *yCols < d && cfg.TakesCovarianceBudget() {
+		cfg.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{MaxBytes: c.Learner.MaxModelBytes, Limit: *budget, Passes: *epochs,
+			Rows: rows, K: cfg.K, Batch: c.Learner.Batch, Dims: [2]int{d - *yCols, *yCols}})
+		fmt.Fprintf(os.Stderr, "features: %d per view (what --time and learner.max_model_bytes pay for; --max-features to choose)\n", cfg.MaxFeatures)
 	}
-	cfg := c.Learner.Online(*model, 0)
 	start := time.Now()
 	pr := progress.New()
 	total := float64(rows * *epochs)

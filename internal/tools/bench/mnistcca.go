@@ -107,12 +107,10 @@ func RunMNISTCCA(ctx context.Context, set mnist.Set, cfg MNISTCCAConfig) (MNISTC
 	// The learner, fed as fit feeds it.
 	lc := cfg.Learner
 	lc.Algorithm, lc.K = online.AlgKCCA, k
-	if lc.MaxFeatures == 0 {
+	if lc.MaxFeatures == 0 && lc.TakesCovarianceBudget() {
 		// An offline run: the budget the time limit and the memory bound
 		// pay for, as fit chooses it (online.CovarianceBudget).
-		if w := lc.WithDefaults(); w.Solver == online.SolverCovariance && w.Features == online.FeaturesRandom {
-			lc.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{Limit: cfg.Budget, Rows: n, K: k, Batch: cfg.Batch, Dims: [2]int{d, d}})
-		}
+		lc.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{Limit: cfg.Budget, Rows: n, K: k, Batch: cfg.Batch, Dims: [2]int{d, d}})
 	}
 	// The median trick on the first batch, as the learner does it (the
 	// first epoch is in order).
