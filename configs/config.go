@@ -255,6 +255,12 @@ type Learner struct {
 	// BLAS linked into the binary, OpenBLAS with the openblas build tag;
 	// projections agree to rounding). Part of the model. Default: exact.
 	Compute string `yaml:"compute"`
+	// Frequencies of random features: auto (orthogonal where it applies:
+	// radial kernels, random features, float64, exact compute), iid (the
+	// paper's independent draws) or orthogonal (structured orthogonal
+	// random features). Part of the model: a restored snapshot keeps its
+	// own. Default: auto.
+	Frequencies string `yaml:"frequencies"`
 	// Workers evaluating features. Default: number of CPUs.
 	Workers int `yaml:"workers"`
 	// CacheBytes for generated features. Default: 1 GiB.
@@ -412,6 +418,7 @@ func (c *Config) SetDefaults() {
 	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
 	c.Learner.Ridge, c.Learner.Average, c.Learner.Forget = o.Ridge, o.Average, string(o.Forget)
 	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
+	c.Learner.Frequencies = string(o.Frequencies)
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
 	}
@@ -524,6 +531,9 @@ func (c *Config) Validate() error {
 	}
 	if p := online.Compute(c.Learner.Compute); !slices.Contains(online.Computes, p) {
 		bad("learner.compute", "%q: want %s", p, online.OneOf(online.Computes))
+	}
+	if p := online.Frequencies(c.Learner.Frequencies); !slices.Contains(online.FrequencyDraws, p) {
+		bad("learner.frequencies", "%q: want %s", p, online.OneOf(online.FrequencyDraws))
 	}
 	if p := online.FeatureSource(c.Learner.Features); !slices.Contains(online.FeatureSources, p) {
 		bad("learner.features", "%q: want %s", p, online.OneOf(online.FeatureSources))
@@ -955,7 +965,7 @@ func (l Learner) Online(model string, dim int) online.Config {
 		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
 		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Average: l.Average, Forget: online.Forgetting(l.Forget), Seed: l.Seed,
 		Standardize: l.Standardize, Center: l.Center,
-		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute),
+		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute), Frequencies: online.Frequencies(l.Frequencies),
 		Workers: l.Workers, CacheBytes: l.CacheBytes, KeepBytes: l.KeepBytes,
 	}
 }
@@ -975,7 +985,7 @@ func OnlineKey(field string) string {
 		"MaxFeatures": "learner.max_features", "Features": "learner.features", "Solver": "learner.solver",
 		"Ridge": "learner.ridge", "Theta0": "learner.theta0", "Theta1": "learner.theta1", "Average": "learner.average",
 		"Forget": "learner.forget", "Seed": "learner.seed", "Standardize": "learner.standardize", "Center": "learner.center",
-		"Precision": "learner.precision", "Compute": "learner.compute",
+		"Precision": "learner.precision", "Compute": "learner.compute", "Frequencies": "learner.frequencies",
 	}
 	if k, ok := keys[field]; ok {
 		return k

@@ -38,6 +38,33 @@
 // Within a block of B features in d dimensions, feature f uses normals
 // f·d … f·d+d−1 of stream 1 and uniform f of stream 2.
 //
+// # Structured orthogonal frequencies (generator id "splitmix64-sorf-v1")
+//
+// A structured map (Map.Structured; radial families only: gaussian,
+// matern, arccosine) draws each frequency as a direction of a random
+// orthogonal matrix with an independent norm (Yu et al., "Orthogonal
+// Random Features", NeurIPS 2016, their SORF). With p the least power of
+// two ≥ d, H the unnormalised p×p Walsh–Hadamard matrix and D_u diagonal
+// random signs, a stack is M = H·D₃·H·D₂·H·D₁/p^{3/2} (orthonormal rows).
+// A block of B features has n frequencies: B/2 for the shift-invariant
+// families, each giving the pair cos 2π(ωᵀx), cos 2π(ωᵀx + ¾) = sin 2π(ωᵀx)
+// (features 2j, 2j+1), and B for arc-cosine. A block's seed s names its
+// stacks by base = s with the low 8 bits cleared and its part = s mod 256:
+// its frequencies are the global ones g = part·n … part·n + n − 1, global
+// frequency g being row g mod p of stack t = g/p of base, x padded with
+// zeros to p:
+//
+//	signs:  D_u[i] of stack t = −1 if word(key(base, 1), (3t+u−1)·p + i) ≥ 2⁶³, else 1
+//	norm:   χ_g = √(2·Gamma(p/2)), Gamma drawn (gammaDraw) from key(word(key(base, 5), g), 0);
+//	        matern: χ_g·√(2ν/(2·Gamma(ν))), that Gamma from key(word(key(base, 6), g), 0)
+//	scale:  χ_g / ((2π·ℓ)·p·√p) in turns (arc-cosine: χ_g / (p·√p)), each product rounded
+//	z_g(x): (H·D₃·H·D₂·H·D₁·x̃)[g mod p] · scale_g
+//
+// H·v is computed by stages h = p/2, p/4, …, 1, each replacing (v_i, v_{i+h})
+// by (v_i + v_{i+h}, v_i − v_{i+h}) for i & h = 0 (additions only: the same
+// bits in any language). Map.BlockSeed gives a model's consecutive blocks
+// consecutive parts of one base, so that they tile whole stacks.
+//
 // # Invariants
 //
 //   - A block is a pure function of (generator id, kernel, dimension, block

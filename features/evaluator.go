@@ -93,6 +93,7 @@ type Evaluator struct {
 	residT     []float64
 
 	x32buf  []float32
+	gen     uint64 // counts evaluations: what a stackCache holds is for one
 	scratch []evalScratch
 	tasks   chan int
 	wg      sync.WaitGroup
@@ -103,6 +104,17 @@ type Evaluator struct {
 type evalScratch struct {
 	phi, z, pt, rt []float64
 	blk            Block
+	sorf           stackCache
+}
+
+// stack returns the scratch's cache of a structured map's transforms for
+// the evaluation of generation gen (one Eval, Grad or PhiTo call: its x
+// does not change within it).
+func (s *evalScratch) stack(gen uint64) *stackCache {
+	if s.sorf.gen != gen {
+		s.sorf.gen, s.sorf.valid = gen, false
+	}
+	return &s.sorf
 }
 
 // NewEvaluator returns an evaluator for m. m must be valid.
@@ -267,7 +279,7 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 		if e.keep != nil {
 			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
 		}
-		e.m.addBlock(part, phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s), e.coef[j*nb*k:(j+1)*nb*k], k)
+		e.m.addBlock(part, phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s), e.coef[j*nb*k:(j+1)*nb*k], k, s.stack(e.gen))
 	}
 }
 
@@ -280,14 +292,14 @@ func (e *Evaluator) chunk(c int, s *evalScratch) {
 // served projections with the learner's rests on this function, not on
 // two copies agreeing.
 func (m Map) AddBlock(part, phi, z, x []float64, rows int, b *Block, coef []float64, k int) {
-	m.addBlock(part, phi, z, x, nil, rows, b, coef, k)
+	m.addBlock(part, phi, z, x, nil, rows, b, coef, k, nil)
 }
 
 // addBlock is AddBlock with x already rounded to float32 (x32) for the
 // float32 and BLAS maps, or nil.
-func (m Map) addBlock(part, phi, z, x []float64, x32 []float32, rows int, b *Block, coef []float64, k int) {
+func (m Map) addBlock(part, phi, z, x []float64, x32 []float32, rows int, b *Block, coef []float64, k int, sc *stackCache) {
 	nb := m.BlockSize
-	m.phiToWith(phi, z, x, x32, rows, b)
+	m.phiToWith(phi, z, x, x32, rows, b, sc)
 	if m.BLAS {
 		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
 			blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
@@ -324,6 +336,7 @@ func (e *Evaluator) eval(h, x []float64, rows int, seeds []uint64, coef []float6
 		e.partial = make([]float64, need)
 	}
 	e.x, e.rows, e.seeds, e.coef, e.k = x, rows, seeds, coef, k
+	e.gen++
 	e.round(x, rows)
 	e.partial = e.partial[:nchunks*rows*k]
 	e.run(nchunks, false)
@@ -439,6 +452,7 @@ func (e *Evaluator) gradWith(g, r []float64, k int, s float64, mean []float64, d
 		}
 	}
 	if e.keep == nil {
+		e.gen++
 		e.round(e.x, e.rows)
 	}
 	e.run((len(e.seeds)+e.m.Chunk()-1)/e.m.Chunk(), true)
@@ -466,7 +480,7 @@ func (e *Evaluator) gradChunk(c int, s *evalScratch) {
 		if e.keep != nil {
 			phi = e.keep[j*rows*nb : (j+1)*rows*nb]
 		} else {
-			e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s))
+			e.m.phiToWith(phi, s.z, e.x, e.x32, rows, e.block(j, e.seeds[j], s), s.stack(e.gen))
 		}
 		var mean []float64
 		if e.gradMean != nil {
@@ -569,7 +583,8 @@ func (e *Evaluator) round(x []float64, rows int) {
 func (e *Evaluator) PhiTo(dst, x []float64, rows, j int, seed uint64) {
 	e.growCache(j + 1)
 	e.round(x, rows)
-	e.m.phiToWith(dst, e.scratch[0].z, x, e.x32, rows, e.block(j, seed, &e.scratch[0]))
+	e.gen++
+	e.m.phiToWith(dst, e.scratch[0].z, x, e.x32, rows, e.block(j, seed, &e.scratch[0]), e.scratch[0].stack(e.gen))
 	e.x32 = nil
 }
 

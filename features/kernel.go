@@ -278,6 +278,14 @@ type Map struct {
 	// from data, not generated (Generate panics), and compute with the
 	// package's own kernels (not with Float32 or BLAS).
 	Landmarks bool
+	// Structured draws each block's frequencies as structured orthogonal
+	// random features (generator StructuredGeneratorID; see the package
+	// comment): blocks of up to p = StructuredPad(Dim) orthogonal
+	// directions with independent norms, evaluated by fast Walsh–Hadamard
+	// transforms in O(p·log p) a row per p features instead of O(Dim) a
+	// feature. Only for the radial families (Family.Radial), with the
+	// package's float64 kernels (not with Float32, BLAS or Landmarks).
+	Structured bool
 	// SIMD selects the vector kernels (default SIMDAuto: the best this
 	// CPU has). It changes the speed, never the bits, and is not part of
 	// the model: snapshots do not record it.
@@ -303,6 +311,20 @@ func (m Map) Validate() error {
 	}
 	if m.Float32 && !m.Kernel.Family.ShiftInvariant() {
 		return fmt.Errorf("%w: float32 precision is for the shift-invariant kernels (gaussian, laplacian, cauchy, matern), not %s", ErrKernel, m.Kernel.Family)
+	}
+	if m.Structured {
+		if !m.Kernel.Family.Radial() {
+			return fmt.Errorf("%w: structured orthogonal frequencies need a radial kernel (gaussian, matern, arccosine), not %s", ErrKernel, m.Kernel.Family)
+		}
+		if m.Float32 || m.BLAS || m.Landmarks {
+			return fmt.Errorf("%w: structured orthogonal frequencies compute in float64 with the package's kernels (no float32 precision, BLAS compute or landmark blocks)", ErrKernel)
+		}
+		if m.Kernel.Family.ShiftInvariant() && m.BlockSize%2 != 0 {
+			return fmt.Errorf("%w: structured orthogonal features of a shift-invariant kernel come in [cos, sin] pairs; the block size must be even, got %d", ErrKernel, m.BlockSize)
+		}
+		if m.Dim > 1<<20 {
+			return fmt.Errorf("%w: structured orthogonal frequencies take at most %d dimensions, got %d", ErrKernel, 1<<20, m.Dim)
+		}
 	}
 	if m.Landmarks {
 		if m.Float32 || m.BLAS {
@@ -346,6 +368,9 @@ func (m Map) ScratchLen() int {
 	if m.Landmarks {
 		return 4 * m.BlockSize
 	}
+	if m.Structured {
+		return m.structuredScratch()
+	}
 	rows := 4
 	if m.BLAS {
 		rows = BLASRows
@@ -362,6 +387,10 @@ func (m Map) ScratchLen() int {
 func (m Map) BlockBytes() int {
 	if m.Landmarks { // Z, Zᵀ, (L⁻¹)ᵀ, ‖z‖²
 		return 8 * (2*m.Dim*m.BlockSize + m.BlockSize*m.BlockSize + m.BlockSize)
+	}
+	if m.Structured { // signs, scales, phases
+		p := StructuredPad(m.Dim)
+		return 8 * (3*(m.structuredStacks(p)+1)*p + m.structuredFreqs() + m.BlockSize)
 	}
 	if m.Float32 {
 		return 4 * (m.inDim() + 1) * max(m.cols(), 1)
@@ -389,6 +418,12 @@ type Block struct {
 	Degree  []int
 	Omega32 []float32
 	Phase32 []float32
+	// Signs and Scale are a structured block's (Map.Structured; Omega is
+	// then nil): three sign vectors of length p per stack, in the order
+	// they are applied, and each feature's norm over p^{3/2} (in turns
+	// over ℓ for the shift-invariant kernels).
+	Signs []float64
+	Scale []float64
 	// LM is the landmark block of a landmark map (nil otherwise).
 	LM *Landmarks
 }
@@ -406,6 +441,10 @@ func grow(s []float64, n int) []float64 {
 func (m Map) Generate(dst *Block, seed uint64) {
 	if m.Landmarks {
 		panic("features: landmark blocks are built from data (NewLandmarks), not generated")
+	}
+	if m.Structured {
+		m.generateStructured(dst, seed)
+		return
 	}
 	d, nb, cols, din := m.Dim, m.BlockSize, m.cols(), m.inDim()
 	dst.Omega = grow(dst.Omega, din*max(cols, 1))
@@ -538,13 +577,18 @@ func round32(dst []float32, src []float64) {
 
 // phiToWith is PhiTo given x already rounded to float32 (xs32, nil when
 // the map is float64).
-func (m Map) phiToWith(dst, z, x []float64, xs32 []float32, rows int, b *Block) {
+//
+// sc, if not nil, keeps a structured map's transform of the rows between
+// the blocks of one evaluation (see stackCache).
+func (m Map) phiToWith(dst, z, x []float64, xs32 []float32, rows int, b *Block, sc *stackCache) {
 	if len(x) < rows*m.Dim || len(dst) < rows*m.BlockSize || len(z) < m.ScratchLen() {
 		panic("features: PhiTo buffer too small")
 	}
 	switch {
 	case m.Landmarks:
 		m.phiLandmarks(dst, z, x, rows, b.LM)
+	case m.Structured:
+		m.phiStructured(dst, z, x, rows, b, sc)
 	case m.BLAS:
 		m.phiToBLAS(dst, z, x, xs32, rows, b)
 	case m.Float32:
@@ -591,7 +635,7 @@ func degreeOf(u, p float64) int {
 // row-major). Each row is computed with the same operations in the same
 // order whatever rows is. z is scratch of at least ScratchLen() values.
 func (m Map) PhiTo(dst, z, x []float64, rows int, b *Block) {
-	m.phiToWith(dst, z, x, nil, rows, b)
+	m.phiToWith(dst, z, x, nil, rows, b, nil)
 }
 
 // phiTo64 is PhiTo with the package's float64 kernels.

@@ -136,3 +136,26 @@ func tile4f32(lv SIMDLevel, z, x0, x1, x2, x3, om []float32, d, nb int) {
 	}
 	tile4Go(z, x0, x1, x2, x3, om, d, nb)
 }
+
+//go:noescape
+func fwht4AVX2(v *float64, p int)
+
+//go:noescape
+func fwht4AVX512(v *float64, p int)
+
+// fwht4SIMD runs fwht4 (p ≥ 4) with the kernels of level lv, reporting
+// false where it has none (the Go code then runs).
+func fwht4SIMD(lv SIMDLevel, v []float64, p int) bool {
+	if len(v) < 4*p {
+		panic("features: fwht4 buffer too small")
+	}
+	switch {
+	case lv >= SIMDAVX512:
+		fwht4AVX512(&v[0], p)
+	case lv >= SIMDAVX2:
+		fwht4AVX2(&v[0], p)
+	default:
+		return false
+	}
+	return true
+}

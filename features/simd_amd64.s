@@ -543,3 +543,198 @@ loop_cosScaleAVX512:
 done_cosScaleAVX512:
 	VZEROUPPER
 	RET
+
+// func fwht4AVX2(v *float64, p int)
+// Requires: AVX
+TEXT ·fwht4AVX2(SB), NOSPLIT, $0-16
+	MOVQ v+0(FP), DI
+	MOVQ p+8(FP), CX
+	MOVQ CX, R12
+	SHLQ $0x05, R12
+	ADDQ DI, R12
+	MOVQ CX, R8
+	SHRQ $0x01, R8
+
+stage_fwht4AVX2:
+	CMPQ R8, $0x02
+	JL   last_fwht4AVX2
+	MOVQ R8, R9
+	SHRQ $0x01, R9
+	MOVQ R9, R10
+	SHLQ $0x05, R10
+	MOVQ R8, R11
+	SHLQ $0x05, R11
+	MOVQ DI, SI
+
+blk_fwht4AVX2:
+	CMPQ SI, R12
+	JGE  blkdone_fwht4AVX2
+	MOVQ SI, DX
+	LEAQ (SI)(R10*1), R13
+
+iny_fwht4AVX2:
+	CMPQ    DX, R13
+	JGE     indoney_fwht4AVX2
+	LEAQ    (DX)(R11*1), R14
+	VMOVUPD (DX), Y0
+	VMOVUPD (DX)(R10*1), Y1
+	VMOVUPD (R14), Y2
+	VMOVUPD (R14)(R10*1), Y3
+	VADDPD  Y2, Y0, Y4
+	VSUBPD  Y2, Y0, Y5
+	VADDPD  Y3, Y1, Y6
+	VSUBPD  Y3, Y1, Y7
+	VADDPD  Y6, Y4, Y0
+	VSUBPD  Y6, Y4, Y1
+	VADDPD  Y7, Y5, Y2
+	VSUBPD  Y7, Y5, Y3
+	VMOVUPD Y0, (DX)
+	VMOVUPD Y1, (DX)(R10*1)
+	VMOVUPD Y2, (R14)
+	VMOVUPD Y3, (R14)(R10*1)
+	ADDQ    $0x00000020, DX
+	JMP     iny_fwht4AVX2
+
+indoney_fwht4AVX2:
+	ADDQ R11, SI
+	ADDQ R11, SI
+	JMP  blk_fwht4AVX2
+
+blkdone_fwht4AVX2:
+	SHRQ $0x02, R8
+	JMP  stage_fwht4AVX2
+
+last_fwht4AVX2:
+	CMPQ R8, $0x01
+	JNE  done_fwht4AVX2
+	MOVQ DI, SI
+
+pair_fwht4AVX2:
+	CMPQ    SI, R12
+	JGE     done_fwht4AVX2
+	VMOVUPD (SI), Y0
+	VMOVUPD 32(SI), Y1
+	VADDPD  Y1, Y0, Y2
+	VSUBPD  Y1, Y0, Y3
+	VMOVUPD Y2, (SI)
+	VMOVUPD Y3, 32(SI)
+	ADDQ    $0x40, SI
+	JMP     pair_fwht4AVX2
+
+done_fwht4AVX2:
+	VZEROUPPER
+	RET
+
+// func fwht4AVX512(v *float64, p int)
+// Requires: AVX, AVX512F
+TEXT ·fwht4AVX512(SB), NOSPLIT, $0-16
+	MOVQ v+0(FP), DI
+	MOVQ p+8(FP), CX
+	MOVQ CX, R12
+	SHLQ $0x05, R12
+	ADDQ DI, R12
+	MOVQ CX, R8
+	SHRQ $0x01, R8
+
+stage_fwht4AVX512:
+	CMPQ R8, $0x02
+	JL   last_fwht4AVX512
+	MOVQ R8, R9
+	SHRQ $0x01, R9
+	MOVQ R9, R10
+	SHLQ $0x05, R10
+	MOVQ R8, R11
+	SHLQ $0x05, R11
+	MOVQ DI, SI
+
+blk_fwht4AVX512:
+	CMPQ SI, R12
+	JGE  blkdone_fwht4AVX512
+	CMPQ R9, $0x02
+	JL   narrow_fwht4AVX512
+	MOVQ SI, DX
+	LEAQ (SI)(R10*1), R13
+
+inz_fwht4AVX512:
+	CMPQ    DX, R13
+	JGE     indonez_fwht4AVX512
+	LEAQ    (DX)(R11*1), R14
+	VMOVUPD (DX), Z0
+	VMOVUPD (DX)(R10*1), Z1
+	VMOVUPD (R14), Z2
+	VMOVUPD (R14)(R10*1), Z3
+	VADDPD  Z2, Z0, Z4
+	VSUBPD  Z2, Z0, Z5
+	VADDPD  Z3, Z1, Z6
+	VSUBPD  Z3, Z1, Z7
+	VADDPD  Z6, Z4, Z0
+	VSUBPD  Z6, Z4, Z1
+	VADDPD  Z7, Z5, Z2
+	VSUBPD  Z7, Z5, Z3
+	VMOVUPD Z0, (DX)
+	VMOVUPD Z1, (DX)(R10*1)
+	VMOVUPD Z2, (R14)
+	VMOVUPD Z3, (R14)(R10*1)
+	ADDQ    $0x00000040, DX
+	JMP     inz_fwht4AVX512
+
+indonez_fwht4AVX512:
+	JMP next_fwht4AVX512
+
+narrow_fwht4AVX512:
+	MOVQ SI, DX
+	LEAQ (SI)(R10*1), R13
+
+iny_fwht4AVX512:
+	CMPQ    DX, R13
+	JGE     indoney_fwht4AVX512
+	LEAQ    (DX)(R11*1), R14
+	VMOVUPD (DX), Y0
+	VMOVUPD (DX)(R10*1), Y1
+	VMOVUPD (R14), Y2
+	VMOVUPD (R14)(R10*1), Y3
+	VADDPD  Y2, Y0, Y4
+	VSUBPD  Y2, Y0, Y5
+	VADDPD  Y3, Y1, Y6
+	VSUBPD  Y3, Y1, Y7
+	VADDPD  Y6, Y4, Y0
+	VSUBPD  Y6, Y4, Y1
+	VADDPD  Y7, Y5, Y2
+	VSUBPD  Y7, Y5, Y3
+	VMOVUPD Y0, (DX)
+	VMOVUPD Y1, (DX)(R10*1)
+	VMOVUPD Y2, (R14)
+	VMOVUPD Y3, (R14)(R10*1)
+	ADDQ    $0x00000020, DX
+	JMP     iny_fwht4AVX512
+
+indoney_fwht4AVX512:
+next_fwht4AVX512:
+	ADDQ R11, SI
+	ADDQ R11, SI
+	JMP  blk_fwht4AVX512
+
+blkdone_fwht4AVX512:
+	SHRQ $0x02, R8
+	JMP  stage_fwht4AVX512
+
+last_fwht4AVX512:
+	CMPQ R8, $0x01
+	JNE  done_fwht4AVX512
+	MOVQ DI, SI
+
+pair_fwht4AVX512:
+	CMPQ    SI, R12
+	JGE     done_fwht4AVX512
+	VMOVUPD (SI), Y0
+	VMOVUPD 32(SI), Y1
+	VADDPD  Y1, Y0, Y2
+	VSUBPD  Y1, Y0, Y3
+	VMOVUPD Y2, (SI)
+	VMOVUPD Y3, 32(SI)
+	ADDQ    $0x40, SI
+	JMP     pair_fwht4AVX512
+
+done_fwht4AVX512:
+	VZEROUPPER
+	RET

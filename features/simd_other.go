@@ -23,3 +23,5 @@ func addMulSIMD(_ SIMDLevel, dst, phi, a []float64, rows, nb, k int) int { retur
 func tile4f32(_ SIMDLevel, z, x0, x1, x2, x3, om []float32, d, nb int) {
 	tile4Go(z, x0, x1, x2, x3, om, d, nb)
 }
+
+func fwht4SIMD(_ SIMDLevel, v []float64, p int) bool { return false }

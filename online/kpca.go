@@ -777,7 +777,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Model:       l.cfg.Model,
 			Incarnation: l.cfg.Incarnation,
 			Algorithm:   string(l.cfg.Algorithm),
-			Generator:   features.GeneratorID,
+			Generator:   snapshot.GeneratorOf(view),
 			K:           l.cfg.K,
 			BlockSize:   l.cfg.BlockSize,
 			Seeds:       append(snapshot.Seeds(nil), l.seeds...),

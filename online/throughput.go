@@ -27,15 +27,15 @@ func (r ThroughputResult) GEMMFlops() float64 {
 // MeasureStep times steps of a learner holding the given number of
 // Gaussian features (coefficients random, revisiting so the count stays
 // fixed), on standard normal data: the setup of BenchmarkUpdate. rt
-// supplies BlockSize, Workers, Precision, Compute, CacheBytes and
-// KeepBytes.
+// supplies BlockSize, Workers, Precision, Compute, Frequencies, CacheBytes
+// and KeepBytes.
 func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := make([]float64, b*d)
 	for i := range x {
 		x[i] = rng.NormFloat64()
 	}
-	l, err := New(Config{K: k, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute,
+	l, err := New(Config{K: k, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute, Frequencies: rt.Frequencies,
 		CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
 	if err != nil {
 		return ThroughputResult{}, err
@@ -45,7 +45,7 @@ func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 		return ThroughputResult{}, err
 	}
 	for j := len(l.seeds); j < nf/l.cfg.BlockSize; j++ {
-		l.seeds = append(l.seeds, features.DeriveSeed(l.cfg.Seed, uint64(j)))
+		l.seeds = append(l.seeds, l.fm.BlockSeed(l.seedBase, j))
 		for i := 0; i < l.cfg.BlockSize*k; i++ {
 			l.coef = append(l.coef, 1e-3*rng.NormFloat64())
 		}

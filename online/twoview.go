@@ -528,7 +528,7 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	cov, state := l.cov.state()
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
-			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: features.GeneratorID,
+			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: snapshot.GeneratorOf(views...),
 			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov, Detector: l.mon.state(),
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
@@ -605,6 +605,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		cfg.Solver = SolverCovariance
 	}
 	restoredConfig(&cfg, vx)
+	if vy.Structured() {
+		cfg.Frequencies = FrequenciesOrthogonal
+	}
 	if vy.Float32() {
 		cfg.Precision = Float32
 	}

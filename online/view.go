@@ -74,7 +74,7 @@ func (v *view) setup(c Config, s viewSpec, x []float64, rows int) error {
 		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, s.index, nb, k)
 	}
 	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb, Float32: s.float32, BLAS: c.Compute == ComputeBLAS,
-		Landmarks: c.Features == FeaturesLandmarks}
+		Landmarks: c.Features == FeaturesLandmarks, Structured: c.structured(kern, d, s.float32)}
 	if err := v.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, s.index, err)
 	}
@@ -163,7 +163,7 @@ func (v *view) next(t uint64, rows int) (j int, seed uint64, revisit bool) {
 		j = int(t % uint64(len(v.seeds)))
 		return j, v.seeds[j], true
 	}
-	return j, features.DeriveSeed(v.seedBase, uint64(j)), false
+	return j, v.fm.BlockSeed(v.seedBase, j), false
 }
 
 // blockTerm sets newc = Φ_j(X)ᵀ·(s·R) for block j at the batch's inputs,
@@ -206,7 +206,7 @@ func (v *view) commit(k, j int, seed uint64, revisit bool) {
 // in its statistics.
 func (v *view) drawBudget(k int) {
 	for j := len(v.seeds); j < v.maxBlock; j++ {
-		v.seeds = append(v.seeds, features.DeriveSeed(v.seedBase, uint64(j)))
+		v.seeds = append(v.seeds, v.fm.BlockSeed(v.seedBase, j))
 	}
 	v.coef = v.coef[:len(v.seeds)*v.fm.BlockSize*k]
 	clear(v.coef)
@@ -215,7 +215,7 @@ func (v *view) drawBudget(k int) {
 // firstBlock draws block 0 on the first batch (for landmark features,
 // from its points) and leaves its features in phi.
 func (v *view) firstBlock(rows int) (uint64, error) {
-	seed := features.DeriveSeed(v.seedBase, 0)
+	seed := v.fm.BlockSeed(v.seedBase, 0)
 	if v.fm.Landmarks {
 		v.ev.TruncateLandmarks(0) // a first batch that failed may have left one
 		if err := addLandmarks(v.ev, v.xs, rows, v.shuffleKey, 0); err != nil {
@@ -250,6 +250,9 @@ func (v *view) evalWith(dst, xs []float64, rows, k int, coef, center []float64) 
 // landmark features, its landmark points block after block.
 func (v *view) snapshotView() (snapshot.View, []float64) {
 	sv := snapshot.View{Dim: v.fm.Dim, Kernel: v.fm.Kernel, Preprocess: v.pre, Precision: precisionOf(v.fm), Compute: computeOf(v.fm)}
+	if v.fm.Structured {
+		sv.Frequencies = snapshot.FrequenciesOrthogonal
+	}
 	if v.center != nil {
 		sv.Center = append([]float64(nil), v.center...)
 	}
@@ -301,6 +304,10 @@ func restoredConfig(c *Config, sv snapshot.View) {
 	}
 	if sv.Landmarks() {
 		c.Features = FeaturesLandmarks
+	}
+	c.Frequencies = FrequenciesIID
+	if sv.Structured() {
+		c.Frequencies = FrequenciesOrthogonal
 	}
 }
 

@@ -158,6 +158,29 @@ type View struct {
 	// Dim values, standardised, in block order) — rows of the data. Empty
 	// for random features from the seeds.
 	Features string `json:"features,omitempty"`
+	// Frequencies is "orthogonal" when the view's random features are
+	// structured orthogonal ones (features.Map.Structured, generator
+	// features.StructuredGeneratorID), empty for i.i.d. frequencies.
+	Frequencies string `json:"frequencies,omitempty"`
+}
+
+// FrequenciesOrthogonal is View.Frequencies of a structured view.
+const FrequenciesOrthogonal = "orthogonal"
+
+// Structured reports whether the view's random features are structured
+// orthogonal ones.
+func (v View) Structured() bool { return v.Frequencies == FrequenciesOrthogonal }
+
+// GeneratorOf is the generator id of a model with these views:
+// features.StructuredGeneratorID when any is structured, else
+// features.GeneratorID (which every reader of the i.i.d. generator knows).
+func GeneratorOf(views ...View) string {
+	for _, v := range views {
+		if v.Structured() {
+			return features.StructuredGeneratorID
+		}
+	}
+	return features.GeneratorID
 }
 
 // FeaturesLandmarks is View.Features of a landmark view.
@@ -494,8 +517,8 @@ func (h *Header) Validate() error {
 	if h.Detector != nil && !h.Detector.valid() {
 		return fmt.Errorf("%w: detector state %+v", ErrHeader, *h.Detector)
 	}
-	if h.Generator != features.GeneratorID {
-		return fmt.Errorf("%w: generator %q (this build knows %q)", ErrUnsupported, h.Generator, features.GeneratorID)
+	if h.Generator != features.GeneratorID && h.Generator != features.StructuredGeneratorID {
+		return fmt.Errorf("%w: generator %q (this build knows %q and %q)", ErrUnsupported, h.Generator, features.GeneratorID, features.StructuredGeneratorID)
 	}
 	if len(h.Views) < 1 || len(h.Views) > 2 {
 		return fmt.Errorf("%w: %d views", ErrHeader, len(h.Views))
@@ -511,6 +534,12 @@ func (h *Header) Validate() error {
 		}
 		if v.Compute != "" && v.Compute != ComputeBLAS {
 			return fmt.Errorf("%w: view %d: unknown compute mode %q", ErrHeader, i, v.Compute)
+		}
+		if v.Frequencies != "" && v.Frequencies != FrequenciesOrthogonal {
+			return fmt.Errorf("%w: view %d: unknown frequencies %q", ErrUnsupported, i, v.Frequencies)
+		}
+		if v.Structured() && h.Generator != features.StructuredGeneratorID {
+			return fmt.Errorf("%w: view %d has orthogonal frequencies but the generator is %q", ErrHeader, i, h.Generator)
 		}
 		if v.Features != "" && v.Features != FeaturesLandmarks {
 			return fmt.Errorf("%w: view %d: unknown feature source %q", ErrUnsupported, i, v.Features)

@@ -64,7 +64,8 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 	m := &Model{snap: s}
 	for vi, v := range s.Header.Views {
 		seeds, bs := s.Header.ViewSeeds(vi)
-		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS(), Landmarks: v.Landmarks()}
+		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS(), Landmarks: v.Landmarks(),
+			Structured: v.Structured()}
 		if err := fm.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrHeader, err)
 		}

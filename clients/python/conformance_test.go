@@ -81,6 +81,36 @@ func paired(r *rand.Rand, rows int) ([]float64, int, int) {
 	return x, 6, 3
 }
 
+// wide is d-dimensional points on a curved low-dimensional set plus
+// noise: inputs wide enough (d ≥ online.MinStructuredDim) for structured
+// orthogonal frequencies.
+func wide(d int) func(r *rand.Rand, rows int) ([]float64, int, int) {
+	return func(r *rand.Rand, rows int) ([]float64, int, int) {
+		x := make([]float64, 0, rows*d)
+		for i := 0; i < rows; i++ {
+			a, b := r.NormFloat64(), r.NormFloat64()
+			for c := 0; c < d; c++ {
+				x = append(x, math.Sin(a*float64(c+1)/4)+b*float64(c%3)+0.1*r.NormFloat64())
+			}
+		}
+		return x, d, 0
+	}
+}
+
+// widePaired is wide x (20-D) with an 18-D y that depends on it.
+func widePaired(r *rand.Rand, rows int) ([]float64, int, int) {
+	x, _, _ := wide(20)(r, rows)
+	out := make([]float64, 0, rows*38)
+	for i := 0; i < rows; i++ {
+		xr := x[i*20 : (i+1)*20]
+		out = append(out, xr...)
+		for c := 0; c < 18; c++ {
+			out = append(out, xr[c]*xr[c+1]+0.2*r.NormFloat64())
+		}
+	}
+	return out, 38, 18
+}
+
 // regression is 4-D x and a scalar target (ksir).
 func regression(r *rand.Rand, rows int) ([]float64, int, int) {
 	x := make([]float64, 0, rows*5)
@@ -133,10 +163,34 @@ func cases() []conformanceCase {
 		return conformanceCase{name: name, data: data, exact: true,
 			cfg: online.Config{Algorithm: alg, K: 2, Kernel: g, KernelY: ky, BlockSize: 16, MaxFeatures: 160, Seed: 9}}
 	}
+	// Structured orthogonal frequencies (orthogonal from d = 16): a block within
+	// a stack (p = 32, four blocks a stack), blocks over several stacks
+	// (p = 64, 80 frequencies a block), every radial family, two views.
+	orth := func(name string, k features.Kernel, d int, mod func(*online.Config)) conformanceCase {
+		c := kpca(name, k, func(c *online.Config) {
+			c.Frequencies = online.FrequenciesOrthogonal // auto takes it from d = 32
+			if mod != nil {
+				mod(c)
+			}
+		})
+		c.data = wide(d)
+		return c
+	}
+	out = append(out,
+		orth("orthogonal-gaussian", g, 20, std),
+		orth("orthogonal-gaussian-stacks", g, 40, func(c *online.Config) { c.BlockSize, c.MaxFeatures = 160, 480 }),
+		orth("orthogonal-matern-1.5", features.Kernel{Family: features.Matern, Nu: 1.5}, 20, nil),
+		orth("orthogonal-matern-0.7", features.Kernel{Family: features.Matern, Nu: 0.7}, 24, nil),
+		orth("orthogonal-arccosine-1", features.Kernel{Family: features.ArcCosine, Degree: 1}, 20, std),
+		orth("orthogonal-arccosine-0", features.Kernel{Family: features.ArcCosine, Degree: 0}, 17, nil),
+	)
+	orthKCCA := two("orthogonal-kcca", online.AlgKCCA, g, widePaired)
+	orthKCCA.cfg.Frequencies = online.FrequenciesOrthogonal
 	return append(out, blas, lap,
 		two("kcca", online.AlgKCCA, g, paired),
 		two("ksvd-linear-y", online.AlgKSVD, features.Kernel{Family: features.Linear}, paired),
 		two("ksir", online.AlgKSIR, g, regression),
+		orthKCCA,
 	)
 }
 
@@ -154,6 +208,9 @@ func TestPythonClientConformance(t *testing.T) {
 		snap, _, err := online.Fit(context.Background(), c.cfg, x, rows, d, online.FitOptions{Batch: 100, Epochs: 2, YCols: ycols})
 		if err != nil {
 			t.Fatalf("%s: fit: %v", c.name, err)
+		}
+		if orth := strings.HasPrefix(c.name, "orthogonal"); orth != (snap.Header.Generator == features.StructuredGeneratorID) {
+			t.Fatalf("%s: generator %q: the orthogonal cases, and only they, must draw structured frequencies", c.name, snap.Header.Generator)
 		}
 		// Odd cases go as stored (with the learner's state: format v3
 		// for the subspace solver's average, v2 for the covariance

@@ -31,6 +31,8 @@ func main() {
 	phiTile4(avx512, f64)
 	phiTile4(avx512, f32)
 	cosScale(avx512)
+	fwht4(avx2)
+	fwht4(avx512)
 	Generate()
 }
 
@@ -322,6 +324,104 @@ func axpy4x4() {
 	ADDQ(U8(4), RBX)
 	JMP(LabelRef("rows"))
 	Label("rdone")
+	VZEROUPPER()
+	RET()
+}
+
+// fwht4 applies the Walsh–Hadamard transform of length p to four rows
+// interleaved (element i is the four values at v[4i:4i+4], one YMM), in
+// place, stage h = p/2 first, exactly as fwht4Go: two stages at a time
+// (h and h/2: a, b, c, d = elements i, i+h/2, i+h, i+3h/2 become
+// (a+c)+(b+d), (a+c)−(b+d), (a−c)+(b−d), (a−c)−(b−d), the same sums as
+// stage h then stage h/2), then stage 1 alone when log₂ p is odd. The
+// AVX-512 variant takes two elements a register where h/2 ≥ 2.
+func fwht4(w isa) {
+	name := "fwht4" + w.name
+	TEXT(name, NOSPLIT, "func(v *float64, p int)")
+	Doc("Walsh–Hadamard transform of length p (a power of two ≥ 4) of four",
+		"interleaved rows in place, stages p/2 … 1, as fwht4Go.")
+	l := func(s string) string { return s + "_" + name }
+	MOVQ(NewParamAddr("v", 0), RDI)
+	MOVQ(NewParamAddr("p", 8), RCX)
+	MOVQ(RCX, R12)
+	SHLQ(U8(5), R12)
+	ADDQ(RDI, R12) // end of v
+	MOVQ(RCX, R8)
+	SHRQ(U8(1), R8) // h
+	// inner runs the radix-4 loop over one block at SI, elements a
+	// register of reg(i) (YMM: one, ZMM: two).
+	inner := func(tag string, reg func(int) VecPhysical, step int) {
+		MOVQ(RSI, RDX)
+		LEAQ(idx(RSI, R10, 1, 0), R13) // block's end of a's
+		Label(l("in" + tag))
+		CMPQ(RDX, R13)
+		JGE(LabelRef(l("indone" + tag)))
+		LEAQ(idx(RDX, R11, 1, 0), R14) // c = a + h
+		VMOVUPD(mem(RDX, 0), reg(0))
+		VMOVUPD(idx(RDX, R10, 1, 0), reg(1))
+		VMOVUPD(mem(R14, 0), reg(2))
+		VMOVUPD(idx(R14, R10, 1, 0), reg(3))
+		VADDPD(reg(2), reg(0), reg(4)) // a+c
+		VSUBPD(reg(2), reg(0), reg(5)) // a−c
+		VADDPD(reg(3), reg(1), reg(6)) // b+d
+		VSUBPD(reg(3), reg(1), reg(7)) // b−d
+		VADDPD(reg(6), reg(4), reg(0))
+		VSUBPD(reg(6), reg(4), reg(1))
+		VADDPD(reg(7), reg(5), reg(2))
+		VSUBPD(reg(7), reg(5), reg(3))
+		VMOVUPD(reg(0), mem(RDX, 0))
+		VMOVUPD(reg(1), idx(RDX, R10, 1, 0))
+		VMOVUPD(reg(2), mem(R14, 0))
+		VMOVUPD(reg(3), idx(R14, R10, 1, 0))
+		ADDQ(U32(step), RDX)
+		JMP(LabelRef(l("in" + tag)))
+		Label(l("indone" + tag))
+	}
+	ymm := avx2.v
+	Label(l("stage"))
+	CMPQ(R8, U8(2))
+	JL(LabelRef(l("last")))
+	MOVQ(R8, R9)
+	SHRQ(U8(1), R9) // q = h/2
+	MOVQ(R9, R10)
+	SHLQ(U8(5), R10) // q in bytes
+	MOVQ(R8, R11)
+	SHLQ(U8(5), R11) // h in bytes
+	MOVQ(RDI, RSI)
+	Label(l("blk"))
+	CMPQ(RSI, R12)
+	JGE(LabelRef(l("blkdone")))
+	if w.bytes == 64 {
+		CMPQ(R9, U8(2))
+		JL(LabelRef(l("narrow")))
+		inner("z", w.v, 64)
+		JMP(LabelRef(l("next")))
+		Label(l("narrow"))
+	}
+	inner("y", ymm, 32)
+	Label(l("next"))
+	ADDQ(R11, RSI)
+	ADDQ(R11, RSI)
+	JMP(LabelRef(l("blk")))
+	Label(l("blkdone"))
+	SHRQ(U8(2), R8)
+	JMP(LabelRef(l("stage")))
+	Label(l("last"))
+	CMPQ(R8, U8(1))
+	JNE(LabelRef(l("done")))
+	MOVQ(RDI, RSI)
+	Label(l("pair"))
+	CMPQ(RSI, R12)
+	JGE(LabelRef(l("done")))
+	VMOVUPD(mem(RSI, 0), Y0)
+	VMOVUPD(mem(RSI, 32), Y1)
+	VADDPD(Y1, Y0, Y2)
+	VSUBPD(Y1, Y0, Y3)
+	VMOVUPD(Y2, mem(RSI, 0))
+	VMOVUPD(Y3, mem(RSI, 32))
+	ADDQ(U8(64), RSI)
+	JMP(LabelRef(l("pair")))
+	Label(l("done"))
 	VZEROUPPER()
 	RET()
 }

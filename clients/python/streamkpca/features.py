@@ -14,6 +14,9 @@ import numpy as np
 from . import generator as g
 
 SHIFT_INVARIANT = ("gaussian", "laplacian", "cauchy", "matern")
+RADIAL = ("gaussian", "matern", "arccosine")
+PART_BITS = 8  # features.structuredPartBits
+PAIR_PHASE = 0.75  # cos 2pi(t + 3/4) = sin 2pi t
 FAMILIES = SHIFT_INVARIANT + (
     "dotproduct",
     "polynomial",
@@ -121,25 +124,108 @@ class Block:
     """One generated block: omega (in_dim x cols), phase (cols) and, for
     the dot-product kernel, each feature's degree."""
 
-    def __init__(self, seed, omega, phase, degree=None):
+    def __init__(self, seed, omega, phase, degree=None, signs=None, scale=None):
         self.seed = seed
         self.omega = omega
         self.phase = phase
         self.degree = degree
+        self.signs = signs  # structured: 3 sign vectors of length p per stack
+        self.scale = scale  # structured: one norm per frequency
 
 
 class Map:
     """The random feature map of a kernel on inputs of dimension dim, in
     blocks of block_size features (features.Map)."""
 
-    def __init__(self, kernel, dim, block_size, float32=False, blas=False):
+    def __init__(self, kernel, dim, block_size, float32=False, blas=False, structured=False):
         self.kernel = kernel
         self.dim = dim
         self.block_size = block_size
         self.float32 = float32
         self.blas = blas
+        self.structured = structured
         if kernel.family == "linear" and block_size != dim:
             raise ValueError(f"the linear map has exactly dim = {dim} features per block, got {block_size}")
+        if structured:
+            if kernel.family not in RADIAL:
+                raise ValueError(f"structured orthogonal frequencies need a radial kernel, not {kernel.family}")
+            if float32:
+                raise ValueError("structured orthogonal frequencies compute in float64")
+            if kernel.family in SHIFT_INVARIANT and block_size % 2:
+                raise ValueError(f"structured [cos, sin] pairs need an even block size, got {block_size}")
+
+    # Structured orthogonal random features (features/structured.go).
+
+    def pad(self):
+        p = 1
+        while p < self.dim:
+            p <<= 1
+        return p
+
+    def freqs(self):
+        """Frequencies of a structured block: a [cos, sin] pair of
+        features each for the shift-invariant kernels, one for arc-cosine."""
+        return self.block_size // 2 if self.kernel.family in SHIFT_INVARIANT else self.block_size
+
+    def stack_range(self, seed):
+        """The block's first global frequency and its first and last stack."""
+        p, nf = self.pad(), self.freqs()
+        g0 = (seed & ((1 << PART_BITS) - 1)) * nf
+        return g0, g0 // p, (g0 + nf - 1) // p
+
+    def _generate_structured(self, seed):
+        k, nb = self.kernel, self.block_size
+        p, nf = self.pad(), self.freqs()
+        g0, t0, t1 = self.stack_range(seed)
+        base = seed & ~((1 << PART_BITS) - 1) & ((1 << 64) - 1)
+        ko = g.key(base, g.STREAM_OMEGA)
+        w = g.word(ko, np.arange(3 * t0 * p, 3 * (t1 + 1) * p, dtype=np.uint64))
+        signs = np.where((w >> np.uint64(63)) == 1, -1.0, 1.0)
+        pf = float(p)
+        if k.family == "arccosine":
+            norm = 1 / (pf * math.sqrt(pf))
+        else:
+            norm = 1 / (((g.TWO_PI * k.bandwidth) * pf) * math.sqrt(pf))
+        kr = g.key(base, g.STREAM_EXTRA1)
+        km = g.key(base, g.STREAM_EXTRA2)
+        scale = np.empty(nf)
+        for j in range(nf):
+            gi = g0 + j
+            chi = math.sqrt(2 * g.gamma_draw(g.key(g.word(kr, gi), 0), pf / 2))
+            if k.family == "matern":
+                mix = 2 * g.gamma_draw(g.key(g.word(km, gi), 0), k.nu)
+                chi = chi * math.sqrt(2 * k.nu / mix)
+            scale[j] = chi * norm
+        phase = np.zeros(nb)
+        if k.family in SHIFT_INVARIANT:
+            phase[1::2] = PAIR_PHASE
+        return Block(seed, None, phase, signs=signs, scale=scale)
+
+    def _z_structured(self, x, b):
+        """z of a structured block: per stack, v = H D3 H D2 H D1 x~ (x
+        padded with zeros to p) by the same butterflies as fwht4Go (stage
+        p/2 first, (a, b) -> (a + b, a - b)), then v times each
+        frequency's scale, the second feature of a pair plus 3/4 turn."""
+        rows, d = x.shape
+        p, nf, nb = self.pad(), self.freqs(), self.block_size
+        g0, t0, t1 = self.stack_range(b.seed)
+        pair = nf < nb
+        z = np.zeros((rows, nb))
+        for t in range(t0, t1 + 1):
+            sg = b.signs[3 * (t - t0) * p:3 * (t - t0 + 1) * p]
+            v = np.zeros((rows, p))
+            v[:, :d] = x * sg[None, :d]
+            v = _fwht(v, p)
+            v = _fwht(v * sg[None, p:2 * p], p)
+            v = _fwht(v * sg[None, 2 * p:3 * p], p)
+            j0, j1 = max(t * p - g0, 0), min((t + 1) * p - g0, nf)
+            u = v[:, g0 + j0 - t * p:g0 + j1 - t * p] * b.scale[None, j0:j1]
+            if pair:
+                z[:, 2 * j0:2 * j1:2] = u
+                z[:, 2 * j0 + 1:2 * j1:2] = u + PAIR_PHASE
+            else:
+                z[:, j0:j1] = u
+        return z
 
     def in_dim(self):
         return self.dim + 1 if self.kernel.family == "polynomial" else self.dim
@@ -154,6 +240,8 @@ class Map:
 
     def generate(self, seed):
         """The block of the given seed (features.Map.Generate)."""
+        if self.structured:
+            return self._generate_structured(seed)
         d, nb, din = self.dim, self.block_size, self.in_dim()
         cols = self.cols()
         k = self.kernel
@@ -219,6 +307,8 @@ class Map:
     def z(self, x, b):
         """z = phase + x.Omega, accumulated over the input coordinates in
         order, every product and sum rounded (the tile kernels)."""
+        if self.structured:
+            return self._z_structured(x, b)
         rows = x.shape[0]
         if self.kernel.family == "polynomial":
             x = np.concatenate([x, np.full((rows, 1), math.sqrt(self.kernel.offset))], axis=1)
@@ -288,6 +378,18 @@ class Map:
                 out = t
             return out
         raise ValueError(f"unknown family {fam!r}")
+
+
+def _fwht(v, p):
+    """features.fwht4Go on each row of v (rows x p): stages h = p/2 ... 1."""
+    rows = v.shape[0]
+    h = p // 2
+    while h >= 1:
+        w = v.reshape(rows, p // (2 * h), 2, h)
+        a, b = w[:, :, 0, :], w[:, :, 1, :]
+        v = np.stack((a + b, a - b), axis=2).reshape(rows, p)
+        h //= 2
+    return v
 
 
 def _degree_of(u, p):

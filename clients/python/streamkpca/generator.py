@@ -16,6 +16,10 @@ import math
 import numpy as np
 
 GENERATOR_ID = "splitmix64-bm-v1"
+# The generator of structured orthogonal random features (features.
+# StructuredGeneratorID): a snapshot with an "orthogonal" view carries it.
+STRUCTURED_GENERATOR_ID = "splitmix64-sorf-v1"
+GENERATOR_IDS = (GENERATOR_ID, STRUCTURED_GENERATOR_ID)
 
 # Streams of the generator.
 STREAM_OMEGA = 1  # frequencies (standard normals, Box-Muller)
@@ -23,6 +27,7 @@ STREAM_PHASE = 2  # phases (uniform in turns)
 STREAM_SEEDS = 3  # block seeds derived from a model seed
 STREAM_INIT = 4  # initial coefficients
 STREAM_EXTRA1 = 5  # kernel-specific extra draws
+STREAM_EXTRA2 = 6  # a second stream of them (structured Matern mixing)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

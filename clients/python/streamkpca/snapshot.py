@@ -84,6 +84,7 @@ class View:
         self.precision = j.get("precision", "")
         self.compute = j.get("compute", "")
         self.features = j.get("features", "")
+        self.frequencies = j.get("frequencies", "")
         self.seeds = [int(s, 16) for s in (j.get("seeds") or [])]
         self.block_size = int(j.get("block_size") or 0)
         if self.precision not in ("", "float32"):
@@ -92,6 +93,8 @@ class View:
             raise SnapshotError(f"unknown compute mode {self.compute!r}")
         if self.features not in ("", "landmarks"):
             raise SnapshotError(f"unknown feature source {self.features!r}")
+        if self.frequencies not in ("", "orthogonal"):
+            raise SnapshotError(f"unknown frequencies {self.frequencies!r}")
         if len(self.mean) not in (0, self.dim) or len(self.mean) != len(self.scale):
             raise SnapshotError("standardisation does not match the dimension")
         if len(self.center) not in (0, k):
@@ -158,8 +161,8 @@ def loads(data, verify=True):
         if got != want:
             raise SnapshotError(f"checksum mismatch (file corrupt): stored {want:08x}, computed {got:08x}")
     header = json.loads(bytes(data[16:16 + hlen]).decode("utf-8"))
-    if header.get("generator") != g.GENERATOR_ID:
-        raise SnapshotError(f"generator {header.get('generator')!r} (this client knows {g.GENERATOR_ID!r})")
+    if header.get("generator") not in g.GENERATOR_IDS:
+        raise SnapshotError(f"generator {header.get('generator')!r} (this client knows {', '.join(g.GENERATOR_IDS)})")
     payload = np.frombuffer(data[24 + hlen:body], dtype="<f8").astype(np.float64)
     if not np.all(np.isfinite(payload)):
         raise SnapshotError("non-finite value in the payload")
@@ -168,6 +171,9 @@ def loads(data, verify=True):
     views = snap.views
     if not 1 <= len(views) <= 2:
         raise SnapshotError(f"{len(views)} views")
+    for i, view in enumerate(views):
+        if view.frequencies == "orthogonal" and header.get("generator") != g.STRUCTURED_GENERATOR_ID:
+            raise SnapshotError(f"view {i} has orthogonal frequencies but the generator is {header.get('generator')!r}")
     off = 0
     for v in range(len(views)):
         seeds, bs = snap.view_seeds(v)
@@ -282,7 +288,7 @@ class Model:
                 self._maps.append(None)
             else:
                 m = ft.Map(view.kernel, view.dim, bs, float32=view.precision == "float32",
-                           blas=view.compute == "blas" or not exact)
+                           blas=view.compute == "blas" or not exact, structured=view.frequencies == "orthogonal")
                 blocks = [m.generate(s) for s in seeds]
                 self._maps.append(m)
             self._blocks.append(blocks)

@@ -22,9 +22,28 @@ GOLDEN_SEED = 0x8B6C9198506B188
 GOLDEN_OMEGA = [0.05754118497712302, -0.013816809397280957, -0.04836925013041218]
 GOLDEN_PHASE3 = 0.4500370364608974
 GOLDEN_PHI = [-0.14103893827846767, 0.030258033010332315, -0.12252415962399134, -0.48146614319402614]
+# generator splitmix64-sorf-v1 (features/golden_test.go, goldenSORF*)
+GOLDEN_SORF_SEED = 0x649E25419B48AC05
+GOLDEN_SORF_SIGNS = [1, -1, 1, 1, -1, 1, -1, -1]
+GOLDEN_SORF_SCALE = [0.002223435538723729, 0.002237443707916882, 0.0021736063104816268, 0.0017814602391056087]
+GOLDEN_SORF_PHI = [0.1934625852150696, -0.461055558606446, -0.29145046707548844, -0.4062716151067899,
+                   0.10182235212903064, -0.48952242911526705, -0.49931745451144754, 0.026116654077588602]
 
 
 class Generator(unittest.TestCase):
+    def test_golden_structured(self):
+        m = ft.Map(ft.Kernel("gaussian", bandwidth=2), 20, 8, structured=True)
+        # block 5 of model seed 7: four blocks of 4 frequencies share a
+        # stack of p = 32 (features.Map.BlockSeed)
+        base = int(g.derive_seed(7, 5 // 8))
+        seed = (base & ~0xFF) | 5
+        self.assertEqual(seed, GOLDEN_SORF_SEED)
+        b = m.generate(seed)
+        self.assertEqual(list(b.signs[:8]), GOLDEN_SORF_SIGNS)
+        self.assertEqual(list(b.scale), GOLDEN_SORF_SCALE)
+        x = np.array([[float(i % 5) - 1.5 for i in range(20)]])
+        self.assertEqual(list(m.phi(x, b)[0]), GOLDEN_SORF_PHI)
+
     def test_golden_values(self):
         k = g.key(42, g.STREAM_OMEGA)
         self.assertEqual([int(w) for w in g.word(k, [0, 1, 1 << 40])], GOLDEN_WORDS)

@@ -30,6 +30,7 @@ type ThroughputRow struct {
 	BLAS            string  `json:"blas"`
 	Precision       string  `json:"precision"`
 	Compute         string  `json:"compute"`
+	Frequencies     string  `json:"frequencies"`
 }
 
 // ThroughputConfig configures RunThroughput. Zero values mean the default.
@@ -41,9 +42,9 @@ type ThroughputConfig struct {
 	Features, K, Batch, Block int
 	// Runs: timed steps (and GEMMs) per configuration. Default: 5.
 	Runs int
-	// Precision (float64, float32) and Compute (exact, blas) of the step.
-	// Defaults: float64, exact.
-	Precision, Compute string
+	// Precision (float64, float32), Compute (exact, blas) and Frequencies
+	// (auto, iid, orthogonal) of the step. Defaults: float64, exact, auto.
+	Precision, Compute, Frequencies string
 	// KeepBytes is the learner's online.Config.KeepBytes (0: its
 	// default; -1: the features are evaluated twice a step).
 	KeepBytes int64
@@ -68,9 +69,11 @@ func RunThroughput(cfg ThroughputConfig) ([]ThroughputRow, error) {
 	orDefault(&cfg.Runs, 5)
 	orDefault(&cfg.Precision, "float64")
 	orDefault(&cfg.Compute, "exact")
+	orDefault(&cfg.Frequencies, string(online.FrequenciesAuto))
 	var rows []ThroughputRow
 	for _, d := range cfg.Dims {
-		rt := online.Config{BlockSize: cfg.Block, Precision: online.Precision(cfg.Precision), Compute: online.Compute(cfg.Compute), KeepBytes: cfg.KeepBytes}
+		rt := online.Config{BlockSize: cfg.Block, Precision: online.Precision(cfg.Precision), Compute: online.Compute(cfg.Compute), KeepBytes: cfg.KeepBytes,
+			Frequencies: online.Frequencies(cfg.Frequencies)}
 		if rt.Compute == online.ComputeBLAS {
 			// The evaluator's workers each call the BLAS: one BLAS thread
 			// each, or the two levels oversubscribe the cores.
@@ -85,7 +88,7 @@ func RunThroughput(cfg ThroughputConfig) ([]ThroughputRow, error) {
 		row := ThroughputRow{D: d, Features: r.Features, K: cfg.K, Batch: cfg.Batch, StepMedianSec: r.Median(),
 			PointsPerSecond: float64(cfg.Batch) / r.Median(), StepGFLOPS: r.GEMMFlops() / r.Median() / 1e9,
 			GEMMMedianSec: g, GEMMGFLOPS: r.GEMMFlops() / g / 1e9, BLAS: BLASLabel(),
-			Precision: cfg.Precision, Compute: cfg.Compute, Block: cfg.Block}
+			Precision: cfg.Precision, Compute: cfg.Compute, Block: cfg.Block, Frequencies: cfg.Frequencies}
 		row.Ratio = row.StepGFLOPS / row.GEMMGFLOPS
 		rows = append(rows, row)
 		if cfg.Progress != nil {

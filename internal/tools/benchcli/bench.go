@@ -265,6 +265,7 @@ func benchThroughput(args []string) error {
 	fs.IntVar(&cfg.Runs, "runs", 5, "timed steps (and GEMMs) per configuration; medians are reported")
 	fs.StringVar(&cfg.Precision, "precision", "float64", "float64 or float32 (x·Ω; the ceiling's x·Ω then uses SGEMM)")
 	fs.StringVar(&cfg.Compute, "compute", "exact", "exact (own kernels) or blas (the linked BLAS)")
+	fs.StringVar(&cfg.Frequencies, "frequencies", "auto", "random features' frequencies: auto, iid or orthogonal (the learner's learner.frequencies)")
 	fs.Int64Var(&cfg.KeepBytes, "keep-bytes", 0, "the learner's keep_bytes (0 = its default, -1 = keep no features: evaluate them twice a step)")
 	if err := fs.Parse(args); err != nil {
 		return err

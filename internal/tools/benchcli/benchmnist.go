@@ -133,6 +133,10 @@ func mnistLearnerFlags(fs *flag.FlagSet) *online.Config {
 	fs.Float64Var(&c.Theta1, "theta1", 0, "learner θ₁ (0: its default)")
 	fs.Float64Var(&c.Average, "average", 0, "learner averaging window of the subspace solver (0: its default, negative: serve the last iterate)")
 	fs.IntVar(&c.BlockSize, "block", 0, "learner block size (0: its default)")
+	fs.Func("frequencies", "learner frequencies of random features: auto, iid or orthogonal (default: auto)", func(v string) error {
+		c.Frequencies = online.Frequencies(v)
+		return nil
+	})
 	fs.Func("features", "learner feature source: random or landmarks (default: random)", func(v string) error {
 		c.Features = online.FeatureSource(v)
 		return nil
