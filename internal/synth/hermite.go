@@ -21,7 +21,7 @@ type Hermite struct {
 // Hermite1D is the paper's one-dimensional setup (s = 1, ℓ = 1).
 func Hermite1D() Hermite { return Hermite{S: []float64{1}, L: 1} }
 
-// Hermite16 is the 16-dimensional product form of shared/data:
+// Hermite16 is the 16-dimensional product form of testdata/hermite16_heldout_2k.csv:
 // s_i = 0.85^(i−1), ℓ = 2.5.
 func Hermite16() Hermite {
 	s := make([]float64, 16)

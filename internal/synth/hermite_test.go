@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -11,12 +12,12 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// readCSV reads a shared/data file: header row, then float rows.
+// readCSV reads a testdata file: header row, then float rows.
 func readCSV(t *testing.T, path string) ([]string, [][]float64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatalf("open %s (shared/ must sit beside the repository): %v", path, err)
+		t.Fatalf("open %s: %v", path, err)
 	}
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
@@ -55,21 +56,22 @@ func columns(hdr []string, rows [][]float64, prefix string, n int) *mat.Dense {
 }
 
 // TestHermiteClosedFormMatchesShared checks the closed form and the metric
-// against shared/data, computed outside the project with numpy/scipy.
+// against testdata/ (hermite*_heldout_2k.csv), computed outside the
+// project with numpy/scipy.
 func TestHermiteClosedFormMatchesShared(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
 		h      Hermite
 		k      int
 		xcol   string
-		eig    []float64 // from shared/data/README.md
+		eig    []float64 // from testdata/README.md
 		eigTol float64
 	}{
 		{"hermite_heldout_2k.csv", Hermite1D(), 3, "x", []float64{0.618034, 0.236068, 0.090170, 0.034442}, 1e-6},
 		{"hermite16_heldout_2k.csv", Hermite16(), 5, "x", []float64{0.600871, 0.073936, 0.056923, 0.043225, 0.032449, 0.024135}, 1e-6},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			hdr, rows := readCSV(t, "../../../shared/data/"+tc.file)
+			hdr, rows := readCSV(t, filepath.Join("testdata", tc.file))
 			d := tc.h.Dim()
 			x := make([]float64, 0, len(rows)*d)
 			for _, row := range rows {
@@ -81,12 +83,12 @@ func TestHermiteClosedFormMatchesShared(t *testing.T) {
 			}
 			got := tc.h.Eigenvalues(len(tc.eig))
 			if !floats.EqualApprox(got, tc.eig, tc.eigTol) {
-				t.Errorf("eigenvalues %v, shared/data says %v", got, tc.eig)
+				t.Errorf("eigenvalues %v, testdata/README.md says %v", got, tc.eig)
 			}
 			ours := tc.h.Eigenfunctions(x, len(rows), tc.k)
 			truth := columns(hdr, rows, "u", tc.k)
 			if e := SubspaceError(ours, truth); e > 1e-12 {
-				t.Errorf("subspace error of closed form vs shared truth = %g, want ~0", e)
+				t.Errorf("subspace error of closed form vs the outside truth = %g, want ~0", e)
 			}
 			// Each function individually: |corr| = 1.
 			for j := 0; j < tc.k; j++ {

@@ -68,8 +68,8 @@ func hermiteRun(t *testing.T, m Method, points int) float64 {
 var gauss1 = features.Kernel{Family: features.Gaussian, Bandwidth: 1}
 
 // The three baselines against the closed-form hermite eigenfunctions
-// (GPML §4.3.1; the closed form itself is checked against shared/data in
-// internal/synth). Bounds are about 3× the errors measured here.
+// (GPML §4.3.1; the closed form itself is checked against an outside computation in
+// internal/synth/testdata). Bounds are about 3× the errors measured here.
 func TestBaselinesHermite(t *testing.T) {
 	ex, err := NewExact(gauss1, 1, 3, 1000)
 	if err != nil {

@@ -75,7 +75,7 @@ func benchHermite(ctx context.Context, args []string) error {
 	var cfg bench.HermiteConfig
 	fs.IntVar(&cfg.Points, "points", 1_000_000, "stream length")
 	fs.IntVar(&cfg.K, "k", 3, "components")
-	fs.IntVar(&cfg.Dims, "dims", 1, "1 (s=1, ℓ=1) or 16 (the product form of shared/data)")
+	fs.IntVar(&cfg.Dims, "dims", 1, "1 (s=1, ℓ=1) or 16 (the 16-D product form, internal/synth/testdata)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed")
 	lc := &cfg.Learner
