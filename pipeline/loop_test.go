@@ -772,7 +772,11 @@ func TestLoopScoresHeldOutAndFollowsAChange(t *testing.T) {
 func TestShedsLoadExactlyOnce(t *testing.T) {
 	c := testConfig(t)
 	c.Kafka.Dim = 16
-	c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 256, 2048, 256, 4
+	// 8,192 features: a step costs enough that the bursts below (about
+	// 100,000 messages a second) outrun the learner on any machine. With
+	// 2,048 an AVX-512 core learned nearly as fast as they came, shed a few
+	// dozen messages and caught up between bursts (3 failures in 3 runs).
+	c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 256, 8192, 256, 4
 	c.Snapshot.EveryBatches = 5
 	src := ingest.NewMemSource("v", 64)
 	fast := func(o *Options) { o.paceWindow = 100 * time.Millisecond }
