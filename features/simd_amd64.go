@@ -159,3 +159,61 @@ func fwht4SIMD(lv SIMDLevel, v []float64, p int) bool {
 	}
 	return true
 }
+
+//go:noescape
+func interleave4AVX2(v, x0, x1, x2, x3, s *float64, d4 int)
+
+//go:noescape
+func signs4AVX2(v, s *float64, p int)
+
+//go:noescape
+func structuredOut4AVX2(z *float64, stride int, v, sc *float64, n4 int, pair bool, c *float64)
+
+// pairPhaseConst is structuredOut4AVX2's constant.
+var pairPhaseConst = pairPhase
+
+// interleave4SIMD sets v[4i+q] = x[q·d+i]·s[i] for the four rows of x
+// (4·d values) and i below the count it returns (a multiple of four; 0
+// without AVX2): the rest is the caller's.
+func interleave4SIMD(lv SIMDLevel, v, x, s []float64, d int) int {
+	d4 := d &^ 3
+	if lv < SIMDAVX2 || d4 == 0 {
+		return 0
+	}
+	if len(v) < 4*d4 || len(x) < 4*d || len(s) < d4 {
+		panic("features: interleave4 buffer too small")
+	}
+	interleave4AVX2(&v[0], &x[0], &x[d], &x[2*d], &x[3*d], &s[0], d4)
+	return d4
+}
+
+// signs4SIMD is signs4 with the kernels of level lv (false: none).
+func signs4SIMD(lv SIMDLevel, v, s []float64) bool {
+	if lv < SIMDAVX2 || len(s) == 0 {
+		return false
+	}
+	if len(v) < 4*len(s) {
+		panic("features: signs4 buffer too small")
+	}
+	signs4AVX2(&v[0], &s[0], len(s))
+	return true
+}
+
+// structuredOutSIMD writes structuredOut's z for four rows and the
+// first frequencies of sc, a multiple of four, returning how many (0
+// without AVX2): zq is row 0's first output, stride the rows' distance.
+func structuredOutSIMD(lv SIMDLevel, zq []float64, stride int, vs, sc []float64, pair bool) int {
+	n4 := len(sc) &^ 3
+	if lv < SIMDAVX2 || n4 == 0 {
+		return 0
+	}
+	w := n4
+	if pair {
+		w = 2 * n4
+	}
+	if len(zq) < 3*stride+w || len(vs) < 4*n4 {
+		panic("features: structuredOut buffer too small")
+	}
+	structuredOut4AVX2(&zq[0], stride, &vs[0], &sc[0], n4, pair, &pairPhaseConst)
+	return n4
+}

@@ -738,3 +738,154 @@ pair_fwht4AVX512:
 done_fwht4AVX512:
 	VZEROUPPER
 	RET
+
+// func interleave4AVX2(v *float64, x0 *float64, x1 *float64, x2 *float64, x3 *float64, s *float64, d4 int)
+// Requires: AVX
+TEXT ·interleave4AVX2(SB), NOSPLIT, $0-56
+	MOVQ v+0(FP), DI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ x2+24(FP), R10
+	MOVQ x3+32(FP), R11
+	MOVQ s+40(FP), SI
+	MOVQ d4+48(FP), CX
+	XORQ AX, AX
+
+il_loop:
+	CMPQ       AX, CX
+	JGE        il_done
+	VMOVUPD    (SI)(AX*8), Y12
+	VMULPD     (R8)(AX*8), Y12, Y0
+	VMULPD     (R9)(AX*8), Y12, Y1
+	VMULPD     (R10)(AX*8), Y12, Y2
+	VMULPD     (R11)(AX*8), Y12, Y3
+	VUNPCKLPD  Y1, Y0, Y4
+	VUNPCKHPD  Y1, Y0, Y5
+	VUNPCKLPD  Y3, Y2, Y6
+	VUNPCKHPD  Y3, Y2, Y7
+	VPERM2F128 $0x20, Y6, Y4, Y8
+	VPERM2F128 $0x20, Y7, Y5, Y9
+	VPERM2F128 $0x31, Y6, Y4, Y10
+	VPERM2F128 $0x31, Y7, Y5, Y11
+	MOVQ       AX, DX
+	SHLQ       $0x05, DX
+	VMOVUPD    Y8, (DI)(DX*1)
+	VMOVUPD    Y9, 32(DI)(DX*1)
+	VMOVUPD    Y10, 64(DI)(DX*1)
+	VMOVUPD    Y11, 96(DI)(DX*1)
+	ADDQ       $0x04, AX
+	JMP        il_loop
+
+il_done:
+	VZEROUPPER
+	RET
+
+// func signs4AVX2(v *float64, s *float64, p int)
+// Requires: AVX
+TEXT ·signs4AVX2(SB), NOSPLIT, $0-24
+	MOVQ v+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ p+16(FP), CX
+	XORQ AX, AX
+
+sg_loop:
+	CMPQ         AX, CX
+	JGE          sg_done
+	VBROADCASTSD (SI)(AX*8), Y1
+	MOVQ         AX, DX
+	SHLQ         $0x05, DX
+	VMULPD       (DI)(DX*1), Y1, Y0
+	VMOVUPD      Y0, (DI)(DX*1)
+	INCQ         AX
+	JMP          sg_loop
+
+sg_done:
+	VZEROUPPER
+	RET
+
+// func structuredOut4AVX2(z *float64, stride int, v *float64, sc *float64, n4 int, pair bool, c *float64)
+// Requires: AVX
+TEXT ·structuredOut4AVX2(SB), NOSPLIT, $0-56
+	MOVQ         z+0(FP), DI
+	MOVQ         stride+8(FP), R12
+	SHLQ         $0x03, R12
+	MOVQ         v+16(FP), SI
+	MOVQ         sc+24(FP), BX
+	MOVQ         n4+32(FP), CX
+	MOVBQZX      pair+40(FP), R13
+	MOVQ         c+48(FP), DX
+	VBROADCASTSD (DX), Y15
+	LEAQ         (DI)(R12*1), R8
+	LEAQ         (R8)(R12*1), R9
+	LEAQ         (R9)(R12*1), R10
+	XORQ         AX, AX
+
+so_loop:
+	CMPQ       AX, CX
+	JGE        so_done
+	MOVQ       AX, DX
+	SHLQ       $0x05, DX
+	VMOVUPD    (SI)(DX*1), Y0
+	VMOVUPD    32(SI)(DX*1), Y1
+	VMOVUPD    64(SI)(DX*1), Y2
+	VMOVUPD    96(SI)(DX*1), Y3
+	VUNPCKLPD  Y1, Y0, Y4
+	VUNPCKHPD  Y1, Y0, Y5
+	VUNPCKLPD  Y3, Y2, Y6
+	VUNPCKHPD  Y3, Y2, Y7
+	VPERM2F128 $0x20, Y6, Y4, Y8
+	VPERM2F128 $0x20, Y7, Y5, Y9
+	VPERM2F128 $0x31, Y6, Y4, Y10
+	VPERM2F128 $0x31, Y7, Y5, Y11
+	VMOVUPD    (BX)(AX*8), Y12
+	VMULPD     Y12, Y8, Y8
+	VMULPD     Y12, Y9, Y9
+	VMULPD     Y12, Y10, Y10
+	VMULPD     Y12, Y11, Y11
+	TESTQ      R13, R13
+	JNZ        so_pair
+	VMOVUPD    Y8, (DI)(AX*8)
+	VMOVUPD    Y9, (R8)(AX*8)
+	VMOVUPD    Y10, (R9)(AX*8)
+	VMOVUPD    Y11, (R10)(AX*8)
+	JMP        so_next
+
+so_pair:
+	MOVQ       AX, DX
+	SHLQ       $0x04, DX
+	VADDPD     Y15, Y8, Y13
+	VUNPCKLPD  Y13, Y8, Y0
+	VUNPCKHPD  Y13, Y8, Y1
+	VPERM2F128 $0x20, Y1, Y0, Y2
+	VPERM2F128 $0x31, Y1, Y0, Y3
+	VMOVUPD    Y2, (DI)(DX*1)
+	VMOVUPD    Y3, 32(DI)(DX*1)
+	VADDPD     Y15, Y9, Y13
+	VUNPCKLPD  Y13, Y9, Y0
+	VUNPCKHPD  Y13, Y9, Y1
+	VPERM2F128 $0x20, Y1, Y0, Y2
+	VPERM2F128 $0x31, Y1, Y0, Y3
+	VMOVUPD    Y2, (R8)(DX*1)
+	VMOVUPD    Y3, 32(R8)(DX*1)
+	VADDPD     Y15, Y10, Y13
+	VUNPCKLPD  Y13, Y10, Y0
+	VUNPCKHPD  Y13, Y10, Y1
+	VPERM2F128 $0x20, Y1, Y0, Y2
+	VPERM2F128 $0x31, Y1, Y0, Y3
+	VMOVUPD    Y2, (R9)(DX*1)
+	VMOVUPD    Y3, 32(R9)(DX*1)
+	VADDPD     Y15, Y11, Y13
+	VUNPCKLPD  Y13, Y11, Y0
+	VUNPCKHPD  Y13, Y11, Y1
+	VPERM2F128 $0x20, Y1, Y0, Y2
+	VPERM2F128 $0x31, Y1, Y0, Y3
+	VMOVUPD    Y2, (R10)(DX*1)
+	VMOVUPD    Y3, 32(R10)(DX*1)
+
+so_next:
+	ADDQ $0x04, AX
+	JMP  so_loop
+
+so_done:
+	VZEROUPPER
+	RET

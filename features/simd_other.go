@@ -25,3 +25,11 @@ func tile4f32(_ SIMDLevel, z, x0, x1, x2, x3, om []float32, d, nb int) {
 }
 
 func fwht4SIMD(_ SIMDLevel, v []float64, p int) bool { return false }
+
+func interleave4SIMD(_ SIMDLevel, v, x, s []float64, d int) int { return 0 }
+
+func signs4SIMD(_ SIMDLevel, v, s []float64) bool { return false }
+
+func structuredOutSIMD(_ SIMDLevel, zq []float64, stride int, vs, sc []float64, pair bool) int {
+	return 0
+}

@@ -197,6 +197,10 @@ func (m Map) stackTransform(v, x []float64, r, n int, sg []float64) {
 	d, p := m.Dim, len(sg)/3
 	lv := m.SIMD.level()
 	clear(v[4*d : 4*p])
+	i0 := 0
+	if n == 4 {
+		i0 = interleave4SIMD(lv, v, x[r*d:(r+4)*d], sg, d)
+	}
 	for q := 0; q < 4; q++ {
 		if q >= n {
 			for i := 0; i < d; i++ {
@@ -205,14 +209,14 @@ func (m Map) stackTransform(v, x []float64, r, n int, sg []float64) {
 			continue
 		}
 		xr := x[(r+q)*d : (r+q+1)*d]
-		for i, xi := range xr {
-			v[4*i+q] = xi * sg[i] // a sign: exact
+		for i := i0; i < d; i++ {
+			v[4*i+q] = xr[i] * sg[i] // a sign: exact
 		}
 	}
 	fwht4(lv, v, p)
-	signs4(v, sg[p:2*p])
+	signs4(lv, v, sg[p:2*p])
 	fwht4(lv, v, p)
-	signs4(v, sg[2*p:3*p])
+	signs4(lv, v, sg[2*p:3*p])
 	fwht4(lv, v, p)
 }
 
@@ -222,26 +226,42 @@ func (m Map) stackTransform(v, x []float64, r, n int, sg []float64) {
 func (m Map) structuredOut(zt, vs, sc []float64, n, j0 int) {
 	nb := m.BlockSize
 	pair := m.structuredFreqs() < nb
+	w := 1
+	if pair {
+		w = 2
+	}
+	i0 := 0
+	if n == 4 {
+		i0 = structuredOutSIMD(m.SIMD.level(), zt[w*j0:], nb, vs, sc, pair)
+	}
 	for q := 0; q < n; q++ {
 		if pair {
 			zq := zt[q*nb+2*j0 : q*nb+2*(j0+len(sc))]
-			for i, c := range sc {
-				u := float64(vs[4*i+q] * c)
+			for i := i0; i < len(sc); i++ {
+				u := float64(vs[4*i+q] * sc[i])
 				zq[2*i] = u
 				zq[2*i+1] = u + pairPhase
 			}
 			continue
 		}
 		zq := zt[q*nb+j0 : q*nb+j0+len(sc)]
-		for i, c := range sc {
-			zq[i] = float64(vs[4*i+q] * c)
+		for i := i0; i < len(sc); i++ {
+			zq[i] = float64(vs[4*i+q] * sc[i])
 		}
 	}
 }
 
 // signs4 multiplies coordinate i of the four interleaved rows by s[i]
 // (±1: exact).
-func signs4(v, s []float64) {
+func signs4(lv SIMDLevel, v, s []float64) {
+	if signs4SIMD(lv, v, s) {
+		return
+	}
+	signs4Go(v, s)
+}
+
+// signs4Go is signs4 in Go.
+func signs4Go(v, s []float64) {
 	for i, si := range s {
 		w := v[4*i : 4*i+4 : 4*i+4]
 		w[0] *= si

@@ -33,6 +33,9 @@ func main() {
 	cosScale(avx512)
 	fwht4(avx2)
 	fwht4(avx512)
+	interleave4()
+	signs4()
+	structuredOut4()
 	Generate()
 }
 
@@ -422,6 +425,138 @@ func fwht4(w isa) {
 	ADDQ(U8(64), RSI)
 	JMP(LabelRef(l("pair")))
 	Label(l("done"))
+	VZEROUPPER()
+	RET()
+}
+
+// transpose4 transposes the 4×4 block in rows a, b, c, d (YMM) into
+// columns c0…c3, using t0…t3 as scratch: moves only, no arithmetic.
+func transpose4(a, b, c, d, t0, t1, t2, t3, c0, c1, c2, c3 VecPhysical) {
+	VUNPCKLPD(b, a, t0) // a0 b0 a2 b2
+	VUNPCKHPD(b, a, t1) // a1 b1 a3 b3
+	VUNPCKLPD(d, c, t2) // c0 d0 c2 d2
+	VUNPCKHPD(d, c, t3) // c1 d1 c3 d3
+	VPERM2F128(U8(0x20), t2, t0, c0)
+	VPERM2F128(U8(0x20), t3, t1, c1)
+	VPERM2F128(U8(0x31), t2, t0, c2)
+	VPERM2F128(U8(0x31), t3, t1, c3)
+}
+
+// interleave4 is the first step of a structured map's transform: four
+// rows times the first sign vector, interleaved (v[4i+q] = x_q[i]·s[i]).
+func interleave4() {
+	TEXT("interleave4AVX2", NOSPLIT, "func(v, x0, x1, x2, x3, s *float64, d4 int)")
+	Doc("v[4i+q] = x_q[i] * s[i] for i < d4 (a multiple of 4), q = 0..3: each",
+		"product rounded, as the Go loop of stackTransform.")
+	MOVQ(NewParamAddr("v", 0), RDI)
+	MOVQ(NewParamAddr("x0", 8), R8)
+	MOVQ(NewParamAddr("x1", 16), R9)
+	MOVQ(NewParamAddr("x2", 24), R10)
+	MOVQ(NewParamAddr("x3", 32), R11)
+	MOVQ(NewParamAddr("s", 40), RSI)
+	MOVQ(NewParamAddr("d4", 48), RCX)
+	XORQ(RAX, RAX)
+	Label("il_loop")
+	CMPQ(RAX, RCX)
+	JGE(LabelRef("il_done"))
+	VMOVUPD(idx(RSI, RAX, 8, 0), Y12)
+	for q, x := range []Register{R8, R9, R10, R11} {
+		VMULPD(idx(x, RAX, 8, 0), Y12, avx2.v(q))
+	}
+	transpose4(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11)
+	MOVQ(RAX, RDX)
+	SHLQ(U8(5), RDX) // 32 bytes an element
+	for j, c := range []VecPhysical{Y8, Y9, Y10, Y11} {
+		VMOVUPD(c, idx(RDI, RDX, 1, 32*j))
+	}
+	ADDQ(U8(4), RAX)
+	JMP(LabelRef("il_loop"))
+	Label("il_done")
+	VZEROUPPER()
+	RET()
+}
+
+// signs4 multiplies element i of four interleaved rows by s[i].
+func signs4() {
+	TEXT("signs4AVX2", NOSPLIT, "func(v, s *float64, p int)")
+	Doc("v[4i+q] *= s[i] for i < p, q = 0..3, as signs4.")
+	MOVQ(NewParamAddr("v", 0), RDI)
+	MOVQ(NewParamAddr("s", 8), RSI)
+	MOVQ(NewParamAddr("p", 16), RCX)
+	XORQ(RAX, RAX)
+	Label("sg_loop")
+	CMPQ(RAX, RCX)
+	JGE(LabelRef("sg_done"))
+	VBROADCASTSD(idx(RSI, RAX, 8, 0), Y1)
+	MOVQ(RAX, RDX)
+	SHLQ(U8(5), RDX)
+	VMULPD(idx(RDI, RDX, 1, 0), Y1, Y0)
+	VMOVUPD(Y0, idx(RDI, RDX, 1, 0))
+	INCQ(RAX)
+	JMP(LabelRef("sg_loop"))
+	Label("sg_done")
+	VZEROUPPER()
+	RET()
+}
+
+// structuredOut4 writes z for four rows from their interleaved transform:
+// z_q[j] = v[4j+q]·sc[j] or, for [cos, sin] pairs, z_q[2j] = that and
+// z_q[2j+1] = that + ¾ (c holds ¾).
+func structuredOut4() {
+	TEXT("structuredOut4AVX2", NOSPLIT, "func(z *float64, stride int, v, sc *float64, n4 int, pair bool, c *float64)")
+	Doc("For j < n4 (a multiple of 4) and q = 0..3, u = v[4j+q] * sc[j] (rounded);",
+		"without pairs z[q*stride + j] = u, with pairs z[q*stride + 2j] = u and",
+		"z[q*stride + 2j+1] = u + *c, as structuredOut. stride is in float64s.")
+	MOVQ(NewParamAddr("z", 0), RDI)
+	MOVQ(NewParamAddr("stride", 8), R12)
+	SHLQ(U8(3), R12)
+	MOVQ(NewParamAddr("v", 16), RSI)
+	MOVQ(NewParamAddr("sc", 24), RBX)
+	MOVQ(NewParamAddr("n4", 32), RCX)
+	MOVBQZX(NewParamAddr("pair", 40), R13)
+	MOVQ(NewParamAddr("c", 48), RDX)
+	VBROADCASTSD(mem(RDX, 0), Y15)
+	LEAQ(idx(RDI, R12, 1, 0), R8) // row 1
+	LEAQ(idx(R8, R12, 1, 0), R9)  // row 2
+	LEAQ(idx(R9, R12, 1, 0), R10) // row 3
+	rows := []Register{RDI, R8, R9, R10}
+	XORQ(RAX, RAX)
+	Label("so_loop")
+	CMPQ(RAX, RCX)
+	JGE(LabelRef("so_done"))
+	MOVQ(RAX, RDX)
+	SHLQ(U8(5), RDX)
+	for j := 0; j < 4; j++ {
+		VMOVUPD(idx(RSI, RDX, 1, 32*j), avx2.v(j))
+	}
+	transpose4(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11) // Y8+q: row q's four frequencies
+	VMOVUPD(idx(RBX, RAX, 8, 0), Y12)
+	for q := 0; q < 4; q++ {
+		VMULPD(Y12, avx2.v(8+q), avx2.v(8+q))
+	}
+	TESTQ(R13, R13)
+	JNZ(LabelRef("so_pair"))
+	for q, r := range rows {
+		VMOVUPD(avx2.v(8+q), idx(r, RAX, 8, 0))
+	}
+	JMP(LabelRef("so_next"))
+	Label("so_pair")
+	MOVQ(RAX, RDX)
+	SHLQ(U8(4), RDX) // 2j float64s in bytes
+	for q, r := range rows {
+		u := avx2.v(8 + q)
+		VADDPD(Y15, u, Y13)              // w = u + ¾
+		VUNPCKLPD(Y13, u, Y0)            // u0 w0 u2 w2
+		VUNPCKHPD(Y13, u, Y1)            // u1 w1 u3 w3
+		VPERM2F128(U8(0x20), Y1, Y0, Y2) // u0 w0 u1 w1
+		VPERM2F128(U8(0x31), Y1, Y0, Y3) // u2 w2 u3 w3
+		VMOVUPD(Y2, idx(r, RDX, 1, 0))
+		VMOVUPD(Y3, idx(r, RDX, 1, 32))
+	}
+	Label("so_next")
+	ADDQ(U8(4), RAX)
+	JMP(LabelRef("so_loop"))
+	Label("so_done")
 	VZEROUPPER()
 	RET()
 }

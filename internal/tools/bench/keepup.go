@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"path/filepath"
@@ -12,6 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
+	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/pipeline"
@@ -36,6 +41,15 @@ type KeepUpConfig struct {
 	Every time.Duration
 	// Dir holds the brokers' and snapshots' data. Required.
 	Dir string
+	// Images, if set, replaces the hermite stream by these 784-pixel
+	// images (rows of Images×784 values) as CSV messages, produced in
+	// order and again until Rate×Duration messages; Test (Test×784) are
+	// held-out images that score the served model against exact kernel
+	// PCA of Images with its kernel. K is the service's learner.k
+	// (default 10) and Frequencies its learner.frequencies (default auto).
+	Images, Test []float64
+	K           int
+	Frequencies string
 	// Progress, if set, is called with every sample.
 	Progress func(KeepUpPoint)
 }
@@ -74,6 +88,11 @@ type KeepUpResult struct {
 	GrowthShare float64 `json:"lag_growth_share"`
 	// Shed is the messages not learned to keep up.
 	Shed uint64 `json:"shed"`
+	// Error is the served model's subspace error at the end.
+	Error float64 `json:"subspace_error"`
+	// Stream is "hermite16" or "mnist"; Frequencies the learner's.
+	Stream      string `json:"stream"`
+	Frequencies string `json:"frequencies,omitempty"`
 	// Instances is the services sharing the stream (cluster mode above 1).
 	Instances int `json:"instances"`
 }
@@ -104,10 +123,22 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	c.Kafka.Brokers, c.Kafka.Topic = stack.Brokers(), topic
 	c.NATS.URL = stack.NATSURL()
 	c.Learner.LoadShedding, c.Learner.Budget = cfg.LoadShedding, cfg.Budget
+	c.Learner.Frequencies = cfg.Frequencies
 	h := synth.Hermite16()
 	c.Learner.Bandwidth = h.L // the closed form's (the median trick gives 2.49): the error measures the learner
 	held := make([]float64, 2000*16)
 	h.Sample(held, rand.New(rand.NewPCG(99, 99)))
+	nheld := 2000
+	source := devstack.HermiteJSON(h, 1)
+	truth := func(k int) *mat.Dense { return h.Eigenfunctions(held, nheld, k) }
+	res.Stream = "hermite16"
+	if cfg.Images != nil {
+		var err error
+		if source, truth, err = imageStream(&c, cfg); err != nil {
+			return res, err
+		}
+		held, nheld, res.Stream = cfg.Test, len(cfg.Test)/mnistPixels, "mnist"
+	}
 	c.HTTP.Addr = "off"
 	c.Cluster.Enabled = cfg.Instances > 1
 	runCtx, stop := context.WithCancel(ctx)
@@ -135,7 +166,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	prodDone := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		prodDone <- devstack.Produce(runCtx, devstack.HermiteJSON(h, 1),
+		prodDone <- devstack.Produce(runCtx, source,
 			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: n, Rate: cfg.Rate,
 				Progress: func(k int) { produced.Store(int64(k)) }})
 	}()
@@ -161,7 +192,12 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		pt.Error = 1
 		if m, _ := ps[0].Current().Get(); m != nil {
 			if proj, err := m.Project(nil, held); err == nil {
-				pt.Error = synth.SubspaceError(mat.NewDense(2000, m.K(), proj), h.Eigenfunctions(held, 2000, m.K()))
+				pt.Error = synth.SubspaceError(mat.NewDense(nheld, m.K(), proj), truth(m.K()))
+			}
+			if f := m.Header().Views[0].Frequencies; f != "" {
+				res.Frequencies = f
+			} else {
+				res.Frequencies = "iid"
 			}
 		}
 		pt.Lag = pt.Produced - int64(pt.Consumed)
@@ -186,7 +222,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	last := res.Samples[len(res.Samples)-1]
-	res.LagAtEnd = last.Lag
+	res.LagAtEnd, res.Error = last.Lag, last.Error
 	for _, s := range res.Samples {
 		if s.Seconds >= 60 {
 			res.LagAt60 = s.Lag
@@ -203,4 +239,54 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 	}
 	return res, nil
+}
+
+const mnistPixels = 784
+
+// imageStream sets c for a stream of cfg.Images as CSV messages (learner
+// k cfg.K, the Gaussian kernel with the bandwidth the median trick gives
+// on the first 512 images, as the service's would on a first batch of
+// them) and returns the messages and the truth: exact kernel PCA of the
+// images with that kernel, evaluated on cfg.Test by its Nyström
+// extension (baseline.Exact), computed before the stream starts so that
+// it does not take the service's cores.
+func imageStream(c *configs.Config, cfg KeepUpConfig) (devstack.Source, func(int) *mat.Dense, error) {
+	n := len(cfg.Images) / mnistPixels
+	if n == 0 || len(cfg.Test) == 0 {
+		return nil, nil, fmt.Errorf("bench: keepup needs images and held-out images")
+	}
+	orDefault(&cfg.K, 10)
+	c.Kafka.Format, c.Kafka.Dim, c.Learner.K = "csv", mnistPixels, cfg.K
+	bw := online.MedianDistance(cfg.Images, min(n, 512), mnistPixels, 512)
+	c.Learner.Bandwidth = bw
+	kern := features.Kernel{Family: features.Gaussian, Bandwidth: bw}
+	exact, err := baseline.NewExact(kern, mnistPixels, cfg.K, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	exact.Observe(cfg.Images, n)
+	if err := exact.Fit(); err != nil && !errors.Is(err, baseline.ErrNotConverged) {
+		return nil, nil, fmt.Errorf("bench: exact kernel PCA of the images: %w", err)
+	}
+	nt := len(cfg.Test) / mnistPixels
+	tv := make([]float64, nt*cfg.K)
+	exact.Eval(tv, cfg.Test, nt)
+	want := mat.NewDense(nt, cfg.K, tv)
+	lines := make([][]byte, n)
+	for i := range lines {
+		var b []byte
+		for j, v := range cfg.Images[i*mnistPixels : (i+1)*mnistPixels] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		lines[i] = b
+	}
+	return func(i int) []byte { return lines[i%n] }, func(k int) *mat.Dense {
+		if k != cfg.K {
+			return mat.NewDense(nt, k, nil)
+		}
+		return want
+	}, nil
 }

