@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +15,10 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/tools/baseline"
-	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
+	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/pipeline"
 )
 
@@ -48,8 +48,8 @@ type KeepUpConfig struct {
 	// PCA of Images with its kernel. K is the service's learner.k
 	// (default 10) and Frequencies its learner.frequencies (default auto).
 	Images, Test []float64
-	K           int
-	Frequencies string
+	K            int
+	Frequencies  string
 	// Progress, if set, is called with every sample.
 	Progress func(KeepUpPoint)
 }
