@@ -189,9 +189,8 @@ const MinStructuredDim = 16
 // AutoStructuredDim is the least input dimension for which auto chooses
 // orthogonal frequencies: below it they are no faster a step
 // (`streamkpca bench throughput --features 32768 --k 10 --frequencies
-// iid|orthogonal`, AVX-512: 0.78× at d = 16, 1.07× at 32, 1.30× at 64,
-// 5.5× at 784), and the kernel's estimate is what the features' count,
-// not its variance, limits.
+// iid|orthogonal`, AVX-512, medians of three: 0.82× at d = 16, 1.20× at
+// 32, 1.58× at 64, 7.9× at 784).
 const AutoStructuredDim = 32
 
 // structured reports whether a view with kernel kern and d inputs draws

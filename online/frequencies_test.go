@@ -40,11 +40,15 @@ func TestFrequenciesChoiceAndRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		check := func(what string, s *snapshot.Snapshot) {
+			t.Helper()
+			if s.Header.Generator != tc.want || s.Header.Views[0].Frequencies != tc.views {
+				t.Fatalf("d=%d %s%s: generator %q, view frequencies %q; want %q, %q", tc.d, tc.freq, what, s.Header.Generator, s.Header.Views[0].Frequencies, tc.want, tc.views)
+			}
+		}
 		snap := l.Snapshot()
 		l.Close()
-		if snap.Header.Generator != tc.want || snap.Header.Views[0].Frequencies != tc.views {
-			t.Fatalf("d=%d %s: generator %q, view frequencies %q; want %q, %q", tc.d, tc.freq, snap.Header.Generator, snap.Header.Views[0].Frequencies, tc.want, tc.views)
-		}
+		check("", snap)
 		r, err := Restore(snap, Config{Frequencies: FrequenciesAuto})
 		if err != nil {
 			t.Fatal(err)
@@ -54,9 +58,7 @@ func TestFrequenciesChoiceAndRestore(t *testing.T) {
 		}
 		again := r.Snapshot()
 		r.Close()
-		if again.Header.Generator != tc.want || again.Header.Views[0].Frequencies != tc.views {
-			t.Fatalf("d=%d %s restored: generator %q, view frequencies %q; want %q, %q", tc.d, tc.freq, again.Header.Generator, again.Header.Views[0].Frequencies, tc.want, tc.views)
-		}
+		check(" restored", again)
 		// The restored model's blocks are the stored ones: the same
 		// projections as a Model of the snapshot.
 		m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
