@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -202,13 +203,28 @@ func TestQueries(t *testing.T) {
 			t.Errorf("%.40s: %d %s, want %d with a JSON error naming no Go type", tc.body, code, body, tc.code)
 		}
 	}
+	etag7 := fmt.Sprintf(`".7.%08x"`, crc32.Checksum(data[:len(data)-4], crc32.MakeTable(crc32.Castagnoli)))
 	code, body, hdr := do("GET", "/v1/models/golden/snapshot", "")
-	if code != 200 || body != string(data) || hdr.Get("ETag") != `"7"` {
-		t.Errorf("snapshot: %d, etag %q", code, hdr.Get("ETag"))
+	if code != 200 || body != string(data) || hdr.Get("ETag") != etag7 {
+		t.Errorf("snapshot: %d, etag %q, want %q", code, hdr.Get("ETag"), etag7)
 	}
-	if code, _, _ := do("GET", "/v1/models/golden/snapshot", "", "If-None-Match", `"7"`); code != 304 {
+	if code, _, _ := do("GET", "/v1/models/golden/snapshot", "", "If-None-Match", etag7); code != 304 {
 		t.Errorf("If-None-Match: %d, want 304", code)
 	}
+	// The same version of a new incarnation (a reset) is other bytes: a
+	// client holding the old one's ETag gets the new model, not a 304.
+	s2, _ := golden(t, 7)
+	s2.Header.Incarnation = "reset"
+	data2, err := s2.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := snapshot.NewModel(s2, snapshot.ModelOptions{})
+	cur.Set(m2, data2)
+	if code, body, hdr := do("GET", "/v1/models/golden/snapshot", "", "If-None-Match", etag7); code != 200 || body != string(data2) || hdr.Get("ETag") == etag7 {
+		t.Errorf("a new incarnation at the same version: %d, etag %q (the old one's %q)", code, hdr.Get("ETag"), etag7)
+	}
+	cur.Set(m, data)
 	if code, body, _ := do("GET", "/v1/models/golden", ""); code != 200 || !strings.Contains(body, `"version":7`) {
 		t.Errorf("info: %d %s", code, body)
 	}
@@ -492,5 +508,25 @@ func TestWatchFollowsPin(t *testing.T) {
 	waitFor(t, "a new watcher's first version", func() bool { return first.Load() != 0 })
 	if first.Load() != 4 {
 		t.Errorf("a watcher started while pinned to 4 began at %d", first.Load())
+	}
+}
+
+// TestPublishedBytesLeaveLearnerStateOut: whatever learner state a stored
+// snapshot holds — the change detector's alone included, as an oja or a
+// two-view learner writes it — its published form holds none of it (the
+// form snapshot.Served defines).
+func TestPublishedBytesLeaveLearnerStateOut(t *testing.T) {
+	s, data := golden(t, 3)
+	s.Header.Detector = &snapshot.Detector{Batches: 4, Points: 64, Mean: 0.7, Var: 0.01}
+	withState, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := PublishedBytes(s, withState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("published bytes of a snapshot with detector state: %d bytes, want the %d of the model without it", len(got), len(data))
 	}
 }

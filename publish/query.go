@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -432,7 +433,7 @@ var OpenAPI []byte
 //	GET  /v1/openapi.yaml             the OpenAPI 3 document
 //	GET  /v1/models                   {"models": [{"model", "version", "ready"}]}
 //	GET  /v1/models/<model>           info JSON
-//	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag = version)
+//	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag: incarnation, version, CRC-32C)
 //	POST /v1/models/<model>/project   ProjectRequest → ProjectResponse
 //
 // and, with opt.Versions, the version routes (addVersionRoutes).
@@ -536,7 +537,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // serveSnapshot writes a version's snapshot bytes with its ETag.
 func serveSnapshot(w http.ResponseWriter, r *http.Request, m *snapshot.Model, data []byte) {
-	etag := `"` + strconv.FormatUint(m.Header().Version(), 10) + `"`
+	etag := snapshotETag(m, data)
 	w.Header().Set("ETag", etag)
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
@@ -545,6 +546,20 @@ func serveSnapshot(w http.ResponseWriter, r *http.Request, m *snapshot.Model, da
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Write(data)
+}
+
+// snapshotETag is the ETag of a snapshot's bytes: its incarnation, its
+// version and the CRC-32C the format ends with, so that a model reset
+// into a new incarnation (or, with none, to other bytes) is a new ETag
+// at the same version: a cache or a client polling with If-None-Match
+// never takes another model for the one it holds.
+func snapshotETag(m *snapshot.Model, data []byte) string {
+	var crc uint32
+	if n := len(data); n >= 4 {
+		crc = binary.LittleEndian.Uint32(data[n-4:])
+	}
+	h := m.Header()
+	return fmt.Sprintf(`"%s.%d.%08x"`, h.Incarnation, h.Version(), crc)
 }
 
 // readBody reads r's body, at most max bytes, into a buffer sized by

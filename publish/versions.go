@@ -186,10 +186,11 @@ func (s *StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
 // snap.Served(), which is what the service publishes for that version
 // (the same bytes and SHA-256).
 func PublishedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
-	if snap.State == nil && snap.Header.Covariance == nil && snap.Header.Averaged == nil {
+	served := snap.Served()
+	if served == snap { // nothing of the learner's to leave out
 		return data, nil
 	}
-	return snap.Served().MarshalBinary()
+	return served.MarshalBinary()
 }
 
 // addVersionRoutes adds, under base (/v1/models/<model>):
