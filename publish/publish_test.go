@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -528,5 +529,25 @@ func TestPublishedBytesLeaveLearnerStateOut(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatalf("published bytes of a snapshot with detector state: %d bytes, want the %d of the model without it", len(got), len(data))
+	}
+}
+
+// closingBackend is a MemBackend whose key watch ends at once.
+type closingBackend struct{ *MemBackend }
+
+func (closingBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error) {
+	ch := make(chan KeyUpdate)
+	close(ch)
+	return ch, nil
+}
+
+// TestWatchReportsAClosedWatch: a key watch that ends while the caller's
+// context is live is an error Watch returns (ErrWatchClosed), not a
+// silent nil that a reader such as `streamkpca watch` takes for a clean
+// stop.
+func TestWatchReportsAClosedWatch(t *testing.T) {
+	err := WatchFrom(context.Background(), closingBackend{NewMemBackend()}, Config{Model: "golden"}, func(*snapshot.Model, Notice) {})
+	if !errors.Is(err, ErrWatchClosed) {
+		t.Fatalf("Watch returned %v, want ErrWatchClosed", err)
 	}
 }

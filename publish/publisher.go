@@ -282,6 +282,11 @@ func (p *Publisher) prune(ctx context.Context, latest Notice) {
 // ErrNoModel is returned when no version has been published yet.
 var ErrNoModel = errors.New("publish: no model version published yet")
 
+// ErrWatchClosed is returned (wrapped) by Watch when the key watch ends
+// while its context is live: the connection closed for good or the KV
+// bucket went away. Nothing more would be delivered; watch again.
+var ErrWatchClosed = errors.New("publish: the watch of the model's keys ended (the NATS connection closed or the KV bucket was deleted)")
+
 // Latest fetches the newest published version of a model over NATS.
 func Latest(ctx context.Context, nc *nats.Conn, cfg Config) (*snapshot.Model, Notice, error) {
 	b, err := NewNATSBackend(nc, cfg, false)
@@ -429,7 +434,10 @@ func WatchFrom(ctx context.Context, b Backend, cfg Config, fn func(*snapshot.Mod
 			return ctx.Err()
 		case u, ok := <-updates:
 			if !ok {
-				return ctx.Err()
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: %s", ErrWatchClosed, cfg.Model)
 			}
 			switch {
 			case u.Initial: // the initial values are in: deliver what they say
