@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -112,7 +113,7 @@ func (d *DeadLetter) Close() error {
 
 // MemDeadLetter is an in-memory DeadLetterWriter for tests. Fail, when
 // set, is returned by Write (and nothing is stored); Delay slows each
-// Write.
+// Write. SetFail changes Fail while it is in use.
 type MemDeadLetter struct {
 	mu     sync.Mutex
 	recs   []DeadLetterRecord
@@ -140,6 +141,13 @@ func (m *MemDeadLetter) Write(ctx context.Context, recs []DeadLetterRecord) erro
 	return nil
 }
 
+// SetFail sets Fail (nil: writes succeed again).
+func (m *MemDeadLetter) SetFail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Fail = err
+}
+
 // Records returns the stored records and the number of Write calls.
 func (m *MemDeadLetter) Records() ([]DeadLetterRecord, int) {
 	m.mu.Lock()
@@ -153,16 +161,19 @@ func (m *MemDeadLetter) Close() error { return nil }
 // DeadLetterQueue writes dead letters asynchronously and in batches, so
 // that a flood of bad messages costs the learner a channel send each, not
 // a broker round trip. It holds at most Capacity records (Enqueue blocks
-// beyond: bounded memory, nothing dropped). Flush waits until every record
-// enqueued before it has been written or has failed; the service flushes
-// before it commits offsets, so a committed offset never covers a dead
-// letter still in memory.
+// beyond: bounded memory, nothing dropped). A batch whose write fails is
+// written again, with a back-off up to DeadLetterMaxBackoff, until it is
+// stored or the queue is closed: nothing is dropped. Flush waits until
+// every record enqueued before it has been written; the service flushes
+// before it commits offsets (and postpones its snapshots while Failing),
+// so a committed offset never covers a dead letter not yet stored.
 type DeadLetterQueue struct {
 	w       DeadLetterWriter
 	ch      chan dlItem
 	bytes   *semaphore.Weighted // values queued, bounded by the byte capacity
 	limit   int64
 	onError func(recs []DeadLetterRecord, err error)
+	failing atomic.Bool
 	done    chan struct{}
 	stop    context.CancelFunc
 	closeMu sync.Once
@@ -177,14 +188,16 @@ type dlItem struct {
 // DeadLetterBatch is the most records one Write carries; DeadLetterTimeout
 // bounds one Write (its records then count as failed).
 const (
-	DeadLetterBatch   = 512
-	DeadLetterTimeout = 30 * time.Second
+	DeadLetterBatch      = 512
+	DeadLetterTimeout    = 30 * time.Second
+	DeadLetterMaxBackoff = 5 * time.Second
 )
 
 // NewDeadLetterQueue starts the queue's writer. It holds at most capacity
 // records and capBytes bytes of their keys and values (a record larger
 // than capBytes passes alone). onError is called (from the writer
-// goroutine) with the records a Write could not store.
+// goroutine) with the records of every Write that failed; they are
+// written again.
 func NewDeadLetterQueue(w DeadLetterWriter, capacity int, capBytes int64, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
 	ctx, cancel := context.WithCancel(context.Background())
 	capBytes = max(capBytes, 1)
@@ -243,6 +256,33 @@ func (q *DeadLetterQueue) Close(ctx context.Context) error {
 	return err
 }
 
+// Failing reports whether the queue is retrying a batch whose write
+// failed: a flush now would wait for the dead-letter topic.
+func (q *DeadLetterQueue) Failing() bool { return q.failing.Load() }
+
+// write writes batch, again after each failure (reported to onError)
+// with a doubling back-off, until it is stored (true) or ctx ends.
+func (q *DeadLetterQueue) write(ctx context.Context, batch []DeadLetterRecord) bool {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, DeadLetterMaxBackoff) {
+		wctx, cancel := context.WithTimeout(ctx, DeadLetterTimeout)
+		err := q.w.Write(wctx, batch)
+		cancel()
+		if err == nil {
+			q.failing.Store(false)
+			return true
+		}
+		q.failing.Store(true)
+		if q.onError != nil {
+			q.onError(batch, err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
 func (q *DeadLetterQueue) run(ctx context.Context) {
 	defer close(q.done)
 	batch := make([]DeadLetterRecord, 0, DeadLetterBatch)
@@ -273,13 +313,8 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 				break drain
 			}
 		}
-		if len(batch) > 0 {
-			wctx, cancel := context.WithTimeout(ctx, DeadLetterTimeout)
-			err := q.w.Write(wctx, batch)
-			cancel()
-			if err != nil && q.onError != nil {
-				q.onError(batch, err)
-			}
+		if len(batch) > 0 && !q.write(ctx, batch) {
+			return // closed with the batch unwritten: its flushes never complete
 		}
 		q.bytes.Release(held)
 		for _, m := range marks {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,18 +89,57 @@ func TestDeadLetterQueueFlushAndOrder(t *testing.T) {
 	}
 }
 
-// A failing writer reports every record it could not store.
-func TestDeadLetterQueueReportsFailures(t *testing.T) {
+// Defect: a failed dead-letter write was only counted, and the flush
+// that precedes a snapshot then succeeded, so the snapshot's offsets
+// covered messages neither learned nor dead-lettered. A failing writer
+// now reports each failure and the queue writes the batch again until it
+// is stored; a flush waits for that (or its deadline, an error) and
+// Failing says so meanwhile.
+func TestDeadLetterQueueRetriesUntilStored(t *testing.T) {
 	w := &MemDeadLetter{Fail: errors.New("down")}
-	var failed int
-	q := NewDeadLetterQueue(w, 8, 1<<20, func(recs []DeadLetterRecord, err error) { failed += len(recs) })
+	var failed atomic.Int64
+	q := NewDeadLetterQueue(w, 8, 1<<20, func(recs []DeadLetterRecord, err error) { failed.Add(int64(len(recs))) })
 	ctx := context.Background()
-	for range 100 {
-		q.Enqueue(ctx, DeadLetterRecord{})
+	go func() {
+		for i := range 100 {
+			q.Enqueue(ctx, DeadLetterRecord{Reason: strconv.Itoa(i)})
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for failed.Load() < 3 || !q.Failing() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failures reported (%d)", failed.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
-	q.Close(ctx)
-	if failed != 100 {
-		t.Errorf("%d failures reported, want 100", failed)
+	fctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := q.Flush(fctx); err == nil {
+		t.Fatal("Flush returned nil while the dead-letter topic refuses writes")
+	}
+	cancel()
+	w.SetFail(nil)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		if recs, _ := w.Records(); len(recs) == 100 {
+			break
+		}
+		if cctx.Err() != nil {
+			t.Fatal("the dead letters were not all stored after the writer recovered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := q.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := w.Records()
+	for i, r := range recs {
+		if r.Reason != strconv.Itoa(i) {
+			t.Fatalf("record %d is %q: every dead letter stored once, in order", i, r.Reason)
+		}
+	}
+	if q.Failing() {
+		t.Error("Failing after the writes succeeded")
 	}
 }
 

@@ -379,8 +379,15 @@ func (l *loop) snapshot(final bool) {
 			commit[o.Partition] = o.Next
 		}
 	}
-	// The offsets cover dead-lettered messages: their writes must be done
-	// (stored, or failed and counted) before the snapshot says so.
+	// The offsets cover dead-lettered messages: their writes must be
+	// stored before the snapshot says so. While the dead-letter topic
+	// refuses them the queue retries and snapshots wait (learning goes
+	// on; a restart re-reads from the last snapshot, bad messages too).
+	if !final && p.dlq.Failing() {
+		p.met.SnapshotErrors.Inc()
+		p.log.Warn().Msg("dead-letter topic refusing writes; snapshot postponed until the dead letters are stored")
+		return
+	}
 	fctx, cancel := p.stopContext(30 * time.Second) // the stop's deadline, when stopping
 	err := p.dlq.Flush(fctx)
 	cancel()

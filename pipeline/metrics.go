@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshot_errors_total", Help: "Snapshot writes that failed (retried)."}),
 		Publishes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publishes_total", Help: "Versions published on NATS."}),
 		PublishErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
-		DeadLetterErrs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead-letter writes that failed."}),
+		DeadLetterErrs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead letters whose write failed (each attempt; they are written again until stored, and snapshots wait)."}),
 		Published:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
 		Eigenvalues:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
 		Quality:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),

@@ -324,7 +324,7 @@ func build(opt Options) (*Pipeline, error) {
 		p.met.DeadLetterErrs.Add(float64(len(recs)))
 		for _, r := range recs {
 			p.log.Error().Err(err).Str("reason", r.Reason).Int("partition", r.Msg.Partition).Int64("offset", r.Msg.Offset).
-				Msg("dead-letter write failed; the message is counted and logged")
+				Msg("dead-letter write failed; retrying, and snapshots wait until it is stored")
 		}
 	})
 	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep}
