@@ -396,6 +396,13 @@ func (l *loop) snapshot(final bool) {
 		p.log.Error().Err(err).Msg("dead letters not flushed; snapshot postponed")
 		return
 	}
+	if p.lock == nil { // the directory could not be locked at start
+		if p.lock, err = p.store.Lock(); err != nil {
+			p.met.SnapshotErrors.Inc()
+			p.log.Error().Err(err).Msg("snapshot directory not locked; snapshot postponed, learning continues")
+			return
+		}
+	}
 	path, data, err := p.store.Save(snap)
 	l.lastSnap = time.Now()
 	if err != nil {

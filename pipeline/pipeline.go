@@ -101,6 +101,7 @@ type Pipeline struct {
 	learner  learner
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
+	lock     *snapshot.Lock // the snapshot.dir's, held while the pipeline lives
 	dec      *ingest.Decoder
 	// parsed carries messages parsed ahead of the loop (parseAhead);
 	// ahead counts those not yet handled.
@@ -207,6 +208,18 @@ func build(opt Options) (*Pipeline, error) {
 		OnSkip: func(path string, err error) {
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
 		}}
+	// One process a snapshot.dir (and model): a second would interleave
+	// two lives of the model in it.
+	// (A directory that cannot be created yet is not a refusal: learning
+	// starts, and the lock is taken before the first snapshot is saved.)
+	lock, err := p.store.Lock()
+	switch {
+	case errors.Is(err, snapshot.ErrLocked):
+		return p, fmt.Errorf("pipeline: %w", err)
+	case err != nil:
+		log.Warn().Err(err).Msg("the snapshot directory cannot be locked yet; learning starts, snapshots wait for it")
+	}
+	p.lock = lock
 	p.versions = publish.NewStoreVersions(p.store)
 	lc := cfg.Learner.Online(cfg.Model, cfg.Kafka.Dim)
 	if err := p.store.Clean(); err != nil {
@@ -671,6 +684,9 @@ func (p *Pipeline) closeParts(drain bool) {
 	}
 	if p.learner != nil {
 		p.learner.close()
+	}
+	if err := p.lock.Release(); err != nil {
+		p.log.Warn().Err(err).Msg("the snapshot directory's lock could not be released")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -126,4 +128,27 @@ func TestNonFiniteRefused(t *testing.T) {
 	if _, err := Decode(data); !errors.Is(err, ErrNonFinite) {
 		t.Errorf("Decode of a NaN coefficient: %v, want ErrNonFinite", err)
 	}
+}
+
+// TestStoreLock: a second holder of a store's lock is refused with
+// ErrLocked naming the first holder's process; after Release it can be
+// taken again.
+func TestStoreLock(t *testing.T) {
+	st := &Store{Dir: filepath.Join(t.TempDir(), "snaps"), Model: "m"}
+	l1, err := st.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Store{Dir: st.Dir, Model: "m"}).Lock()
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second lock: %v, want ErrLocked naming process %d", err, os.Getpid())
+	}
+	if err := l1.Release(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := st.Lock()
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	l2.Release()
 }
