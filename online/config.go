@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // Algorithm names a learner.
@@ -396,6 +397,9 @@ func (c Config) Validate() error {
 	}
 	if c.Kernel.Family != features.Linear && c.MaxFeatures < c.BlockSize {
 		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
+	}
+	if uint64(c.MaxFeatures)*uint64(c.K) > snapshot.MaxCoef {
+		return fmt.Errorf("%w: max features × k = %d × %d coefficients exceed what a snapshot holds (%d)", ErrConfig, c.MaxFeatures, c.K, snapshot.MaxCoef)
 	}
 	if math.IsNaN(c.Average) || c.Average > 1 {
 		return fmt.Errorf("%w: average must be in (0, 1], or negative to serve the last iterate, got %v", ErrConfig, c.Average)

@@ -408,7 +408,8 @@ func (e *Exchange) receive(msg *nats.Msg, cur uint64) {
 	switch {
 	case r < cur || r > cur+1, from >= len(e.members), from == e.self, msg.Subject != e.subject(from) && msg.Subject != e.direct(from, e.self),
 		total > maxExchangePayload, parts < 1, part >= parts,
-		uint64(parts) > total+1, uint64(len(body)) > total:
+		parts != max(1, int((total+uint64(e.chunk)-1)/uint64(e.chunk))), // not chunked as every member chunks
+		uint64(len(body)) > total:
 		e.dropped++
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -177,5 +178,42 @@ func TestExchangeLateMember(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Defect: a 32-byte chunk claiming a payload of 2³⁰ bytes in 2³⁰ parts
+// passed the checks and made the receiver allocate 2³⁰ part slots (24
+// GiB). A chunk whose parts are not what the members' chunk size gives
+// for its total is dropped before anything is allocated for it.
+func TestExchangeBoundsWhatAChunkAllocates(t *testing.T) {
+	ex := exchanges(t, 2, time.Minute, 1024)
+	a, b := ex[0], ex[1]
+	h := make([]byte, exchangeHeader)
+	copy(h, exchangeMagic[:])
+	putHeader(h, 0, maxExchangePayload, 1, 0, maxExchangePayload)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := b.nc.Publish(a.Subject()+".1", h); err != nil {
+		t.Fatal(err)
+	}
+	// Chunks are filed as a round runs: run one.
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.AllGather(context.Background(), 0, []byte("from b"))
+		done <- err
+	}()
+	if _, err := a.AllGather(context.Background(), 0, []byte("from a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if a.Dropped() != 1 {
+		t.Errorf("%d chunks dropped, want 1", a.Dropped())
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("one 32-byte chunk made the receiver allocate %d MiB", grew>>20)
 	}
 }

@@ -495,6 +495,11 @@ func (h *Header) coefCounts() ([]int, error) {
 	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 {
 		return nil, fmt.Errorf("%w: k=%d block_size=%d", ErrHeader, h.K, h.BlockSize)
 	}
+	// A restored learner reserves max_features·k coefficients a view: the
+	// same bound as the coefficients a snapshot may carry.
+	if h.MaxFeatures < 0 || uint64(h.MaxFeatures)*uint64(h.K) > MaxCoef {
+		return nil, fmt.Errorf("%w: max_features %d × k %d exceeds the limit of %d coefficients", ErrSize, h.MaxFeatures, h.K, MaxCoef)
+	}
 	out := make([]int, len(h.Views))
 	var total uint64
 	for v := range h.Views {

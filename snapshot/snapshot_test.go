@@ -786,3 +786,22 @@ func rewriteHeader(t *testing.T, data []byte, edit func(string) string) []byte {
 	out = append(out, data[16+hl:len(data)-4]...)
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
 }
+
+// Defect: a header's max_features had no upper bound, and a learner
+// restored from it (a peer's state at a cluster rejoin included) reserved
+// max_features·k coefficients. A header that asks more than MaxCoef is
+// refused before anything is allocated.
+func TestMaxFeaturesIsBounded(t *testing.T) {
+	s, _, err := Load("testdata/golden.skpca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Header.MaxFeatures = 1 << 40
+	if err := s.Validate(); !errors.Is(err, ErrSize) {
+		t.Fatalf("max_features 2⁴⁰: %v, want ErrSize", err)
+	}
+	s.Header.MaxFeatures = 4096
+	if err := s.Validate(); err != nil {
+		t.Fatalf("max_features 4096: %v", err)
+	}
+}
