@@ -152,6 +152,23 @@ func NewEvaluator(m Map, cfg EvaluatorConfig) *Evaluator {
 // Map returns the feature map.
 func (e *Evaluator) Map() Map { return e.m }
 
+// HeldBytes is what the evaluator holds for a model of the given
+// features evaluated on batches of rows rows: the kept features (EvalKeep,
+// rows × features × 8 bytes, within KeepBytes) and the cached blocks
+// (within CacheBytes). With the model's coefficients it is a learner's
+// memory (online.KPCA.MemoryBytes).
+func (e *Evaluator) HeldBytes(features, rows int) int64 {
+	var n int64
+	if e.keepMax > 0 {
+		n = min(e.keepMax, int64(rows)*int64(features)*8)
+	}
+	blocks := (features + e.m.BlockSize - 1) / e.m.BlockSize
+	if e.m.Landmarks {
+		return n + int64(blocks)*int64(e.m.BlockBytes())
+	}
+	return n + int64(min(blocks, e.cacheBlocks))*int64(e.m.BlockBytes())
+}
+
 // CachedBlocks returns how many blocks the cache budget holds.
 func (e *Evaluator) CachedBlocks() int { return e.cacheBlocks }
 

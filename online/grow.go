@@ -52,6 +52,19 @@ const DefaultGrowthBytes = 1 << 30
 // bound it.
 func ModelBytes(features, k int) int64 { return int64(features) * int64(32*k) }
 
+// MemoryBytes is what l holds for a model of the given features learned
+// on batches of rows rows: ModelBytes plus the evaluator's kept batch
+// features and cached blocks (features.Evaluator.HeldBytes), which at
+// b = 512 cost about 4 KiB a feature (up to keep_bytes) against 32·k for
+// the coefficients. Before the first batch (no evaluator yet): ModelBytes.
+func (l *KPCA) MemoryBytes(features, rows int) int64 {
+	n := ModelBytes(features, l.cfg.K)
+	if l.ev != nil {
+		n += l.ev.HeldBytes(features, rows)
+	}
+	return n
+}
+
 // TakesCovarianceBudget reports whether CovarianceBudget sizes c's model
 // in an offline run: two views, the covariance solver and random
 // features, after defaults.

@@ -225,16 +225,16 @@ func (c *clusterLearner) budget() int {
 	return either(c, (*online.KPCA).MaxFeatures, func(h *snapshot.Header) int { return h.MaxFeatures })
 }
 
-// raiseBudget asks the group for a block more, unless the coefficients
-// would pass maxBytes or the model cannot grow (as oneView's); the
+// raiseBudget asks the group for a block more, unless what the learner
+// holds would pass maxBytes or the model cannot grow (as oneView's); the
 // budget rises at the group's next step if every member asks.
-func (c *clusterLearner) raiseBudget(maxBytes int64) (int, bool) {
+func (c *clusterLearner) raiseBudget(maxBytes int64, rows int) (int, bool) {
 	n := c.budget()
 	l := c.kpca()
 	if l == nil || !l.Grows() {
 		return n, false
 	}
-	next, ok := nextBudget(l, maxBytes)
+	next, ok := nextBudget(l, maxBytes, rows)
 	if !ok {
 		return n, false
 	}

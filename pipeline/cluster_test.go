@@ -136,11 +136,18 @@ func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
 	}
 	// Growth is the group's (one member here): a vote, applied at the
 	// next step.
-	if n, raised := c.raiseBudget(320*32*2 - 1); raised || n != 256 {
+	// What 320 features hold on batches of 64 rows: at least the
+	// coefficients (32·k bytes a feature) and the kept features (8 bytes
+	// a row and feature).
+	need := l.MemoryBytes(320, 64)
+	if need < 320*32*2+320*64*8 {
+		t.Errorf("320 features held in %d bytes: fewer than the coefficients and kept features", need)
+	}
+	if n, raised := c.raiseBudget(need-1, 64); raised || n != 256 {
 		t.Errorf("a block more would pass max_model_bytes by a byte: budget %d, raised %v", n, raised)
 	}
 	c.holdGrowth(true)
-	if n, raised := c.raiseBudget(320 * 32 * 2); !raised || n != 256 || c.budget() != 256 {
+	if n, raised := c.raiseBudget(need, 64); !raised || n != 256 || c.budget() != 256 {
 		t.Errorf("asking for a block more: %d (%v), budget %d; want 256 until the group's step", n, raised, c.budget())
 	}
 	if err := c.update(gaussRows(64, 3, 12), nil, 64); err != nil {

@@ -34,7 +34,7 @@ type learner interface {
 	// bytes a feature) or the learner cannot grow (learner.budget:
 	// stream), reporting the budget and whether it rose.
 	budget() int
-	raiseBudget(maxBytes int64) (int, bool)
+	raiseBudget(maxBytes int64, rows int) (int, bool)
 	close()
 }
 
@@ -57,9 +57,9 @@ func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
 func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
 func (o oneView) budget() int                { return o.l.MaxFeatures() }
-func (o oneView) raiseBudget(maxBytes int64) (int, bool) {
+func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
 	n := o.l.MaxFeatures()
-	next, ok := nextBudget(o.l, maxBytes)
+	next, ok := nextBudget(o.l, maxBytes, rows)
 	if !ok {
 		return n, false
 	}
@@ -67,13 +67,13 @@ func (o oneView) raiseBudget(maxBytes int64) (int, bool) {
 	return got, got > n
 }
 
-// nextBudget is l's budget a block larger, and whether the model's
-// coefficients and their working copies (about 32·k bytes a feature)
-// stay within maxBytes there.
-func nextBudget(l *online.KPCA, maxBytes int64) (int, bool) {
-	c := l.Config()
-	next := l.MaxFeatures() + c.BlockSize
-	return next, online.ModelBytes(next, c.K) <= maxBytes
+// nextBudget is l's budget a block larger, and whether what the learner
+// holds there on batches of rows rows (its coefficients and their
+// working copies, the batch's kept features, the cached blocks:
+// online.KPCA.MemoryBytes) stays within maxBytes.
+func nextBudget(l *online.KPCA, maxBytes int64, rows int) (int, bool) {
+	next := l.MaxFeatures() + l.Config().BlockSize
+	return next, l.MemoryBytes(next, rows) <= maxBytes
 }
 
 type twoViews struct{ l *online.TwoView }
@@ -103,8 +103,8 @@ func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
 
 // The two-view learners keep their budget (learner.budget: stream grows
 // kpca and gha only).
-func (t twoViews) budget() int                   { return t.l.Config().MaxFeatures }
-func (t twoViews) raiseBudget(int64) (int, bool) { return t.budget(), false }
+func (t twoViews) budget() int                        { return t.l.Config().MaxFeatures }
+func (t twoViews) raiseBudget(int64, int) (int, bool) { return t.budget(), false }
 func (t twoViews) checkInput(x, y []float64) error {
 	c := t.l.Config()
 	if err := c.Kernel.CheckInput(x); err != nil {

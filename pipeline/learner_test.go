@@ -9,9 +9,15 @@ import (
 )
 
 // TestRaiseBudgetStopsAtTheMemoryBound: a one-view learner's budget rises
-// by one block while the coefficients of the larger budget, 32·k bytes a
-// feature, stay within the bound: from 256 to 320 features with k = 2
-// needs 320·64 = 20,480 bytes, so a bound one byte lower refuses it.
+// by one block while what it holds at the larger budget stays within the
+// bound. At 320 features, k = 2, batches of 64 rows of 3 inputs: the
+// coefficients and their working copies 32·k = 64 bytes a feature
+// (20,480), the batch's kept features 64 rows × 320 × 8 bytes (163,840)
+// and five cached blocks of 64 frequencies, each 8·(3 + 2)·64 bytes
+// (12,800): 197,120 bytes, so a bound one byte lower refuses the raise.
+// (Counting the coefficients alone, the bound was 20,480: a service
+// under a container limit was OOM-killed with its kept features 4 KiB a
+// feature uncounted.)
 func TestRaiseBudgetStopsAtTheMemoryBound(t *testing.T) {
 	l, err := online.New(online.Config{K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}})
@@ -23,11 +29,12 @@ func TestRaiseBudgetStopsAtTheMemoryBound(t *testing.T) {
 	if err := o.update(gaussRows(64, 3, 1), nil, 64); err != nil {
 		t.Fatal(err)
 	}
-	if n, raised := o.raiseBudget(20479); raised || n != 256 || o.budget() != 256 {
-		t.Errorf("bound 20,479 bytes: budget %d (raised %v), want 256 kept", n, raised)
+	const need = 320*64 + 64*320*8 + 5*8*(3+2)*64
+	if n, raised := o.raiseBudget(need-1, 64); raised || n != 256 || o.budget() != 256 {
+		t.Errorf("bound %d bytes: budget %d (raised %v), want 256 kept", need-1, n, raised)
 	}
-	if n, raised := o.raiseBudget(20480); !raised || n != 320 || o.budget() != 320 {
-		t.Errorf("bound 20,480 bytes: budget %d (raised %v), want 320", n, raised)
+	if n, raised := o.raiseBudget(need, 64); !raised || n != 320 || o.budget() != 320 {
+		t.Errorf("bound %d bytes: budget %d (raised %v), want 320", need, n, raised)
 	}
 }
 
@@ -68,7 +75,7 @@ func TestTwoViewsLearner(t *testing.T) {
 		if dx, dy := tv.dims(); dx != 2 || dy != 1 {
 			t.Errorf("%s: dims %d, %d after a step, want 2, 1", c.alg, dx, dy)
 		}
-		if n, raised := tv.raiseBudget(1 << 40); raised || n != 128 || !tv.twoView() {
+		if n, raised := tv.raiseBudget(1<<40, 64); raised || n != 128 || !tv.twoView() {
 			t.Errorf("%s: budget %d (raised %v), want 128 kept", c.alg, n, raised)
 		}
 		tv.close()

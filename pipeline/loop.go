@@ -304,7 +304,7 @@ func (l *loop) growBudget() {
 	if p.cfg.Learner.Budget != "stream" || l.holding || l.capped || p.learner.features() < p.learner.budget() || !l.pace.room() {
 		return
 	}
-	n, ok := p.learner.raiseBudget(p.cfg.Learner.MaxModelBytes)
+	n, ok := p.learner.raiseBudget(p.cfg.Learner.MaxModelBytes, p.cfg.Learner.Batch)
 	p.met.Budget.Set(float64(n))
 	switch {
 	case !ok:

@@ -22,6 +22,7 @@ import (
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/memlimit"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -164,6 +165,14 @@ func build(opt Options) (*Pipeline, error) {
 	log := zerolog.Nop()
 	if opt.Logger != nil {
 		log = *opt.Logger
+	}
+	// A container's memory limit sizes the service below it.
+	lim, src, err := memlimit.Container()
+	if err != nil {
+		log.Warn().Err(err).Msg("the container's memory limit could not be read; the configured bounds apply as they are")
+	}
+	if err := fitMemory(&cfg, lim, src, log, setMemoryLimit); err != nil {
+		return nil, err
 	}
 	reg := opt.Registry
 	if reg == nil {
