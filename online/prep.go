@@ -8,26 +8,43 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// MedianDistance returns the median Euclidean distance between distinct
-// pairs of the first min(rows, maxPoints) points of x (rows×d): the median
-// trick for the Gaussian bandwidth ℓ in exp(−‖x−y‖²/(2ℓ²)).
+// MedianDistance returns the median Euclidean distance between the
+// pairs of distinct points among min(rows, maxPoints) points of x
+// (rows×d) — all of them, or maxPoints spread evenly over the rows
+// (point i·rows/maxPoints) when there are more: the median trick for the
+// Gaussian bandwidth ℓ in exp(−‖x−y‖²/(2ℓ²)). Pairs of equal points are
+// left out (a stream that repeats a point has no scale in the repeats),
+// and so every held row can change the result: 0 only when all the
+// points are equal.
 func MedianDistance(x []float64, rows, d, maxPoints int) float64 {
 	n := min(rows, maxPoints)
 	if n < 2 {
 		return 0
 	}
+	at := func(i int) []float64 {
+		r := i
+		if rows > n {
+			r = int(int64(i) * int64(rows) / int64(n))
+		}
+		return x[r*d : r*d+d]
+	}
 	ds := make([]float64, 0, n*(n-1)/2)
 	for i := 0; i < n; i++ {
-		xi := x[i*d : i*d+d]
+		xi := at(i)
 		for j := i + 1; j < n; j++ {
-			xj := x[j*d : j*d+d]
+			xj := at(j)
 			var s float64
 			for c := range xi {
 				t := xi[c] - xj[c]
 				s += t * t
 			}
-			ds = append(ds, s)
+			if s > 0 {
+				ds = append(ds, s)
+			}
 		}
+	}
+	if len(ds) == 0 {
+		return 0
 	}
 	sort.Float64s(ds)
 	m := len(ds) / 2

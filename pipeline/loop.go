@@ -40,8 +40,10 @@ type loop struct {
 	// model is the newest served Model, whose blocks the next one reuses.
 	model *snapshot.Model
 	// held: the pending rows could not start the model; they stay
-	// pending until more data makes them learnable.
-	held bool
+	// pending until more data makes them learnable. heldAt: the rows of
+	// the last attempt (the next waits for a batch more).
+	held   bool
+	heldAt int
 	// fatal: the configuration cannot learn this stream; Run stops.
 	fatal error
 	// linger is Run's timer for partial batches.
@@ -49,12 +51,30 @@ type loop struct {
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in
-// batches: beyond it the loop stops taking messages (backpressure) until
-// the rows become learnable.
+// batches (and at least a block and a batch, which a landmark model
+// needs to start): past it the model cannot start from this stream's
+// first rows (a constant stream without learner.bandwidth) and Run stops
+// with that error, nothing committed.
 const maxHeldBatches = 8
 
+// holdRows is how many rows the loop holds at most while the model
+// cannot start.
+func (l *loop) holdRows() int {
+	c := l.p.cfg.Learner
+	return max(maxHeldBatches*c.Batch, c.Block+c.Batch)
+}
+
 // full reports whether the loop must not take more messages.
-func (l *loop) full() bool { return l.held && l.rows >= maxHeldBatches*l.p.cfg.Learner.Batch }
+func (l *loop) full() bool { return l.held && l.rows >= l.holdRows() }
+
+// due reports whether the pending rows are to be learned now: a full
+// batch, and while the model cannot start, a batch more than the last
+// attempt had (each attempt costs the median trick's O(512²·d)), or all
+// the rows it may hold.
+func (l *loop) due() bool {
+	b := l.p.cfg.Learner.Batch
+	return l.rows >= b && (!l.held || l.rows >= l.heldAt+b || l.rows >= l.holdRows())
+}
 
 // handle decodes one message into the batch or dead-letters it. It reports
 // whether the message started a new partial batch.
@@ -145,7 +165,7 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		if l.handle(work, m) || l.held {
 			linger.Reset(p.cfg.Learner.Linger)
 		}
-		if l.rows >= p.cfg.Learner.Batch {
+		if l.due() {
 			l.learn()
 			if !p.coord.idle() { // a cluster member steps every linger, rows or none
 				linger.Stop()
@@ -209,12 +229,18 @@ func (l *loop) learn() {
 	}
 	if err != nil && !errors.Is(err, online.ErrDiverged) && p.learner.step() == 0 {
 		// The model cannot start from these rows yet (one lone point or
-		// all points equal: the median trick finds no bandwidth). Keep
-		// them, uncommitted, and retry with more: no sample is skipped.
+		// all points equal: the median trick finds no bandwidth; fewer
+		// rows than a landmark block). Keep them, uncommitted, and retry
+		// with more: no sample is skipped. With all the rows it may hold
+		// it never will: stop, nothing committed, and say why.
+		if l.rows >= l.holdRows() {
+			l.fatal = fmt.Errorf("pipeline: the model cannot start from the stream's first %d rows: %w; nothing is committed (set learner.bandwidth for a stream this uniform)", l.rows, err)
+			return
+		}
 		if !l.held {
 			p.log.Warn().Err(err).Int("rows", l.rows).Msg("cannot start the model from the rows so far; keeping them and waiting for more data (set learner.bandwidth if the stream really is this uniform)")
 		}
-		l.held = true
+		l.held, l.heldAt = true, l.rows
 		return
 	}
 	l.held = false

@@ -1069,3 +1069,65 @@ func TestOneProcessASnapshotDir(t *testing.T) {
 	}
 	p.Close()
 }
+
+// Defect: the loop could wait forever before its first step. The median
+// trick read only the first 512 held rows, so ~400 identical leading
+// messages left it at bandwidth 0 whatever came after; the loop held at
+// most 8 batches, then took no more messages and nothing re-armed its
+// retry. Now repeated points do not define the scale, every held row can
+// change it, and the model starts with the first distinct rows: every
+// message learned.
+func TestRepeatedLeadingRowsStart(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 2
+	src := ingest.NewMemSource("v", 64)
+	same := make([][]byte, 400)
+	for i := range same {
+		same[i] = []byte("0.5,0.5")
+	}
+	src.Produce(0, same...)
+	src.Produce(0, points(300, 2, 8)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(700)
+	covers(t, h.stop(), 700, 700)
+}
+
+// A landmark model needs a block of rows to start; with batches smaller
+// than a block the loop held too few rows ever to start it (8 batches of
+// 16 against a block of 256). It holds a block and a batch now.
+func TestLandmarksStartWithSmallBatches(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 2
+	c.Learner.Features, c.Learner.Solver, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch = "landmarks", "covariance", 256, 512, 16
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(640, 2, 9)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(640)
+	covers(t, h.stop(), 640, 640)
+}
+
+// A stream whose first rows are all one point cannot start a model
+// without a bandwidth: rather than wait forever with nothing said, Run
+// stops with an error that says so and how to fix it, nothing committed.
+func TestConstantStreamStopsWithAReason(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 2
+	src := ingest.NewMemSource("v", 64)
+	same := make([][]byte, 2000)
+	for i := range same {
+		same[i] = []byte("1,1")
+	}
+	src.Produce(0, same...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	select {
+	case err := <-h.done:
+		if err == nil || !strings.Contains(err.Error(), "learner.bandwidth") {
+			t.Fatalf("Run: %v; want an error naming learner.bandwidth", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run still waiting on a constant stream after 60 s")
+	}
+	if s := latestOrNil(c); s != nil {
+		t.Errorf("a snapshot (version %d) was committed", s.Header.Version())
+	}
+}
