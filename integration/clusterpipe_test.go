@@ -140,3 +140,27 @@ func TestClusterNATSDownAndBack(t *testing.T) {
 	a.graceful(t)
 	b.graceful(t)
 }
+
+// Defect: a cluster member whose group holds an instance without
+// cluster.enabled waits for that instance's announcement, past the
+// roster's patience on the generation alone: a stop signal did nothing.
+// Now the wait ends with the stop, and Run returns.
+func TestClusterJoinWaitEndsWithTheStop(t *testing.T) {
+	longOnly(t)
+	const topic = "clusterstop"
+	s := startStack(t, map[string]int32{topic: 2})
+	dir := t.TempDir()
+	a := start(t, clusterConfig(s, topic, filepath.Join(dir, "a")))
+	plain := config(s, topic, filepath.Join(dir, "b"))
+	plain.Kafka.SessionTimeout, plain.Kafka.RebalanceTimeout = 3*time.Second, 3*time.Second
+	b := start(t, plain) // same group, never announces
+	produceHermite(t, s, topic, 2000, 1)
+	time.Sleep(15 * time.Second) // past the roster's patience (10 s): a waits on
+	a.stop()
+	select {
+	case <-a.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the cluster member did not stop within 40 s of the stop signal while waiting for members")
+	}
+	b.graceful(t)
+}

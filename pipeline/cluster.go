@@ -272,6 +272,8 @@ func (l *loop) rejoin(ev genEvent) {
 		// instance. Run stops, so that it leaves the consumer group and
 		// the others learn on without it.
 		l.fatal = refusal(refused)
+	case err != nil && l.run != nil && l.run.Err() != nil:
+		p.log.Info().Int32("generation", ev.a.Generation).Msg("cluster: stopping while joining")
 	case err != nil && ev.ctx.Err() != nil:
 		p.log.Info().Err(err).Int32("generation", ev.a.Generation).Msg("cluster: the generation ended while joining; joining the next")
 	case err != nil:
@@ -295,8 +297,23 @@ func refusal(e *cluster.RefusedError) error {
 
 func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	p, c := l.p, l.p.clu
+	// The waits for the members: the generation's context, ended also by
+	// a stop or a kill, so that a join waiting for members that never
+	// announce does not hold up a stop.
+	waits, cancel := context.WithCancel(ev.ctx)
+	defer cancel()
+	if l.run != nil {
+		defer context.AfterFunc(l.run, cancel)()
+	}
+	go func() {
+		select {
+		case <-p.kill:
+			cancel()
+		case <-waits.Done():
+		}
+	}()
 	gs := p.consumer.(groupSource)
-	n, err := gs.Partitions(ev.ctx)
+	n, err := gs.Partitions(waits)
 	if err != nil {
 		return err
 	}
@@ -307,15 +324,15 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	// Announcing goes on until every member has joined (the rejoin's first
 	// round waits for all of them).
 	defer r.Stop()
-	wait, cancel := context.WithTimeout(ev.ctx, rosterPatience)
+	wait, cancelWait := context.WithTimeout(waits, rosterPatience)
 	members, err := r.Wait(wait, n)
-	cancel()
-	if err != nil && ev.ctx.Err() == nil {
+	cancelWait()
+	if err != nil && waits.Err() == nil {
 		// An instance of the group without cluster.enabled (or with
 		// another nats.prefix or model name) never announces itself.
 		p.log.Warn().Ints("partitions", r.Uncovered(n)).Str("group", p.cfg.Kafka.Group).Int32("generation", ev.a.Generation).
 			Msg("cluster: no instance has announced these partitions; is every instance of the group running with cluster.enabled and the same nats.prefix and model? Still waiting")
-		members, err = r.Wait(ev.ctx, n)
+		members, err = r.Wait(waits, n)
 	}
 	if err != nil {
 		return err

@@ -48,6 +48,8 @@ type loop struct {
 	fatal error
 	// linger is Run's timer for partial batches.
 	linger *time.Timer
+	// run is Run's context: its end is the stop signal.
+	run context.Context
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in

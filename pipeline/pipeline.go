@@ -544,7 +544,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return nil
 	})
 
-	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace()}
+	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace(), run: ctx}
 	if f := p.status.LearnedFraction; f < 1 {
 		l.holding = true
 		p.learner.holdGrowth(true)
