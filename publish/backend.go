@@ -66,3 +66,8 @@ type KeyUpdate struct {
 // ErrNotFound is a Backend's error for an object or key that is not
 // there.
 var ErrNotFound = errors.New("publish: not found")
+
+// ErrStoreFull is a Backend's error (wrapped) for an object the store has
+// no room for: its bucket's byte limit or the server's storage is used
+// up. The publisher then deletes old versions to make room.
+var ErrStoreFull = errors.New("publish: the object store is full")

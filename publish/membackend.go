@@ -22,6 +22,9 @@ type MemBackend struct {
 	// non-nil error is returned as the method's (an unreachable server,
 	// a full disk).
 	Fail func(method string) error
+	// MaxBytes, when positive, bounds the objects' bytes: a put past it
+	// fails with ErrStoreFull (a JetStream bucket's byte limit).
+	MaxBytes int
 }
 
 type memObject struct {
@@ -66,6 +69,17 @@ func (b *MemBackend) PutObject(_ context.Context, name string, meta map[string]s
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.MaxBytes > 0 {
+		used := len(data)
+		for n, o := range b.objects {
+			if n != name {
+				used += len(o.data)
+			}
+		}
+		if used > b.MaxBytes {
+			return fmt.Errorf("publish: put %s: %w (%d bytes of %d)", name, ErrStoreFull, used, b.MaxBytes)
+		}
+	}
 	b.objects[name] = memObject{meta: maps.Clone(meta), data: slices.Clone(data)}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,9 +81,29 @@ func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[strin
 		return err
 	}
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: meta}, bytes.NewReader(data)); err != nil {
+		if storeFull(err) {
+			return fmt.Errorf("publish: put %s: %w: %w", name, ErrStoreFull, err)
+		}
 		return fmt.Errorf("publish: put %s: %w", name, err)
 	}
 	return nil
+}
+
+// storeFull reports whether a JetStream error says the store has no room:
+// insufficient resources (the server's storage, 10023) or a store failure
+// for a bucket's byte limit (10077, "maximum bytes exceeded").
+func storeFull(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case 10023:
+			return true
+		case 10077:
+			return strings.Contains(api.Description, "maximum bytes") || strings.Contains(api.Description, "resources")
+		}
+	}
+	s := err.Error()
+	return strings.Contains(s, "insufficient resources") || strings.Contains(s, "maximum bytes exceeded")
 }
 
 func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error) {

@@ -551,3 +551,45 @@ func TestWatchReportsAClosedWatch(t *testing.T) {
 		t.Fatalf("Watch returned %v, want ErrWatchClosed", err)
 	}
 }
+
+// Defect: with the JetStream store full (say after an operator purge
+// filled it again with the service's own nats.keep versions) publishing
+// failed for good: old versions were pruned only after a successful put.
+// Now a put the store has no room for deletes the oldest version no
+// reader needs (never the one the latest pointer names, never the pinned
+// one) and tries again: every version is published.
+func TestPublishPrunesToFit(t *testing.T) {
+	b := NewMemBackend()
+	_, one := golden(t, 1)
+	b.MaxBytes = 3*len(one) + len(one)/2 // room for three versions
+	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: 5}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for v := uint64(1); v <= 8; v++ {
+		s, data := golden(t, v)
+		if v == 4 { // pin version 2 while 3 is the newest
+			m, d := golden(t, 2)
+			mm, _ := snapshot.NewModel(m, snapshot.ModelOptions{})
+			if err := pub.Pin(ctx, mm, d); err != nil {
+				t.Fatalf("pin 2: %v", err)
+			}
+		}
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatalf("publish %d into a full store: %v", v, err)
+		}
+	}
+	m, n, err := LatestFrom(ctx, b, Config{Model: "golden"})
+	if err != nil || n.Version != 8 || m.Header().Version() != 8 {
+		t.Fatalf("latest: version %d (%v), want 8", n.Version, err)
+	}
+	lst, _ := b.ListObjects(ctx)
+	var names []string
+	for _, o := range lst {
+		names = append(names, o.Name)
+	}
+	if !slices.Contains(names, ObjectName("golden", 2)) || !slices.Contains(names, ObjectName("golden", 8)) || len(names) > 3 {
+		t.Errorf("stored %v: want the pinned version 2 and the newest 8, within room for three", names)
+	}
+}

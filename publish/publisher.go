@@ -139,6 +139,18 @@ func (p *Publisher) Config() Config { return p.cfg }
 // a call the NATS client fails to return from cannot block the next one.
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
 	n, err := p.store(ctx, snap.Header, data)
+	for tries := 0; errors.Is(err, ErrStoreFull) && tries < maxPruneToFit; tries++ {
+		// Make room: the oldest version no reader needs goes first.
+		victim, ok := p.oldestPrunable(ctx, n)
+		if !ok {
+			break
+		}
+		if derr := p.b.DeleteObject(ctx, victim); derr != nil {
+			break
+		}
+		p.log.Warn().Str("deleted", victim).Str("object", n.Object).Msg("publish: object store full; deleted an old version to make room")
+		n, err = p.store(ctx, snap.Header, data)
+	}
 	if err != nil {
 		return n, err
 	}
@@ -167,6 +179,44 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 		return n, err
 	}
 	return n, nil
+}
+
+// maxPruneToFit bounds the old versions one publish deletes to make room.
+const maxPruneToFit = 64
+
+// oldestPrunable names the stored version of the model a full store gives
+// up first for version n: never n itself, the one the latest pointer names
+// or the pinned one; other incarnations' before this one's, oldest first.
+func (p *Publisher) oldestPrunable(ctx context.Context, n Notice) (string, bool) {
+	lst, err := p.b.ListObjects(ctx)
+	if err != nil {
+		return "", false
+	}
+	keep := map[string]bool{n.Object: true}
+	for _, key := range []string{p.cfg.Model, PinKey(p.cfg.Model)} {
+		if v, err := p.b.GetKey(ctx, key); err == nil {
+			var k Notice
+			if json.Unmarshal(v, &k) == nil {
+				keep[k.Object] = true
+			}
+		}
+	}
+	prefix := p.cfg.Model + "/"
+	best, bestMine, bestV := "", true, uint64(0)
+	for _, o := range lst {
+		if !strings.HasPrefix(o.Name, prefix) || keep[o.Name] {
+			continue
+		}
+		v, err := strconv.ParseUint(o.Metadata[metaVersion], 10, 64)
+		if err != nil {
+			v, _ = strconv.ParseUint(strings.TrimPrefix(o.Name, prefix), 10, 64)
+		}
+		mine := o.Metadata[metaIncarnation] == n.Incarnation
+		if best == "" || (bestMine && !mine) || (mine == bestMine && v < bestV) {
+			best, bestMine, bestV = o.Name, mine, v
+		}
+	}
+	return best, best != ""
 }
 
 // PinKey is the KV key that names the pinned version of model, if any.
