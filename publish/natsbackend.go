@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -145,8 +146,25 @@ func (b *NATSBackend) DeleteObject(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := obs.Delete(ctx, name); err != nil {
+	bucket := b.cfg.ObjectBucket
+	st, serr := b.js.Stream(ctx, "OBJ_"+bucket)
+	err = obs.Delete(ctx, name)
+	if err != nil && storeFull(err) && serr == nil {
+		// A delete writes a marker first, which a full store refuses:
+		// free the object's chunks through its stream, then delete.
+		if info, ierr := obs.GetInfo(ctx, name); ierr == nil && info.NUID != "" {
+			_ = st.Purge(ctx, jetstream.WithPurgeSubject(fmt.Sprintf("$O.%s.C.%s", bucket, info.NUID)))
+		}
+		err = obs.Delete(ctx, name)
+	}
+	if err != nil {
 		return fmt.Errorf("publish: delete %s: %w", name, err)
+	}
+	if serr == nil {
+		// The delete left a marker in the name's meta subject: every
+		// pruned version would leave one, for good, filling the store
+		// over time. Purge it; the name is then simply absent.
+		_ = st.Purge(ctx, jetstream.WithPurgeSubject(fmt.Sprintf("$O.%s.M.%s", bucket, base64.URLEncoding.EncodeToString([]byte(name)))))
 	}
 	return nil
 }
@@ -157,6 +175,9 @@ func (b *NATSBackend) PutKey(ctx context.Context, key string, value []byte) erro
 		return err
 	}
 	if _, err := kv.Put(ctx, key, value); err != nil {
+		if storeFull(err) {
+			return fmt.Errorf("publish: put key %s: %w: %w", key, ErrStoreFull, err)
+		}
 		return fmt.Errorf("publish: put key %s: %w", key, err)
 	}
 	return nil

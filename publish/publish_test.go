@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
@@ -591,5 +592,44 @@ func TestPublishPrunesToFit(t *testing.T) {
 	}
 	if !slices.Contains(names, ObjectName("golden", 2)) || !slices.Contains(names, ObjectName("golden", 8)) || len(names) > 3 {
 		t.Errorf("stored %v: want the pinned version 2 and the newest 8, within room for three", names)
+	}
+}
+
+// TestPublishPrunesToFitNATS: as TestPublishPrunesToFit against a real
+// nats-server whose JetStream storage (max_file_store) is used up: the
+// server's "insufficient resources" is read as ErrStoreFull and every
+// version is still published.
+func TestPublishPrunesToFitNATS(t *testing.T) {
+	stack, err := devstack.Start(devstack.Options{Dir: t.TempDir(), NATSOptions: func(o *server.Options) { o.JetStreamMaxStore = 96 << 10 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	nc, err := nats.Connect(stack.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub, err := NewPublisher(nc, Config{Model: "golden", Keep: 1000}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	full := false
+	for v := uint64(1); v <= 300; v++ {
+		s, data := golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatalf("publish %d: %v", v, err)
+		}
+		if lst, _ := pub.b.ListObjects(ctx); len(lst) < int(v) {
+			full = true
+		}
+	}
+	if !full {
+		t.Fatal("300 versions fit in the store: the test never filled it")
+	}
+	if _, n, err := Latest(ctx, nc, Config{Model: "golden"}); err != nil || n.Version != 300 {
+		t.Fatalf("latest: version %d (%v), want 300", n.Version, err)
 	}
 }

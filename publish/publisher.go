@@ -138,24 +138,16 @@ func (p *Publisher) Config() Config { return p.cfg }
 // The mutex guards only the bucket handles, never a network call, so that
 // a call the NATS client fails to return from cannot block the next one.
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
-	n, err := p.store(ctx, snap.Header, data)
-	for tries := 0; errors.Is(err, ErrStoreFull) && tries < maxPruneToFit; tries++ {
-		// Make room: the oldest version no reader needs goes first.
-		victim, ok := p.oldestPrunable(ctx, n)
-		if !ok {
-			break
-		}
-		if derr := p.b.DeleteObject(ctx, victim); derr != nil {
-			break
-		}
-		p.log.Warn().Str("deleted", victim).Str("object", n.Object).Msg("publish: object store full; deleted an old version to make room")
+	var n Notice
+	err := p.withRoom(ctx, &n, func() (err error) {
 		n, err = p.store(ctx, snap.Header, data)
-	}
+		return err
+	})
 	if err != nil {
 		return n, err
 	}
 	js, _ := json.Marshal(n)
-	if err := p.b.PutKey(ctx, p.cfg.Model, js); err != nil {
+	if err := p.withRoom(ctx, &n, func() error { return p.b.PutKey(ctx, p.cfg.Model, js) }); err != nil {
 		return n, fmt.Errorf("publish: point %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
 	if err := p.b.Announce(p.cfg.UpdatesSubject(), js); err != nil {
@@ -181,8 +173,27 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 	return n, nil
 }
 
-// maxPruneToFit bounds the old versions one publish deletes to make room.
+// maxPruneToFit bounds the old versions one put deletes to make room.
 const maxPruneToFit = 64
+
+// withRoom runs put, and while the store says it is full
+// (ErrStoreFull) deletes the oldest version no reader needs for n
+// (oldestPrunable) and runs it again.
+func (p *Publisher) withRoom(ctx context.Context, n *Notice, put func() error) error {
+	err := put()
+	for tries := 0; errors.Is(err, ErrStoreFull) && tries < maxPruneToFit; tries++ {
+		victim, ok := p.oldestPrunable(ctx, *n)
+		if !ok {
+			break
+		}
+		if derr := p.b.DeleteObject(ctx, victim); derr != nil {
+			break
+		}
+		p.log.Warn().Str("deleted", victim).Str("object", n.Object).Msg("publish: object store full; deleted an old version to make room")
+		err = put()
+	}
+	return err
+}
 
 // oldestPrunable names the stored version of the model a full store gives
 // up first for version n: never n itself, the one the latest pointer names
