@@ -633,3 +633,33 @@ func TestPublishPrunesToFitNATS(t *testing.T) {
 		t.Fatalf("latest: version %d (%v), want 300", n.Version, err)
 	}
 }
+
+// Defect: every GET …/versions (and its NATS request) read, re-encoded
+// and hashed every stored snapshot. List now reads a version once, and
+// again only when its file changes; the figures are the same.
+func TestVersionsListReadsEachVersionOnce(t *testing.T) {
+	store := goldenStore(t, 1, 2, 3)
+	vs := NewStoreVersions(store)
+	first, err := vs.List()
+	if err != nil || len(first) != 3 || vs.reads != 3 {
+		t.Fatalf("first list: %d versions (%v), %d files read; want 3, 3", len(first), err, vs.reads)
+	}
+	again, _ := vs.List()
+	if !slices.Equal(again, first) || vs.reads != 3 {
+		t.Fatalf("second list: %d files read (want none more), same figures %v", vs.reads-3, slices.Equal(again, first))
+	}
+	s, _ := golden(t, 4)
+	if _, _, err := store.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := vs.List()
+	if len(after) != 4 || vs.reads != 4 {
+		t.Fatalf("after a new version: %d versions, %d files read; want 4 and 4", len(after), vs.reads)
+	}
+	// The figures of a read version are its published bytes' own.
+	_, data, err := vs.Load(4)
+	i := slices.IndexFunc(after, func(v VersionInfo) bool { return v.Version == 4 })
+	if err != nil || i < 0 || after[i].Size != len(data) {
+		t.Fatalf("version 4: listed at %d, load %d bytes (%v)", i, len(data), err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -106,6 +107,17 @@ type StoreVersions struct {
 
 	mu    sync.Mutex
 	cache []cachedVersion // most recently used last
+	// infos are List's figures by version, with the file's size and
+	// modification time they were read at: a version is read, encoded and
+	// hashed once, not at every request. reads counts the files read.
+	infos map[uint64]cachedInfo
+	reads int
+}
+
+type cachedInfo struct {
+	info VersionInfo
+	size int64
+	mod  time.Time
 }
 
 // NewStoreVersions returns the versions of store.
@@ -133,19 +145,34 @@ func (s *StoreVersions) List() ([]VersionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[uint64]cachedInfo, len(vs))
 	out := make([]VersionInfo, 0, len(vs))
 	for _, v := range vs {
-		snap, data, err := snapshot.Load(s.Store.Path(v))
+		path := s.Store.Path(v)
+		st, err := os.Stat(path)
 		if err != nil {
 			continue
 		}
-		if data, err = PublishedBytes(snap, data); err != nil {
-			continue
+		c, ok := s.infos[v]
+		if !ok || c.size != st.Size() || !c.mod.Equal(st.ModTime()) {
+			s.reads++
+			snap, data, err := snapshot.Load(path)
+			if err != nil {
+				continue
+			}
+			if data, err = PublishedBytes(snap, data); err != nil {
+				continue
+			}
+			sum := sha256.Sum256(data)
+			c = cachedInfo{size: st.Size(), mod: st.ModTime(), info: VersionInfo{Version: v, SamplesSeen: snap.Header.SamplesSeen,
+				Created: snap.Header.Created, Features: snap.Header.Features(), Size: len(data), SHA256: hex.EncodeToString(sum[:])}}
 		}
-		sum := sha256.Sum256(data)
-		out = append(out, VersionInfo{Version: v, SamplesSeen: snap.Header.SamplesSeen, Created: snap.Header.Created,
-			Features: snap.Header.Features(), Size: len(data), SHA256: hex.EncodeToString(sum[:])})
+		seen[v] = c
+		out = append(out, c.info)
 	}
+	s.infos = seen // versions gone from the store leave the cache
 	return out, nil
 }
 
