@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -109,6 +110,12 @@ type Publisher struct {
 	b   Backend
 	cfg Config
 	log zerolog.Logger
+	// pins orders a pin (its object, then its key) against the deletions
+	// of old versions (prune, withRoom): a deletion that read the pin key
+	// before a pin wrote it would delete the version just pinned. A
+	// context-bound semaphore, not a mutex: a network call that does not
+	// return holds up the others only until their contexts end.
+	pins *semaphore.Weighted
 }
 
 // NewPublisher returns a publisher over NATS; buckets are created on first
@@ -126,17 +133,15 @@ func NewPublisherOn(b Backend, cfg Config, log zerolog.Logger) (*Publisher, erro
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
-	return &Publisher{b: b, cfg: cfg, log: log}, nil
+	return &Publisher{b: b, cfg: cfg, log: log, pins: semaphore.NewWeighted(1)}, nil
 }
 
 // Config returns the configuration with defaults.
 func (p *Publisher) Config() Config { return p.cfg }
 
 // Publish stores data (the encoded snap) as a new version, points the
-// latest key at it, announces it, and prunes old versions.
-//
-// The mutex guards only the bucket handles, never a network call, so that
-// a call the NATS client fails to return from cannot block the next one.
+// latest key at it, announces it, and prunes old versions (ordered
+// against Pin: see Publisher.pins).
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
 	var n Notice
 	err := p.withRoom(ctx, &n, func() (err error) {
@@ -182,11 +187,16 @@ const maxPruneToFit = 64
 func (p *Publisher) withRoom(ctx context.Context, n *Notice, put func() error) error {
 	err := put()
 	for tries := 0; errors.Is(err, ErrStoreFull) && tries < maxPruneToFit; tries++ {
-		victim, ok := p.oldestPrunable(ctx, *n)
-		if !ok {
+		if p.pins.Acquire(ctx, 1) != nil {
 			break
 		}
-		if derr := p.b.DeleteObject(ctx, victim); derr != nil {
+		victim, ok := p.oldestPrunable(ctx, *n)
+		derr := errors.New("nothing to delete")
+		if ok {
+			derr = p.b.DeleteObject(ctx, victim)
+		}
+		p.pins.Release(1)
+		if derr != nil {
 			break
 		}
 		p.log.Warn().Str("deleted", victim).Str("object", n.Object).Msg("publish: object store full; deleted an old version to make room")
@@ -237,6 +247,10 @@ func PinKey(model string) string { return model + ".pin" }
 // instead of the newest, until Unpin: the version is (re)stored in the
 // Object Store and the pin key points at it.
 func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) error {
+	if err := p.pins.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("publish: pin %s: %w", p.cfg.Model, err)
+	}
+	defer p.pins.Release(1)
 	n, err := p.store(ctx, *m.Header(), data)
 	if err != nil {
 		return err
@@ -289,6 +303,10 @@ const (
 // It never deletes latest, nor the pinned version. Objects stored before
 // incarnations existed count as incarnation "".
 func (p *Publisher) prune(ctx context.Context, latest Notice) {
+	if p.pins.Acquire(ctx, 1) != nil {
+		return // the next publish prunes
+	}
+	defer p.pins.Release(1)
 	lst, err := p.b.ListObjects(ctx)
 	if err != nil {
 		return
