@@ -429,7 +429,9 @@ func TestConcurrentProjectMemoryBound(t *testing.T) {
 			defer res.Body.Close()
 			b, _ := io.ReadAll(res.Body)
 			if i%2 == 0 {
-				if res.StatusCode != 400 {
+				// Refused: too many vectors (400), or, when the machine is
+				// slow (the race detector), not read in time (408).
+				if res.StatusCode != 400 && res.StatusCode != 408 {
 					errs <- fmt.Sprintf("hostile request: %d", res.StatusCode)
 				}
 				return
