@@ -303,6 +303,11 @@ type NATS struct {
 	KVBucket     string `yaml:"kv_bucket"`
 	// Keep versions in the object store. Default: 10.
 	Keep int `yaml:"keep"`
+	// LeaseTTL is the period of the model name's ownership lease (a KV
+	// key renewed every third of it): one service publishes a model name
+	// at a time, another with the same name stands by and takes over
+	// once the lease has not been renewed for this long. Default: 15s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// Authentication: user/password, token, creds file or nkey seed file.
 	User         string `yaml:"user"`
 	Password     string `yaml:"password"`
@@ -433,6 +438,9 @@ func (c *Config) SetDefaults() {
 	def(&c.NATS.ObjectBucket, publish.DefaultObjectBucket)
 	def(&c.NATS.KVBucket, publish.DefaultKVBucket)
 	defI(&c.NATS.Keep, publish.DefaultKeep)
+	if c.NATS.LeaseTTL == 0 {
+		c.NATS.LeaseTTL = 15 * time.Second
+	}
 	def(&c.HTTP.Addr, "127.0.0.1:8080")
 	defI(&c.HTTP.MaxVectors, 10000)
 	if c.HTTP.MaxBodyBytes == 0 {
@@ -619,6 +627,9 @@ func (c *Config) Validate() error {
 	if c.Snapshot.Every < 0 {
 		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
 	}
+	if c.NATS.LeaseTTL < time.Second {
+		bad("nats.lease_ttl", "%v: must be ≥ 1s (a lease renewed more often than every ⅓ s loads the KV bucket for nothing)", c.NATS.LeaseTTL)
+	}
 	if a := c.HTTP.Addr; a != "off" && c.HTTP.Token == "" && c.HTTP.TokenFile == "" && !c.HTTP.AllowUnauthenticated && !loopback(a) {
 		bad("http.addr", "%q serves beyond this machine without a token: set http.token or http.token_file, use a loopback address (127.0.0.1:8080), or set http.allow_unauthenticated: true", a)
 	}
@@ -729,7 +740,7 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 // default.
 var noZero = []string{
 	"learner.k", "learner.block", "learner.batch", "learner.max_features",
-	"snapshot.keep", "snapshot.every_batches", "nats.keep",
+	"snapshot.keep", "snapshot.every_batches", "nats.keep", "nats.lease_ttl",
 	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs", "kafka.fetch_max_wait",
 	"http.max_vectors", "http.max_body_bytes", "cluster.step_timeout",
 }

@@ -173,6 +173,14 @@ func (c *Consumer) Unreachable() (time.Time, error) {
 }
 
 // reachable records a join's or a fetch's outcome (see Unreachable).
+// answeredJoin reports whether a failed join is a broker's answer (a
+// Kafka protocol error: the member was evicted, a rebalance is under
+// way), not a broker that could not be reached.
+func answeredJoin(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke)
+}
+
 func (c *Consumer) reachable(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,9 +349,17 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 				}
 				return err
 			}
-			c.reachable(err)
-			c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
-				Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
+			if answeredJoin(err) {
+				// The coordinator answered (an evicted member after a
+				// freeze, a rebalance under way): reachable, refused.
+				c.reachable(nil)
+				c.log.Warn().Err(err).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
+					Msg("kafka: the group coordinator refused this member's join (the brokers are reachable); joining again as a new member, learning is paused meanwhile")
+			} else {
+				c.reachable(err)
+				c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
+					Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

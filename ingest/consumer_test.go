@@ -3,11 +3,15 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/streamkpca/streamkpca/internal/logbuf"
 )
@@ -73,5 +77,26 @@ func TestUnreachableSince(t *testing.T) {
 	c.reachable(nil)
 	if since, err := c.Unreachable(); !since.IsZero() || err != nil {
 		t.Errorf("after a success: %v, %v; want reachable", since, err)
+	}
+}
+
+// TestAnsweredJoin: a join the coordinator refused (an evicted member
+// after SIGSTOP/SIGCONT gets UNKNOWN_MEMBER_ID) is told apart from
+// brokers that cannot be reached, which alone are logged and reported
+// (readyz) as unreachable.
+func TestAnsweredJoin(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{kafka.UnknownMemberId, true},
+		{fmt.Errorf("join: %w", kafka.RebalanceInProgress), true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, false},
+		{io.EOF, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := answeredJoin(c.err); got != c.want {
+			t.Errorf("answeredJoin(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -75,7 +75,8 @@ func TestResetKeepsReadersFollowing(t *testing.T) {
 	}
 	ctx, cancelL := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelL()
-	if _, n, err := publish.Latest(ctx, connect(t, s), pcfg); err != nil || n.Version != secondV {
+	_, n, err := publish.Latest(ctx, connect(t, s), pcfg)
+	if err != nil || n.Version != secondV {
 		t.Errorf("Latest after the reset: version %d, %v; want %d", n.Version, err, secondV)
 	}
 	js, _ := jetstream.New(connect(t, s))
@@ -83,7 +84,7 @@ func TestResetKeepsReadersFollowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := obs.GetInfo(ctx, publish.ObjectName(cfg.Model, secondV)); err != nil {
+	if _, err := obs.GetInfo(ctx, n.Object); err != nil {
 		t.Errorf("the newest version %d is not in the store after the reset: %v", secondV, err)
 	}
 }
@@ -160,7 +161,8 @@ log: {level: warn, format: json}
 	}
 	ctx, cancelL := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelL()
-	if _, n, err := publish.Latest(ctx, connect(t, s), pcfg); err != nil || n.Version != secondV {
+	_, n, err := publish.Latest(ctx, connect(t, s), pcfg)
+	if err != nil || n.Version != secondV {
 		t.Errorf("Latest after the reset: version %d, %v; want %d", n.Version, err, secondV)
 	}
 	stop(second)

@@ -263,7 +263,8 @@ func (l *loop) rejoin(ev genEvent) {
 	}
 	// Rows of earlier generations: the group's offsets say where they are
 	// read again, by whichever member has their partition now.
-	l.batch, l.batchY, l.rows, l.held = l.batch[:0], l.batchY[:0], 0, false
+	l.dropBatch()
+	l.held = false
 	err := l.join(ev, cl)
 	var refused *cluster.RefusedError
 	switch {
@@ -434,15 +435,15 @@ func (l *loop) clusterStepFailed(err error) {
 	ctx := cl.stepCtx
 	p.clu.ready, cl.stepCtx = false, nil
 	p.setMembers(0, p.clu.gen)
-	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
+	l.dropBatch()
 	if ctx != nil && ctx.Err() != nil {
 		p.log.Info().Err(err).Msg("cluster: the generation ended during a step; rejoining in the next")
 		return
 	}
 	p.log.Warn().Err(err).Msg("cluster: a step failed (a member gone or a round lost); rejoining the group")
-	go func() {
+	p.owned.Go(func() {
 		if err := p.consumer.(groupSource).Rebalance(); err != nil {
 			p.log.Error().Err(err).Msg("cluster: could not rejoin the consumer group")
 		}
-	}()
+	})
 }

@@ -227,3 +227,34 @@ func TestClusterOffsetsAndConfirmedState(t *testing.T) {
 		t.Error("the status page does not show the group")
 	}
 }
+
+// TestClusterFailedStepDropsHeldRows: a failed cluster step drops the
+// batch's rows (the group's offsets say where they are read again) and
+// its held-out rows with them: rows kept would be scored later with
+// another batch's, by a model that never saw their batch, and counted
+// twice when they are read again.
+func TestClusterFailedStepDropsHeldRows(t *testing.T) {
+	c := testConfig(t)
+	c.Learner.Holdout = 2
+	p, err := New(Options{Config: c, Registry: prometheus.NewRegistry(), Source: ingest.NewMemSource("v", 16), DeadLetters: &ingest.MemDeadLetter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.clu = &clusterState{ready: true, gen: 2, mine: map[int]bool{0: true}}
+	p.coord = p.clu
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // the generation ended during the step
+	p.learner = &clusterLearner{cfg: c.Learner.Online(c.Model, 1), stepCtx: ended}
+	l := &loop{p: p}
+	for off := int64(0); l.heldRows == 0 && off < 64; off++ {
+		l.handle(context.Background(), parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off, Value: []byte("1")}, x: []float64{1}, gen: 2})
+	}
+	if l.heldRows == 0 || l.rows == 0 {
+		t.Fatalf("no held-out row among the batch's (rows %d)", l.rows)
+	}
+	l.clusterStepFailed(errors.New("a member is gone"))
+	if l.rows != 0 || l.heldRows != 0 || len(l.heldX) != 0 {
+		t.Fatalf("after a failed step: %d rows, %d held-out rows (%d values) kept; want none", l.rows, l.heldRows, len(l.heldX))
+	}
+}

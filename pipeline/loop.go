@@ -153,6 +153,14 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	return l.rows == 1
 }
 
+// dropBatch empties the batch and its held-out rows: after it is learned
+// or, in cluster mode, given up (the group's offsets say where its rows
+// are read again).
+func (l *loop) dropBatch() {
+	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
+	l.heldX, l.heldY, l.heldRows = l.heldX[:0], l.heldY[:0], 0
+}
+
 // consume handles the messages of ms in order while the loop may take
 // them, learning each full batch (and snapshotting on the cadence), and
 // releases their budget; it returns the messages it did not take.
@@ -276,7 +284,7 @@ func (l *loop) learn() {
 	if err == nil {
 		l.keepUp(took)
 	}
-	l.batch, l.batchY, l.rows = l.batch[:0], l.batchY[:0], 0
+	l.dropBatch()
 	l.sinceSnap++
 	p.coord.stepped(l)
 }

@@ -27,6 +27,8 @@ type Metrics struct {
 	PublishErrors   prometheus.Counter
 	DeadLetterErrs  prometheus.Counter
 	Published       prometheus.Gauge
+	LeaseHeld       prometheus.Gauge
+	LeaseChanges    prometheus.Counter
 	Served          prometheus.GaugeFunc // set by New: it reads the served (pinned or newest) version
 	Eigenvalues     *prometheus.GaugeVec
 	Quality         prometheus.Gauge
@@ -55,6 +57,8 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		PublishErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_publish_errors_total", Help: "Publishes that failed (retried)."}),
 		DeadLetterErrs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_dead_letter_errors_total", Help: "Dead letters whose write failed (each attempt; they are written again until stored, and snapshots wait)."}),
 		Published:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_published_version", Help: "Newest version published on NATS (0 before the first)."}),
+		LeaseHeld:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_lease_held", Help: "1 while this service owns the model name and publishes it, 0 while another live service does and this one stands by (nats.lease_ttl)."}),
+		LeaseChanges:    prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_lease_changes_total", Help: "Times this service lost the model name's lease or took it over after having stood by."}),
 		Eigenvalues:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamkpca_eigenvalue", Help: "The learner's eigenvalue estimates at the newest snapshot, by component (0-based)."}, []string{"component"}),
 		Quality:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),
 		Shed:            prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_messages_shed_total", Help: "Messages not learned to keep up with the stream (learner.load_shedding): their offsets are covered, they are not dead-lettered."}),
@@ -66,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.Eigenvalues, m.Quality, m.Changes, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
+		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

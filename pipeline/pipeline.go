@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +91,10 @@ type Status struct {
 	// without partitions, or after a failed step until the next).
 	Members    int
 	Generation int32
+	// StandingBy, when set, says which live service owns the model name
+	// (its lease): this one learns and snapshots but publishes nothing
+	// until that lease lapses (nats.lease_ttl).
+	StandingBy string
 }
 
 // Pipeline is the streaming service.
@@ -111,8 +117,20 @@ type Pipeline struct {
 	nc     *nats.Conn
 	ownNC  bool
 	pub    *publish.Publisher
-	svc    *publish.Service
-	cur    publish.Current
+	svc    *publish.Service // registered while this service owns the model's name
+	svcCfg publish.Config   // the NATS service's (nil nc: none)
+	// lease is the model name's ownership (nil with NATS off); owner
+	// says, while another service holds it, who (status page). svc,
+	// owner and leaseOK are p.mu's.
+	// owned holds the goroutines started outside Run's errgroup (a
+	// rejoin's Rebalance, a publish call abandoned after its deadline):
+	// closeParts waits for them, within the stop's deadline, once the
+	// consumer and NATS connection they may wait on are closed.
+	owned   sync.WaitGroup
+	lease   *publish.Lease
+	owner   *publish.NotOwnerError
+	leaseOK bool
+	cur     publish.Current
 
 	mu       sync.Mutex
 	consumed map[int]int64 // partition → next offset consumed
@@ -355,7 +373,6 @@ func build(opt Options) (*Pipeline, error) {
 		if p.pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
 			return p, err
 		}
-		p.restorePin()
 	case !cfg.NATS.Disabled:
 		p.nc = opt.NATS
 		if p.nc == nil {
@@ -371,13 +388,38 @@ func build(opt Options) (*Pipeline, error) {
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
 			return p, err
 		}
-		p.restorePin()
-		if p.svc, err = publish.NewService(p.nc, pc, &p.cur, publish.Limits{MaxVectors: cfg.HTTP.MaxVectors},
-			publish.VersionOptions{Versions: p.versions, CanPin: cfg.NATS.AllowPin, OnPin: p.tellWatchers}); err != nil {
-			log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
+		p.svcCfg = pc
+	}
+	if p.pub != nil {
+		host, _ := os.Hostname()
+		me := publish.Owner{ID: p.ownerID(lc.Incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
+		if p.lease, err = p.pub.Own(me, nil); err != nil {
+			return p, err
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
+		p.leaseChanged(p.lease.Hold(ctx))
+		cancel()
 	}
 	return p, nil
+}
+
+// ownerID names this service in the model name's lease (publish.Owner):
+// the cluster's group, else the model's incarnation (a restart on the
+// same snapshot.dir keeps it), else (a model restored from before
+// incarnations) this host's snapshot.dir.
+func (p *Pipeline) ownerID(inc string, snap *snapshot.Snapshot) string {
+	if p.cfg.Cluster.Enabled {
+		return "group:" + p.cfg.Kafka.Group
+	}
+	if snap != nil && snap.Header.Incarnation != "" {
+		return snap.Header.Incarnation
+	}
+	if inc != "" {
+		return inc
+	}
+	host, _ := os.Hostname()
+	dir, _ := filepath.Abs(p.cfg.Snapshot.Dir)
+	return "dir:" + host + ":" + dir
 }
 
 // deadLetterQueue and deadLetterBytes bound the dead letters waiting for
@@ -450,6 +492,10 @@ func (p *Pipeline) Status() Status {
 	s := p.status
 	s.Lag = lag
 	s.BadByReason = maps.Clone(p.status.BadByReason)
+	if p.owner != nil {
+		o := p.owner.Owner
+		s.StandingBy = fmt.Sprintf("%s (host %s, pid %d)", o.ID, o.Host, o.PID)
+	}
 	return s
 }
 
@@ -461,6 +507,30 @@ func (p *Pipeline) HTTPAddr() string {
 		return ""
 	}
 	return p.httpLn.Addr().String()
+}
+
+// waitOwned waits for the goroutines of p.owned until the stop's
+// deadline (5 s outside a graceful stop), and says so if one is left.
+func (p *Pipeline) waitOwned() {
+	done := make(chan struct{})
+	go func() { p.owned.Wait(); close(done) }()
+	ctx, cancel := p.stopContext(5 * time.Second)
+	defer cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.log.Warn().Msg("a network call (a publish or a consumer group rejoin) had not returned by the stop's deadline; stopping without it")
+	}
+}
+
+// killed reports whether Kill was called.
+func (p *Pipeline) killed() bool {
+	select {
+	case <-p.kill:
+		return true
+	default:
+		return false
+	}
 }
 
 // Kill stops Run at once with no final snapshot, as a crash would (tests).
@@ -674,8 +744,14 @@ func (p *Pipeline) closeParts(drain bool) {
 			p.log.Error().Err(err).Msg("dead-letter queue not flushed at shutdown")
 		}
 	}
-	if p.svc != nil {
-		p.svc.Stop()
+	p.serveNATS(false)
+	if p.lease != nil && drain && !p.killed() && (p.nc == nil || !p.nc.IsClosed()) {
+		// A clean stop gives the name up: a successor takes it at once.
+		lctx, cancel := p.stopContext(2 * time.Second)
+		if err := p.lease.Release(lctx); err != nil {
+			p.log.Warn().Err(err).Msg("the model name's lease was not released; a successor with another incarnation waits nats.lease_ttl")
+		}
+		cancel()
 	}
 	if p.ownNC && p.nc != nil {
 		if !drain {
@@ -691,6 +767,7 @@ func (p *Pipeline) closeParts(drain bool) {
 			}
 		}
 	}
+	p.waitOwned()
 	if p.learner != nil {
 		p.learner.close()
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +138,110 @@ func TestPinSurvivesARestart(t *testing.T) {
 	waitUntil(t, "the restarted service serving", func() bool { return testutil.ToFloat64(h2.p.met.Served) != 0 })
 	if got := testutil.ToFloat64(h2.p.met.Served); got != float64(pinned) {
 		t.Errorf("after a restart the service serves version %v, want the pinned %d (the newest is %d)", got, pinned, newest)
+	}
+}
+
+// TestOneOwnerPerModelName: two services given one model name (their own
+// snapshot dirs and streams, one store). The first owns the name; the
+// second learns and snapshots but stands by: it publishes nothing, says
+// who owns the name (status, metric), and a reader watching the model
+// sees one incarnation. When the owner crashes (no release), the second
+// takes over within the lease's TTL and the reader moves once, for good.
+func TestOneOwnerPerModelName(t *testing.T) {
+	mem := publish.NewMemBackend()
+	c1, c2 := testConfig(t), testConfig(t)
+	c1.NATS.LeaseTTL, c2.NATS.LeaseTTL = time.Second, time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var incs []string // the incarnation of every delivery, in order
+	go publish.WatchFrom(ctx, mem, publish.Config{Model: c1.Model}, func(m *snapshot.Model, n publish.Notice) {
+		mu.Lock()
+		incs = append(incs, n.Incarnation)
+		mu.Unlock()
+	})
+	src1, src2 := ingest.NewMemSource("v", 64), ingest.NewMemSource("v", 64)
+	src1.Produce(0, points(1280, 1, 31)...)
+	src2.Produce(0, points(1280, 1, 32)...)
+	h1 := startLoop(t, c1, src1, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	waitUntil(t, "the first service publishing", func() bool { return h1.p.Status().Published >= 2 })
+	h2 := startLoop(t, c2, src2, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	h2.waitConsumed(1280)
+	waitUntil(t, "the second service snapshotting", func() bool { return h2.p.Status().Version >= 8 })
+	time.Sleep(1500 * time.Millisecond) // longer than the TTL: the owner's renewals keep it
+	st := h2.p.Status()
+	if st.Published != 0 || !strings.Contains(st.StandingBy, latest(t, c1).Header.Incarnation) {
+		t.Fatalf("the second service published %d and stands by for %q; want 0, standing by for %s", st.Published, st.StandingBy, latest(t, c1).Header.Incarnation)
+	}
+	if got := testutil.ToFloat64(h2.p.met.LeaseHeld); got != 0 {
+		t.Errorf("streamkpca_lease_held of the second service = %v, want 0", got)
+	}
+	inc1, inc2 := latest(t, c1).Header.Incarnation, latest(t, c2).Header.Incarnation
+	if objs, _ := mem.ListObjects(ctx); len(objs) == 0 || slices.ContainsFunc(objs, func(o publish.ObjectInfo) bool { return strings.Contains(o.Name, inc2) }) {
+		t.Fatalf("stored objects %v: want the owner's only", objs)
+	}
+	h1.p.Kill() // a crash: the lease is not released, it lapses
+	<-h1.exited
+	waitUntil(t, "the second service taking over", func() bool {
+		_, n, err := publish.LatestFrom(ctx, mem, publish.Config{Model: c1.Model})
+		return err == nil && n.Incarnation == inc2
+	})
+	if got := testutil.ToFloat64(h2.p.met.LeaseHeld); got != 1 {
+		t.Errorf("streamkpca_lease_held after the takeover = %v, want 1", got)
+	}
+	waitUntil(t, "the reader moving to the new owner", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(incs) > 0 && incs[len(incs)-1] == inc2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	switches := 0
+	for i := 1; i < len(incs); i++ {
+		if incs[i] != incs[i-1] {
+			switches++
+		}
+	}
+	if incs[0] != inc1 || switches != 1 {
+		t.Fatalf("the reader was delivered incarnations %v: want %s then %s, one switch", incs, inc1, inc2)
+	}
+}
+
+// TestStopDoesNotWaitForAHungPublish: a publish call that never returns
+// (a store that ignores its context) holds up a graceful stop only
+// until shutdown_timeout, not the publish's own 15 s deadline and grace.
+func TestStopDoesNotWaitForAHungPublish(t *testing.T) {
+	c := testConfig(t)
+	c.ShutdownTimeout = time.Second
+	mem := publish.NewMemBackend()
+	hang, hung := make(chan struct{}), make(chan struct{}, 1)
+	defer close(hang)
+	mem.SetFail(func(method string) error {
+		if method == "PutObject" {
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
+			<-hang
+		}
+		return nil
+	})
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(640, 1, 23)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	select {
+	case <-hung:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no publish started")
+	}
+	start := time.Now()
+	h.cancel()
+	select {
+	case <-h.exited:
+	case <-time.After(3*publishGrace + publishTimeout):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(start); took >= publishTimeout {
+		t.Fatalf("the stop took %v with shutdown_timeout %v: it waited for the hung publish (deadline %v)", took.Round(time.Millisecond), c.ShutdownTimeout, publishTimeout)
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,11 +20,16 @@ type pubItem struct {
 func (p *Pipeline) publishLoop(ctx context.Context) {
 	var pending *pubItem
 	backoff := 500 * time.Millisecond
+	renew := time.NewTicker(p.cfg.NATS.LeaseTTL / 3)
+	defer renew.Stop()
 	for {
 		if pending == nil {
 			select {
 			case <-ctx.Done():
 				return
+			case <-renew.C:
+				p.renewLease(ctx)
+				continue
 			case it := <-p.pubReq:
 				pending = &it
 			case <-p.pubFinal:
@@ -52,17 +58,114 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			pending, backoff = nil, 500*time.Millisecond
 			continue
 		}
-		p.met.PublishErrors.Inc()
-		p.log.Warn().Err(err).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying")
+		var retry <-chan time.Time
+		if errors.Is(err, publish.ErrNotOwner) {
+			// Standing by: the lease's renewal says when to try again.
+			p.leaseChanged(err)
+		} else {
+			p.met.PublishErrors.Inc()
+			p.log.Warn().Err(err).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying")
+			retry = time.After(backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case it := <-p.pubReq:
 			pending = &it
-		case <-time.After(backoff):
+		case <-renew.C:
+			p.renewLease(ctx) // standing by: then the pending version is tried again
+		case <-retry:
 			backoff = min(2*backoff, 30*time.Second)
 		}
 	}
+}
+
+// renewLease renews (or, standing by, tries to take) the model name's
+// lease, bounded by publishTimeout; it reports whether it is held.
+func (p *Pipeline) renewLease(ctx context.Context) bool {
+	if p.lease == nil {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	err := p.lease.Hold(lctx)
+	p.leaseChanged(err)
+	return err == nil
+}
+
+// leaseChanged records the outcome of a lease renewal (err nil: held).
+// On a change it logs, counts and moves the NATS query service: it
+// answers for the model only while this service owns the name, so that
+// no reader gets two models' answers. The first time the lease is won,
+// the operator's pin is restored.
+func (p *Pipeline) leaseChanged(err error) {
+	var other *publish.NotOwnerError
+	switch {
+	case err == nil:
+	case errors.As(err, &other):
+	default:
+		// The KV bucket cannot be reached: nothing is known. The lease
+		// is still ours until its TTL; publishing renews it first.
+		p.log.Debug().Err(err).Msg("the model name's lease could not be renewed; retrying")
+		return
+	}
+	p.mu.Lock()
+	was, first := p.leaseOK, p.owner == nil && !p.leaseOK
+	p.leaseOK, p.owner = err == nil, other
+	p.mu.Unlock()
+	if err == nil {
+		p.met.LeaseHeld.Set(1)
+	} else {
+		p.met.LeaseHeld.Set(0)
+	}
+	switch {
+	case err == nil && !was:
+		if !first {
+			p.met.LeaseChanges.Inc()
+		}
+		p.log.Info().Str("model", p.cfg.Model).Msg("this service owns the model name: publishing")
+		if first {
+			p.restorePin()
+		}
+		p.serveNATS(true)
+	case err != nil && (was || first):
+		if was {
+			p.met.LeaseChanges.Inc()
+		}
+		p.log.Error().Err(err).Msg("another service publishes this model name; standing by (learning goes on, nothing is published)")
+		p.serveNATS(false)
+	}
+}
+
+// serveNATS registers the NATS query service (on) or stops it.
+func (p *Pipeline) serveNATS(on bool) {
+	if p.nc == nil {
+		return
+	}
+	p.mu.Lock()
+	svc := p.svc
+	if !on {
+		p.svc = nil
+	}
+	p.mu.Unlock()
+	if !on {
+		if svc != nil {
+			svc.Stop()
+		}
+		return
+	}
+	if svc != nil {
+		return
+	}
+	svc, err := publish.NewService(p.nc, p.svcCfg, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors},
+		publish.VersionOptions{Versions: p.versions, CanPin: p.cfg.NATS.AllowPin, OnPin: p.tellWatchers})
+	if err != nil {
+		p.log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
+		return
+	}
+	p.mu.Lock()
+	p.svc = svc
+	p.mu.Unlock()
 }
 
 // publishTimeout bounds one publish; a call still running publishGrace
@@ -78,13 +181,18 @@ func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice
 		err error
 	}
 	res := make(chan result, 1)
-	go func() {
+	// Owned by the pipeline (closeParts waits for it, within the stop's
+	// deadline, after the NATS connection that would hold it is closed).
+	p.owned.Go(func() {
 		n, err := p.pub.Publish(pctx, it.snap, it.data)
 		res <- result{n, err}
-	}()
+	})
 	select {
 	case r := <-res:
 		return r.n, r.err
+	case <-ctx.Done():
+		// A stop: the call has its context's end; nothing waits longer.
+		return publish.Notice{}, fmt.Errorf("publish of version %d abandoned at the stop: %w", it.snap.Header.Version(), ctx.Err())
 	case <-time.After(publishTimeout + publishGrace):
 		p.pub.Reset()
 		return publish.Notice{}, fmt.Errorf("publish of version %d did not return %v after its deadline; abandoned, retrying with fresh handles", it.snap.Header.Version(), publishGrace)

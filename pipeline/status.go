@@ -95,7 +95,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <h1>streamkpca · model <code>{{.Model}}</code> · {{.Algorithm}}</h1>
 <table>
 <tr><th>version (persisted)</th><td>{{.Version}}</td></tr>
-<tr><th>version (published on NATS)</th><td>{{.Published}}</td></tr>
+<tr><th>version (published on NATS)</th><td>{{.Published}}{{if .StandingBy}} · <b>standing by</b>: the model name is owned by {{.StandingBy}}; nothing is published until its lease lapses (nats.lease_ttl){{end}}</td></tr>
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
 <tr><th>settings</th><td>k = {{.K}} · kernel {{.Kernel}}{{if .Bandwidth}} · bandwidth {{printf "%.4g" .Bandwidth}}{{end}} · {{.Features_}} features · {{.Solver}} solver</td></tr>
 <tr><th>throughput now</th><td>{{if .RateOK}}{{printf "%.0f" .RateNow}} samples/s over the last {{.RateWindow}} s{{else}}measuring…{{end}} ({{printf "%.0f" .Rate}} samples/s since start)</td></tr>
@@ -148,7 +148,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		statusTmpl.Execute(w, map[string]any{
 			"Score":   score,
 			"Reasons": reasons,
-			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published,
+			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),

@@ -35,6 +35,14 @@ type Backend interface {
 	PutKey(ctx context.Context, key string, value []byte) error
 	GetKey(ctx context.Context, key string) ([]byte, error)
 	DeleteKey(ctx context.Context, key string) error
+	// GetKeyRevision reads key with its revision, a number that grows at
+	// every write of the key (ErrNotFound when unset). SwapKey sets key
+	// to value only if its revision is still rev (rev 0: only if the key
+	// is unset or deleted) and returns the new revision; ErrConflict
+	// (wrapped) when another write came first. Together they make a
+	// compare-and-swap: the model's ownership lease (Lease) is built on it.
+	GetKeyRevision(ctx context.Context, key string) ([]byte, uint64, error)
+	SwapKey(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
 	// WatchKeys sends the current value of each key that has one, then a
 	// KeyUpdate with Initial set, then every change of these keys, until
 	// ctx ends (the channel is then closed). It waits for the bucket to
@@ -66,6 +74,10 @@ type KeyUpdate struct {
 // ErrNotFound is a Backend's error for an object or key that is not
 // there.
 var ErrNotFound = errors.New("publish: not found")
+
+// ErrConflict is a Backend's error (wrapped) for a SwapKey whose
+// expected revision is no longer the key's: someone else wrote it first.
+var ErrConflict = errors.New("publish: the key was written by someone else first")
 
 // ErrStoreFull is a Backend's error (wrapped) for an object the store has
 // no room for: its bucket's byte limit or the server's storage is used

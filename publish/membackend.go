@@ -18,6 +18,8 @@ type MemBackend struct {
 	keys     map[string][]byte
 	watchers map[*memWatch]struct{}
 	notices  []chan []byte
+	revs     map[string]uint64 // each key's revision: seq at its last write
+	seq      uint64
 	// Fail, when set, is called first by every method with its name; a
 	// non-nil error is returned as the method's (an unreachable server,
 	// a full disk).
@@ -40,7 +42,7 @@ type memWatch struct {
 
 // NewMemBackend returns an empty store.
 func NewMemBackend() *MemBackend {
-	return &MemBackend{objects: map[string]memObject{}, keys: map[string][]byte{}, watchers: map[*memWatch]struct{}{}}
+	return &MemBackend{objects: map[string]memObject{}, keys: map[string][]byte{}, revs: map[string]uint64{}, watchers: map[*memWatch]struct{}{}}
 }
 
 func (b *MemBackend) fail(method string) error {
@@ -130,8 +132,40 @@ func (b *MemBackend) PutKey(_ context.Context, key string, value []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.keys[key] = slices.Clone(value)
+	b.seq++
+	b.revs[key] = b.seq
 	b.notify(KeyUpdate{Key: key, Value: slices.Clone(value)})
 	return nil
+}
+
+func (b *MemBackend) GetKeyRevision(_ context.Context, key string) ([]byte, uint64, error) {
+	if err := b.fail("GetKeyRevision"); err != nil {
+		return nil, 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.keys[key]
+	if !ok {
+		return nil, 0, fmt.Errorf("publish: key %s: %w", key, ErrNotFound)
+	}
+	return slices.Clone(v), b.revs[key], nil
+}
+
+func (b *MemBackend) SwapKey(_ context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if err := b.fail("SwapKey"); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, set := b.keys[key]
+	if (rev == 0 && set) || (rev != 0 && (!set || b.revs[key] != rev)) {
+		return 0, fmt.Errorf("publish: swap key %s at revision %d: %w", key, rev, ErrConflict)
+	}
+	b.keys[key] = slices.Clone(value)
+	b.seq++
+	b.revs[key] = b.seq
+	b.notify(KeyUpdate{Key: key, Value: slices.Clone(value)})
+	return b.seq, nil
 }
 
 func (b *MemBackend) GetKey(_ context.Context, key string) ([]byte, error) {

@@ -94,6 +94,9 @@ func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[strin
 // insufficient resources (the server's storage, 10023) or a store failure
 // for a bucket's byte limit (10077, "maximum bytes exceeded").
 func storeFull(err error) bool {
+	if err == nil {
+		return false
+	}
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode {
@@ -207,6 +210,43 @@ func (b *NATSBackend) DeleteKey(ctx context.Context, key string) error {
 		return fmt.Errorf("publish: delete key %s: %w", key, err)
 	}
 	return nil
+}
+
+func (b *NATSBackend) GetKeyRevision(ctx context.Context, key string) ([]byte, uint64, error) {
+	_, kv, err := b.handles(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("publish: key %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("publish: get key %s: %w", key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+func (b *NATSBackend) SwapKey(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	_, kv, err := b.handles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if rev == 0 {
+		n, err = kv.Create(ctx, key, value)
+	} else {
+		n, err = kv.Update(ctx, key, value, rev)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return 0, fmt.Errorf("publish: swap key %s at revision %d: %w", key, rev, ErrConflict)
+	case storeFull(err):
+		return 0, fmt.Errorf("publish: swap key %s: %w: %w", key, ErrStoreFull, err)
+	case err != nil:
+		return 0, fmt.Errorf("publish: swap key %s: %w", key, err)
+	}
+	return n, nil
 }
 
 // WatchKeys waits for the buckets (every 250 ms), then watches keys.

@@ -144,7 +144,7 @@ func TestPublishWatchLatest(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		select {
 		case n := <-notices:
-			if n.Version != uint64(i) || n.Object != ObjectName("golden", uint64(i)) || len(n.SHA256) != 64 {
+			if n.Version != uint64(i) || n.Object != ObjectName("golden", "", uint64(i)) || len(n.SHA256) != 64 {
 				t.Errorf("notice %d: %+v", i, n)
 			}
 			if i <= 3 && (n.Quality == nil || n.Quality.Score != 0.5+float64(i)/10 || n.Changes != uint64(i-1)) {
@@ -592,7 +592,7 @@ func TestPublishPrunesToFit(t *testing.T) {
 	for _, o := range lst {
 		names = append(names, o.Name)
 	}
-	if !slices.Contains(names, ObjectName("golden", 2)) || !slices.Contains(names, ObjectName("golden", 8)) || len(names) > 3 {
+	if !slices.Contains(names, ObjectName("golden", "", 2)) || !slices.Contains(names, ObjectName("golden", "", 8)) || len(names) > 3 {
 		t.Errorf("stored %v: want the pinned version 2 and the newest 8, within room for three", names)
 	}
 }
@@ -707,7 +707,7 @@ func TestPinIsNotPrunedUnderIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Fail = nil
-	if _, err := b.GetObject(ctx, ObjectName("golden", 1)); err != nil {
+	if _, err := b.GetObject(ctx, ObjectName("golden", "", 1)); err != nil {
 		t.Fatalf("the pinned version 1: %v", err)
 	}
 }

@@ -99,9 +99,15 @@ type Notice struct {
 	Changes uint64            `json:"changes,omitempty"`
 }
 
-// ObjectName is the object store name of a version.
-func ObjectName(model string, version uint64) string {
-	return fmt.Sprintf("%s/%020d", model, version)
+// ObjectName is the object store name of a version of an incarnation:
+// <model>/<incarnation>/<version, 20 digits>, or <model>/<version> when
+// the incarnation is empty (cluster mode, fit). Two incarnations never
+// write one name.
+func ObjectName(model, incarnation string, version uint64) string {
+	if incarnation == "" {
+		return fmt.Sprintf("%s/%020d", model, version)
+	}
+	return fmt.Sprintf("%s/%s/%020d", model, incarnation, version)
 }
 
 // Publisher publishes snapshots through a Backend. It is safe for
@@ -116,6 +122,33 @@ type Publisher struct {
 	// context-bound semaphore, not a mutex: a network call that does not
 	// return holds up the others only until their contexts end.
 	pins *semaphore.Weighted
+	// lease, when set, is renewed before anything is written: a
+	// service that does not own the model's name publishes nothing.
+	lease *Lease
+}
+
+// Own makes every publish, pin and unpin hold a lease on the model's
+// name for me first (one owner per model name: see Lease) and returns
+// it; now is its clock (time.Now when nil). Call it before the
+// publisher is used.
+func (p *Publisher) Own(me Owner, now func() time.Time) (*Lease, error) {
+	l, err := NewLease(p.b, p.cfg.Model, me, now)
+	if err != nil {
+		return nil, err
+	}
+	p.lease = l
+	return l, nil
+}
+
+// Lease returns the lease set by Own, nil when none is.
+func (p *Publisher) Lease() *Lease { return p.lease }
+
+// hold renews the lease if there is one.
+func (p *Publisher) hold(ctx context.Context) error {
+	if p.lease == nil {
+		return nil
+	}
+	return p.lease.Hold(ctx)
 }
 
 // NewPublisher returns a publisher over NATS; buckets are created on first
@@ -144,11 +177,19 @@ func (p *Publisher) Config() Config { return p.cfg }
 // against Pin: see Publisher.pins).
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
 	var n Notice
+	if err := p.hold(ctx); err != nil {
+		return n, err
+	}
 	err := p.withRoom(ctx, &n, func() (err error) {
 		n, err = p.store(ctx, snap.Header, data)
 		return err
 	})
 	if err != nil {
+		return n, err
+	}
+	// Renewed again right before the pointer moves: the object's put
+	// may have taken long enough for the lease to lapse and pass on.
+	if err := p.hold(ctx); err != nil {
 		return n, err
 	}
 	js, _ := json.Marshal(n)
@@ -167,7 +208,7 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 	sum := sha256.Sum256(data)
 	n := Notice{
 		Model: p.cfg.Model, Incarnation: h.Incarnation, Version: h.Version(), SamplesSeen: h.SamplesSeen,
-		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Version()),
+		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Incarnation, h.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
 		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes,
 	}
@@ -251,6 +292,9 @@ func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) err
 		return fmt.Errorf("publish: pin %s: %w", p.cfg.Model, err)
 	}
 	defer p.pins.Release(1)
+	if err := p.hold(ctx); err != nil {
+		return fmt.Errorf("publish: pin %s: %w", p.cfg.Model, err)
+	}
 	n, err := p.store(ctx, *m.Header(), data)
 	if err != nil {
 		return err
@@ -280,6 +324,9 @@ func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
 
 // Unpin lets every Watch follow the newest version again.
 func (p *Publisher) Unpin(ctx context.Context) error {
+	if err := p.hold(ctx); err != nil {
+		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
+	}
 	if err := p.b.DeleteKey(ctx, PinKey(p.cfg.Model)); err != nil {
 		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
 	}

@@ -393,7 +393,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 				return
 			}
 			respond(r, map[string]any{
-				"version": in.Version, "bucket": cfg.ObjectBucket, "object": ObjectName(cfg.Model, in.Version),
+				"version": in.Version, "bucket": cfg.ObjectBucket, "object": ObjectName(cfg.Model, in.Header.Incarnation, in.Version),
 				"size": in.Size, "header": in.Header,
 			})
 		}),

@@ -8,6 +8,7 @@ package publishtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -37,6 +38,68 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PoisonedPointer", func(t *testing.T) { poisoned(t, h) })
 	t.Run("Pins", func(t *testing.T) { pins(t, h) })
 	t.Run("LateReader", func(t *testing.T) { lateReader(t, h) })
+	t.Run("SwapKey", func(t *testing.T) { swapKey(t, h) })
+	t.Run("Lease", func(t *testing.T) { lease(t, h) })
+}
+
+// swapKey: the compare-and-swap the lease is built on. A create
+// (revision 0) succeeds on an unset or deleted key only; a swap at a
+// stale revision is refused with ErrConflict, from any handle.
+func swapKey(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	a, b := f.open(true), f.open(true)
+	if err := a.PutKey(f.ctx, "other", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := a.SwapKey(f.ctx, "k", []byte("1"), 0)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := b.SwapKey(f.ctx, "k", []byte("2"), 0); !errors.Is(err, publish.ErrConflict) {
+		t.Fatalf("a second create of the key: %v, want ErrConflict", err)
+	}
+	v, rev, err := b.GetKeyRevision(f.ctx, "k")
+	if err != nil || string(v) != "1" || rev != r1 {
+		t.Fatalf("GetKeyRevision: %q %d %v, want \"1\" %d", v, rev, err, r1)
+	}
+	r2, err := b.SwapKey(f.ctx, "k", []byte("3"), r1)
+	if err != nil || r2 == r1 {
+		t.Fatalf("swap at the current revision: %d %v", r2, err)
+	}
+	if _, err := a.SwapKey(f.ctx, "k", []byte("4"), r1); !errors.Is(err, publish.ErrConflict) {
+		t.Fatalf("swap at a stale revision: %v, want ErrConflict", err)
+	}
+	if err := a.DeleteKey(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.GetKeyRevision(f.ctx, "k"); !errors.Is(err, publish.ErrNotFound) {
+		t.Fatalf("GetKeyRevision of a deleted key: %v, want ErrNotFound", err)
+	}
+	if _, err := b.SwapKey(f.ctx, "k", []byte("5"), 0); err != nil {
+		t.Fatalf("create after a delete: %v", err)
+	}
+}
+
+// lease: two publishers of one model name through separate handles:
+// the second is refused while the first renews, and publishes nothing.
+func lease(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	second := f.publisher()
+	if _, err := f.pub.Own(publish.Owner{ID: "a", TTL: time.Minute}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Own(publish.Owner{ID: "b", TTL: time.Minute}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(f.pub, "a", 1, 2)
+	s, data := f.at("b", 5)
+	if _, err := second.Publish(f.ctx, s, data); !errors.Is(err, publish.ErrNotOwner) {
+		t.Fatalf("the second owner's publish: %v, want ErrNotOwner", err)
+	}
+	f.publish(f.pub, "a", 3, 3)
+	if got, want := f.stored(), []string{"a/1", "a/2", "a/3"}; !slices.Equal(got, want) {
+		t.Fatalf("stored %v, want %v (nothing of the refused service)", got, want)
+	}
 }
 
 const model = "golden"
