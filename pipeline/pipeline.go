@@ -95,6 +95,9 @@ type Status struct {
 	// (its lease): this one learns and snapshots but publishes nothing
 	// until that lease lapses (nats.lease_ttl).
 	StandingBy string
+	// Store is how full the object store was at the last publish (nil
+	// before one, or when the store cannot say).
+	Store *publish.StoreUsage
 }
 
 // Pipeline is the streaming service.

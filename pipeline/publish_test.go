@@ -245,3 +245,36 @@ func TestStopDoesNotWaitForAHungPublish(t *testing.T) {
 		t.Fatalf("the stop took %v with shutdown_timeout %v: it waited for the hung publish (deadline %v)", took.Round(time.Millisecond), c.ShutdownTimeout, publishTimeout)
 	}
 }
+
+// TestStatusShowsTheStoreLimits: after a publish the status page says how
+// full the object store is against its limit (here a bucket of 8 MiB
+// holding the versions the store lists).
+func TestStatusShowsTheStoreLimits(t *testing.T) {
+	c := testConfig(t)
+	c.HTTP.Addr = "127.0.0.1:0"
+	mem := publish.NewMemBackend()
+	mem.MaxBytes = 8 << 20
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(640, 1, 24)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	h.waitConsumed(640)
+	waitUntil(t, "a publish and HTTP", func() bool { return h.p.Status().Published != 0 && h.p.Status().Store != nil && h.p.HTTPAddr() != "" })
+	objs, _ := mem.ListObjects(context.Background())
+	var stored int
+	for _, o := range objs {
+		b, _ := mem.GetObject(context.Background(), o.Name)
+		stored += len(b)
+	}
+	if u := h.p.Status().Store; u.MaxBytes != 8<<20 || u.Bytes == 0 || u.Bytes > uint64(stored) {
+		t.Fatalf("store usage %+v; the store holds %d bytes of an 8 MiB limit", u, stored)
+	}
+	res, err := http.Get("http://" + h.p.HTTPAddr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), "of 8.0 MiB (the bucket&#39;s limit)") && !strings.Contains(string(body), "of 8.0 MiB (the bucket's limit)") {
+		t.Fatalf("the status page does not show the store's limit:\n%s", body)
+	}
+}

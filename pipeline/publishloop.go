@@ -53,6 +53,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			p.status.Published = n.Version
 			p.met.Published.Set(float64(n.Version))
 			p.mu.Unlock()
+			p.readStoreUsage(ctx)
 			// Debug: "snapshot persisted" is the one info line a snapshot gets.
 			p.log.Debug().Uint64("version", n.Version).Str("object", n.Object).Int("bytes", n.Size).Msg("published")
 			pending, backoff = nil, 500*time.Millisecond
@@ -196,5 +197,18 @@ func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice
 	case <-time.After(publishTimeout + publishGrace):
 		p.pub.Reset()
 		return publish.Notice{}, fmt.Errorf("publish of version %d did not return %v after its deadline; abandoned, retrying with fresh handles", it.snap.Header.Version(), publishGrace)
+	}
+}
+
+// readStoreUsage records how full the object store is (the status page),
+// after a publish; bounded by a short timeout, and kept as it was when
+// the store cannot say.
+func (p *Pipeline) readStoreUsage(ctx context.Context) {
+	uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if u, ok, _ := p.pub.StoreUsage(uctx); ok {
+		p.mu.Lock()
+		p.status.Store = &u
+		p.mu.Unlock()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -84,6 +85,16 @@ const historyLen = 200
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"f3":  func(v float64) string { return fmt.Sprintf("%.4g", v) },
 	"pct": func(v float64) float64 { return 100 * v },
+	"mib": func(v any) string {
+		var b float64
+		switch n := v.(type) {
+		case uint64:
+			b = float64(n)
+		case int64:
+			b = float64(n)
+		}
+		return strconv.FormatFloat(b/(1<<20), 'f', 1, 64)
+	},
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
 <title>streamkpca — {{.Model}}</title>
@@ -96,6 +107,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <table>
 <tr><th>version (persisted)</th><td>{{.Version}}</td></tr>
 <tr><th>version (published on NATS)</th><td>{{.Published}}{{if .StandingBy}} · <b>standing by</b>: the model name is owned by {{.StandingBy}}; nothing is published until its lease lapses (nats.lease_ttl){{end}}</td></tr>
+{{with .Store}}<tr><th>object store (NATS)</th><td>{{mib .Bytes}} MiB of {{if gt .MaxBytes 0}}{{mib .MaxBytes}} MiB (the bucket's limit){{else}}no bucket limit{{end}}{{if gt .AccountMax 0}} · account storage {{mib .AccountBytes}} of {{mib .AccountMax}} MiB{{else if .AccountBytes}} · account storage {{mib .AccountBytes}} MiB, no account limit{{end}}; when full, the oldest versions no reader needs are deleted to make room</td></tr>{{end}}
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
 <tr><th>settings</th><td>k = {{.K}} · kernel {{.Kernel}}{{if .Bandwidth}} · bandwidth {{printf "%.4g" .Bandwidth}}{{end}} · {{.Features_}} features · {{.Solver}} solver</td></tr>
 <tr><th>throughput now</th><td>{{if .RateOK}}{{printf "%.0f" .RateNow}} samples/s over the last {{.RateWindow}} s{{else}}measuring…{{end}} ({{printf "%.0f" .Rate}} samples/s since start)</td></tr>
@@ -148,7 +160,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		statusTmpl.Execute(w, map[string]any{
 			"Score":   score,
 			"Reasons": reasons,
-			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy,
+			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),

@@ -83,3 +83,20 @@ var ErrConflict = errors.New("publish: the key was written by someone else first
 // no room for: its bucket's byte limit or the server's storage is used
 // up. The publisher then deletes old versions to make room.
 var ErrStoreFull = errors.New("publish: the object store is full")
+
+// StoreUsage is what a model's object store holds and may hold (the
+// status page shows it): the bucket's bytes and byte limit, and the
+// JetStream account's file storage used and allowed. A limit of -1 (or
+// 0 for MaxBytes from a backend without one) is none.
+type StoreUsage struct {
+	Bytes        uint64 `json:"bytes"`
+	MaxBytes     int64  `json:"max_bytes"`
+	AccountBytes uint64 `json:"account_bytes,omitempty"`
+	AccountMax   int64  `json:"account_max_bytes,omitempty"`
+}
+
+// UsageReporter is a Backend that can say how full its store is
+// (NATSBackend, MemBackend).
+type UsageReporter interface {
+	StoreUsage(ctx context.Context) (StoreUsage, error)
+}

@@ -138,6 +138,20 @@ func (b *MemBackend) PutKey(_ context.Context, key string, value []byte) error {
 	return nil
 }
 
+// StoreUsage sums the objects' bytes; MaxBytes is the limit (0: none).
+func (b *MemBackend) StoreUsage(context.Context) (StoreUsage, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := StoreUsage{MaxBytes: int64(b.MaxBytes)}
+	if u.MaxBytes == 0 {
+		u.MaxBytes = -1
+	}
+	for _, o := range b.objects {
+		u.Bytes += uint64(len(o.data))
+	}
+	return u, nil
+}
+
 func (b *MemBackend) GetKeyRevision(_ context.Context, key string) ([]byte, uint64, error) {
 	if err := b.fail("GetKeyRevision"); err != nil {
 		return nil, 0, err

@@ -249,6 +249,27 @@ func (b *NATSBackend) SwapKey(ctx context.Context, key string, value []byte, rev
 	return n, nil
 }
 
+// StoreUsage reads the object bucket's stream state and limit and the
+// account's JetStream storage.
+func (b *NATSBackend) StoreUsage(ctx context.Context) (StoreUsage, error) {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return StoreUsage{}, err
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return StoreUsage{}, fmt.Errorf("publish: object store status: %w", err)
+	}
+	u := StoreUsage{Bytes: st.Size(), MaxBytes: -1}
+	if s, ok := st.(*jetstream.ObjectBucketStatus); ok && s.StreamInfo() != nil {
+		u.MaxBytes = s.StreamInfo().Config.MaxBytes
+	}
+	if ai, err := b.js.AccountInfo(ctx); err == nil {
+		u.AccountBytes, u.AccountMax = ai.Store, ai.Limits.MaxStore
+	}
+	return u, nil
+}
+
 // WatchKeys waits for the buckets (every 250 ms), then watches keys.
 func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error) {
 	var kv jetstream.KeyValue

@@ -333,6 +333,17 @@ func (p *Publisher) Unpin(ctx context.Context) error {
 	return nil
 }
 
+// StoreUsage says how full the object store is; false when the backend
+// cannot tell.
+func (p *Publisher) StoreUsage(ctx context.Context) (StoreUsage, bool, error) {
+	r, ok := p.b.(UsageReporter)
+	if !ok {
+		return StoreUsage{}, false, nil
+	}
+	u, err := r.StoreUsage(ctx)
+	return u, err == nil, err
+}
+
 // Reset drops the backend's cached handles; the next Publish looks them
 // up again (after a call was abandoned, or the server was replaced).
 func (p *Publisher) Reset() { p.b.Reset() }
