@@ -214,9 +214,13 @@ type Learner struct {
 	// detector. The held-out messages are learned too. 1 scores none
 	// (and so detects no change). Default: 16.
 	Holdout int `yaml:"holdout"`
-	// Forget: detect (a change detector on the held-out score restarts
-	// the model when the stream changes: docs/learners.md) or off (never:
-	// for streams known to be stationary). Default: detect.
+	// Forget: follow (an abrupt change restarts the model, as detect
+	// does, and a challenger learned on the recent stream replaces it
+	// when it fits the held-out points better: gradual change; one-view
+	// kpca and gha with random features and the subspace or oja solver,
+	// outside cluster mode — elsewhere follow is detect), detect (only
+	// the change detector on the held-out score) or off (never: for
+	// streams known to be stationary). docs/learners.md. Default: follow.
 	Forget string `yaml:"forget"`
 	// LoadShedding: auto (when the learner cannot keep up with the
 	// stream, learn a deterministic fraction of its messages, chosen by

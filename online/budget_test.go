@@ -86,7 +86,9 @@ func TestRaiseBudget(t *testing.T) {
 func TestRaiseBudgetRestartsTheDetector(t *testing.T) {
 	h := synth.Hermite1D()
 	rng := rand.New(rand.NewPCG(8, 8))
-	l, err := New(Config{K: 3, Kernel: kernelG(1), MaxFeatures: 1024, BlockSize: 128})
+	// The level detector alone: the widened stream is a change a
+	// challenger (forget: follow) rightly follows.
+	l, err := New(Config{K: 3, Kernel: kernelG(1), MaxFeatures: 1024, BlockSize: 128, Forget: ForgetDetect})
 	if err != nil {
 		t.Fatal(err)
 	}

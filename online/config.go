@@ -91,9 +91,10 @@ type Config struct {
 	// (0, 1]. Negative: serve the last iterate. Default: DefaultAverage
 	// (0.3) with the subspace solver; ignored by the other solvers.
 	Average float64
-	// Forget is what a detected change of the stream does (see Assess):
-	// detect restarts the schedule (Forget), off never does. Default:
-	// detect.
+	// Forget is what a change of the stream does (see Assess): follow
+	// restarts the model on an abrupt change and replaces it with a
+	// challenger on a gradual one (see follower), detect only restarts
+	// it, off does neither. Default: follow.
 	Forget Forgetting
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64
@@ -342,7 +343,7 @@ func (c *Config) setDefaults() {
 		c.Seed = DefaultSeed
 	}
 	if c.Forget == "" {
-		c.Forget = ForgetDetect
+		c.Forget = ForgetFollow
 	}
 	if c.KernelY.Family == "" {
 		c.KernelY.Family = features.Gaussian

@@ -62,6 +62,16 @@ func (l *KPCA) MemoryBytes(features, rows int) int64 {
 	if l.ev != nil {
 		n += l.ev.HeldBytes(features, rows)
 	}
+	if ch := l.fol.ch; ch != nil {
+		// The challenger at the budget it would have beside a model of
+		// features, and the comparison window: its rows, their kernel
+		// matrix and the functions' values.
+		f := challengerBudget(features, l.fm.BlockSize)
+		n += ModelBytes(f, l.cfg.K) + int64(followWindow*(l.fm.Dim+followWindow+l.cfg.K))*8
+		if ch.ev != nil {
+			n += ch.ev.HeldBytes(f, rows)
+		}
+	}
 	return n
 }
 

@@ -36,7 +36,12 @@ type KPCA struct {
 	lambda0 float64   // top eigenvalue of the initial block
 	mrun    []float64 // exponential average of M
 
-	mon monitor // the held-out score and the change detector (Assess)
+	mon monitor  // the held-out score and the change detector (Assess)
+	fol follower // the challenger (Forget follow)
+	// quickInit: the first block's top-k directions by subspace
+	// iteration (initBlockTopK), not a full eigendecomposition: a
+	// challenger's, started every followLife steps.
+	quickInit bool
 	// raisedAt is the step of the last RaiseBudget that raised it: the
 	// detector waits monitorArmAge steps after it (see RaiseBudget).
 	raisedAt uint64
@@ -71,6 +76,7 @@ func (l *KPCA) Config() Config { return l.cfg }
 
 // Close releases the evaluator's workers.
 func (l *KPCA) Close() {
+	l.dropChallenger()
 	l.view.close()
 	if l.cov != nil {
 		l.cov.ws.Close()
@@ -219,6 +225,15 @@ func (l *KPCA) init(x []float64, rows, d int) error {
 // It returns ErrInput (model unchanged) for non-finite values or a wrong
 // dimension, and ErrDiverged when the guard rejects the batch.
 func (l *KPCA) Update(x []float64, rows int) error {
+	if err := l.update(x, rows); err != nil {
+		return err
+	}
+	l.challengerStep(x, rows)
+	return nil
+}
+
+// update is Update for the model alone.
+func (l *KPCA) update(x []float64, rows int) error {
 	if err := l.checkBatch(x, rows); err != nil {
 		return err
 	}
@@ -655,7 +670,11 @@ func (l *KPCA) first(rows int) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	coef, vals, err := initBlock(l.phi, rows, nb, k, l.cfg.Center, false)
+	init := initBlock
+	if l.quickInit {
+		init = initBlockTopK
+	}
+	coef, vals, err := init(l.phi, rows, nb, k, l.cfg.Center, false)
 	if err != nil {
 		return err
 	}
@@ -788,7 +807,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			MaxFeatures: l.cfg.MaxFeatures,
 			ModelSeed:   l.cfg.Seed,
 			Created:     time.Now().UTC(),
-			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
+			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Quality: l.mon.quality()},
 			Running:     append([]float64(nil), l.mrun...),
 			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,

@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -23,10 +24,15 @@ const (
 	ForgetDetect Forgetting = "detect"
 	// ForgetOff never restarts: for streams known to be stationary.
 	ForgetOff Forgetting = "off"
+	// ForgetFollow, the default, is detect plus a challenger that
+	// follows gradual change too (see follower): a learner started on
+	// the stream as it is now replaces the model when it fits the
+	// held-out points better (FitScore).
+	ForgetFollow Forgetting = "follow"
 )
 
 // Forgettings are the valid values of Config.Forget.
-var Forgettings = []Forgetting{ForgetDetect, ForgetOff}
+var Forgettings = []Forgetting{ForgetFollow, ForgetDetect, ForgetOff}
 
 // # The held-out score
 //
@@ -42,7 +48,10 @@ func (l *KPCA) Assess(x []float64, rows int) (bool, error) {
 	if c == nil || err != nil {
 		return false, err
 	}
-	return l.ObserveScores(c, rows), nil
+	if l.ObserveScores(c, rows) {
+		return true, nil
+	}
+	return l.followAssess(x, rows), nil
 }
 
 // HeldOutScores appends to dst the served model's component scores of rows
@@ -99,6 +108,159 @@ func (l *KPCA) Score(x []float64, rows int) (float64, error) {
 // h_q(x)²/k(x, x) in the basis where G = n·AᵀA is the identity, and
 // returns them (rows×k); nil with no model or a collapsed basis.
 func (l *KPCA) scores(x []float64, rows int) ([]float64, error) {
+	h, err := l.coords(x, rows)
+	for i, v := range h {
+		h[i] = v * v
+	}
+	return h, err
+}
+
+// FitScore scores how well the served model's k functions fit the
+// distribution of rows held-out points x (rows×d, raw, rows > k), from the
+// points alone: with K the points' kernel matrix (centred for a centred
+// model) and Q an orthonormal basis of the functions' values on them
+// (rows×k), the eigenvalues μ₁ ≥ … ≥ μ_k of QᵀKQ are at most the top
+// eigenvalues λ₁ ≥ … ≥ λ_k of K (the Poincaré separation theorem), all equal
+// only when the functions span K's top-k eigenvectors — kernel PCA of
+// these points, the paper's eq. (1) on them. The score is the geometric
+// mean of μ_j/λ_j, in [0, 1]: every component weighs alike, whatever its
+// eigenvalue, so a stale model whose near-constant leading function
+// still captures most of the variance but whose later ones point
+// elsewhere scores low, and nothing depends on the coefficients' norms
+// (their noise made the RKHS-normalised shares of Score rank a stale
+// model above a fresh one on a gradual MNIST change: `streamkpca bench
+// drift --case mnist-ramp`). Compare models on the same points: with few
+// points per component even the exact eigenfunctions score below 1.
+// NaN before the first step, with rows ≤ k, or for functions whose values
+// are linearly dependent on the points. Costs rows²·d kernel evaluations
+// and an eigendecomposition of order rows³: for a held-out window, not
+// for every batch.
+func (l *KPCA) FitScore(x []float64, rows int) (float64, error) {
+	k := l.cfg.K
+	if len(l.seeds) == 0 || rows <= k {
+		return math.NaN(), nil
+	}
+	if err := l.checkBatch(x, rows); err != nil {
+		return math.NaN(), err
+	}
+	d := l.fm.Dim
+	xs := make([]float64, rows*d)
+	l.pre.Apply(xs, x)
+	h := make([]float64, rows*k)
+	coef, center, _ := l.served()
+	l.evalWith(h, xs, rows, k, coef, center)
+	km := mat.NewSymDense(rows, nil)
+	for i := range rows {
+		for j := i; j < rows; j++ {
+			km.SetSym(i, j, l.fm.Kernel.Eval(xs[i*d:i*d+d], xs[j*d:j*d+d]))
+		}
+	}
+	v := mat.NewDense(rows, k, h)
+	if center != nil {
+		doubleCenter(km)
+		centerColumns(v)
+	}
+	return subspaceFit(km, v), nil
+}
+
+// subspaceFit is FitScore's figure for the kernel matrix km and the
+// functions' values v (rows×k): the geometric mean of μ_j/λ_j. NaN when v's
+// columns are linearly dependent.
+func subspaceFit(km *mat.SymDense, v *mat.Dense) float64 {
+	_, k := v.Dims()
+	lam, ok := topEigenvalues(km, k)
+	if !ok {
+		return math.NaN()
+	}
+	return subspaceFitWith(km, v, lam)
+}
+
+// subspaceFitWith is subspaceFit given km's top-k eigenvalues lam.
+func subspaceFitWith(km *mat.SymDense, v *mat.Dense, lam []float64) float64 {
+	rows, k := v.Dims()
+	var qr mat.QR
+	qr.Factorize(v)
+	var r mat.Dense
+	qr.RTo(&r)
+	for j := range k {
+		if math.Abs(r.At(j, j)) <= 1e-12*math.Abs(r.At(0, 0)) {
+			return math.NaN()
+		}
+	}
+	var q mat.Dense
+	qr.QTo(&q)
+	qk := q.Slice(0, rows, 0, k)
+	var kq, m mat.Dense
+	kq.Mul(km, qk)
+	m.Mul(qk.T(), &kq)
+	mu, ok := topEigenvalues(mat.NewSymDense(k, m.RawMatrix().Data), k)
+	if !ok {
+		return math.NaN()
+	}
+	var s float64
+	for j := range k {
+		if lam[j] <= 0 {
+			return math.NaN()
+		}
+		s += math.Log(max(mu[j], 0) / lam[j])
+	}
+	return math.Exp(s / float64(k))
+}
+
+// topEigenvalues returns the n largest eigenvalues of a, largest first.
+func topEigenvalues(a *mat.SymDense, n int) ([]float64, bool) {
+	var e mat.EigenSym
+	if !e.Factorize(a, false) {
+		return nil, false
+	}
+	v := e.Values(nil) // ascending
+	out := make([]float64, n)
+	for j := range n {
+		out[j] = v[len(v)-1-j]
+	}
+	return out, true
+}
+
+// doubleCenter centres a kernel matrix in feature space: K ← HKH, H = I − 11ᵀ/n.
+func doubleCenter(km *mat.SymDense) {
+	n := km.SymmetricDim()
+	row := make([]float64, n)
+	var all float64
+	for i := range n {
+		for j := range n {
+			row[i] += km.At(i, j)
+		}
+		all += row[i]
+		row[i] /= float64(n)
+	}
+	all /= float64(n * n)
+	for i := range n {
+		for j := i; j < n; j++ {
+			km.SetSym(i, j, km.At(i, j)-row[i]-row[j]+all)
+		}
+	}
+}
+
+// centerColumns subtracts each column's mean.
+func centerColumns(v *mat.Dense) {
+	rows, k := v.Dims()
+	for j := range k {
+		var m float64
+		for i := range rows {
+			m += v.At(i, j)
+		}
+		m /= float64(rows)
+		for i := range rows {
+			v.Set(i, j, v.At(i, j)-m)
+		}
+	}
+}
+
+// coords sets the scratch to each held-out point's function values in the
+// basis where G = n·AᵀA is the identity, divided by √k(x, x) (centred
+// functions: √(k(x, x) − k̄)), and returns them (rows×k); nil with no model
+// or a collapsed basis.
+func (l *KPCA) coords(x []float64, rows int) ([]float64, error) {
 	if len(l.seeds) == 0 || rows == 0 {
 		return nil, nil
 	}
@@ -120,11 +282,11 @@ func (l *KPCA) scores(x []float64, rows int) ([]float64, error) {
 	}
 	for r := range rows {
 		x := q.xs[r*d : r*d+d]
-		den := l.fm.Kernel.Eval(x, x) - kbar
+		den := math.Sqrt(l.fm.Kernel.Eval(x, x) - kbar)
 		h := q.h[r*k : r*k+k]
 		solveLower(q.l, h, k)
 		for j, v := range h {
-			h[j] = v * v / den
+			h[j] = v / den
 		}
 	}
 	return q.h[:rows*k], nil
@@ -146,8 +308,15 @@ func (p *progress) detect(mon *monitor, c []float64, rows, k int, full bool, for
 }
 
 // Quality returns the held-out score so far (see Assess), nil before
-// any.
-func (l *KPCA) Quality() *snapshot.Quality { return l.mon.quality() }
+// any, with the last comparison window's fit scores of the model and its
+// challenger (FitScores) when there was one.
+func (l *KPCA) Quality() *snapshot.Quality {
+	q := l.mon.quality()
+	if q != nil && l.fol.fit > 0 && l.fol.chf > 0 {
+		q.Fit, q.Challenger = l.fol.fit, l.fol.chf
+	}
+	return q
+}
 
 // Forget restarts the model with the next Update, as a learner started
 // then would, keeping only its configuration, bandwidth and
@@ -173,6 +342,7 @@ func (l *KPCA) Forget() {
 // restartModel is Forget's restart, done by Update.
 func (l *KPCA) restartModel() {
 	l.reset = false
+	l.dropChallenger()
 	l.restart = l.t
 	l.seeds, l.coef = l.seeds[:0], l.coef[:0]
 	if l.fm.Landmarks {

@@ -332,6 +332,8 @@ type progress struct {
 	// every rate that decays with the steps counts from it.
 	restart uint64
 	changes uint64 // the changes of the stream detected so far (Assess)
+	// switches counts the challengers that replaced the model (follower).
+	switches uint64
 }
 
 // age is the number of steps since the schedule (re)started: the t of
@@ -371,7 +373,7 @@ func (p *progress) refused(rows int, halve bool) {
 // resume sets p from a snapshot header.
 func (p *progress) resume(h *snapshot.Header) {
 	p.t, p.samples, p.rejected, p.backoff = h.Step, h.SamplesSeen, h.Diagnostics.Rejected, h.Schedule.Backoff
-	p.restart, p.changes = min(h.Schedule.Restart, h.Step), h.Diagnostics.Changes
+	p.restart, p.changes, p.switches = min(h.Schedule.Restart, h.Step), h.Diagnostics.Changes, h.Diagnostics.Switches
 	if p.backoff == 0 {
 		p.backoff = 1
 	}

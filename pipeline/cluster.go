@@ -243,6 +243,7 @@ func (c *clusterLearner) raiseBudget(maxBytes int64, rows int) (int, bool) {
 }
 
 func (c *clusterLearner) twoView() bool                   { return false }
+func (c *clusterLearner) switches() uint64                { return 0 }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
 func (c *clusterLearner) close() {
 	if c.m != nil {

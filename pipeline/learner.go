@@ -27,6 +27,9 @@ type learner interface {
 	// online.KPCA.Assess); quality is the score so far (nil: none).
 	assess(x, y []float64, rows int) (bool, error)
 	quality() *snapshot.Quality
+	// switches counts the challengers that replaced the model
+	// (learner.forget: follow; 0 where there is none).
+	switches() uint64
 	// holdGrowth stops or resumes adding feature blocks (load shedding).
 	holdGrowth(hold bool)
 	// budget is the feature budget; raiseBudget raises it by a block
@@ -55,6 +58,7 @@ func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 	return o.l.Assess(x, rows)
 }
 func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
+func (o oneView) switches() uint64           { return o.l.Switches() }
 func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
 func (o oneView) budget() int                { return o.l.MaxFeatures() }
 func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
@@ -99,6 +103,7 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 	return t.l.Assess(x, y, rows)
 }
 func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
+func (t twoViews) switches() uint64           { return 0 }
 func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
 
 // The two-view learners keep their budget (learner.budget: stream grows

@@ -363,7 +363,12 @@ func (l *loop) assess() {
 	if l.heldRows == 0 {
 		return
 	}
+	before := p.learner.switches()
 	changed, err := p.learner.assess(l.heldX, l.heldY, l.heldRows)
+	switched := p.learner.switches() > before
+	if switched {
+		changed = false // a challenger replaced the model: not a detected change
+	}
 	l.heldX, l.heldY, l.heldRows = l.heldX[:0], l.heldY[:0], 0
 	if err != nil {
 		// Validated upstream, like update's rows; an error here is a bug,
@@ -374,13 +379,20 @@ func (l *loop) assess() {
 	q := p.learner.quality()
 	if q != nil {
 		p.met.Quality.Set(q.Score)
+		p.met.Fit.Set(q.Fit)
 	}
 	p.mu.Lock()
 	p.status.Quality = q
 	if changed {
 		p.status.Changes++
 	}
+	p.status.Switches = p.learner.switches()
 	p.mu.Unlock()
+	if switched {
+		p.met.Switches.Inc()
+		p.log.Info().Uint64("step", p.learner.step()).Uint64("switches", p.learner.switches()).
+			Msg("the stream has moved: a challenger learned on its recent points fits the held-out points better and replaces the model (learner.forget: follow; detect or off keeps the model)")
+	}
 	if changed {
 		p.met.Changes.Inc()
 		ev := p.log.Warn().Uint64("step", p.learner.step())

@@ -883,6 +883,7 @@ func TestBudgetGrowsWithASlowStream(t *testing.T) {
 		c.Kafka.Dim = 4
 		c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 64, 256, 64, 2
 		c.Learner.Budget, c.Learner.MaxModelBytes = budget, maxBytes
+		c.Learner.Forget = "detect" // no challenger: the bytes below are the model's alone
 		src := ingest.NewMemSource("v", 64)
 		h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.paceWindow = 20 * time.Millisecond })
 		msgs := points(64*120, 4, 5)

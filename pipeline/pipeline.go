@@ -79,7 +79,10 @@ type Status struct {
 	// the stream detected in this run.
 	Quality *snapshot.Quality
 	Changes uint64
-	Restart uint64 // the step of the model's last restart (0: none)
+	// Switches counts the challengers that replaced the model since it
+	// started (learner.forget: follow; kept in snapshots).
+	Switches uint64
+	Restart  uint64 // the step of the model's last restart (0: none)
 	// LearnedFraction is the fraction of the stream's messages learned
 	// now (load shedding; 1 when it keeps up), Shed the messages not
 	// learned to keep up since the model started.

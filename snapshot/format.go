@@ -216,6 +216,10 @@ type Diagnostics struct {
 	// Changes counts the changes of the stream detected so far, each of
 	// which restarted the schedule (Schedule.Restart is the last).
 	Changes uint64 `json:"changes,omitempty"`
+	// Switches counts the times a challenger learner, started on the
+	// stream as it was then, replaced the model because it fitted the
+	// held-out points better (learner.forget: follow).
+	Switches uint64 `json:"switches,omitempty"`
 	// LearnedFraction is the fraction of the stream's messages the
 	// service was learning when the snapshot was taken (load shedding:
 	// 1 or absent when it learns all), and Shed the messages it did not
@@ -244,6 +248,14 @@ type Quality struct {
 	// Points is how many held-out points the score averages (its
 	// effective window).
 	Points float64 `json:"points"`
+	// Fit is the model's fit to the recent stream on the last window of
+	// held-out points (online.KPCA.FitScore: the geometric mean over the
+	// components of the variance captured against the most any k
+	// functions capture on those points, in (0, 1]); Challenger is a
+	// learner's started on the recent stream (learner.forget: follow).
+	// Absent without a challenger.
+	Fit        float64 `json:"fit,omitempty"`
+	Challenger float64 `json:"challenger,omitempty"`
 }
 
 // Header is the JSON header of a snapshot.

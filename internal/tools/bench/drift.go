@@ -21,9 +21,14 @@ import (
 type DriftConfig struct {
 	// Case is "switch" (16-D hermite rotated by a random orthogonal Q
 	// after Points points), "rotate" (it turns by a quarter turn in
-	// eight planes, evenly over the second Points points) or "mnist"
-	// (MNIST digits of classes 0–4, then of classes 5–9; needs MNIST).
-	// Default: switch.
+	// eight planes, evenly over the second Points points), "ramp" (the
+	// same turn, then Points more points), "stationary" (16-D hermite,
+	// unchanged, for 2·Points), "mnist" (MNIST digits of
+	// classes 0–4, then of classes 5–9; needs MNIST), "mnist-ramp" (the
+	// share of 5–9 rising evenly from 0 to 1 over the second Points
+	// points, then Points of 5–9) or "mnist-stationary" (every digit,
+	// shuffled, for 2·Points: no change; the truth on each side is exact
+	// kernel PCA of other images of every digit). Default: switch.
 	Case string
 	// MNIST is the MNIST set for case mnist (mnist.Load).
 	MNIST mnist.Set
@@ -51,9 +56,14 @@ type DriftConfig struct {
 
 // DriftPoint is one checkpoint of a drift run.
 type DriftPoint struct {
-	Points   int     `json:"points"`
-	Error    float64 `json:"subspace_error"`
-	Quality  float64 `json:"quality,omitempty"`
+	Points  int     `json:"points"`
+	Error   float64 `json:"subspace_error"`
+	Quality float64 `json:"quality,omitempty"`
+	// Score and FitScore are the model's held-out score (online.KPCA.Score)
+	// and fit score (FitScore) on the truth's held-out points at this
+	// point of the stream.
+	Score    float64 `json:"score"`
+	FitScore float64 `json:"fit_score"`
 	Features int     `json:"features"`
 	Changes  uint64  `json:"changes"`
 	Seconds  float64 `json:"seconds"`
@@ -95,16 +105,16 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 	}
 	var newStream func() (driftStream, error)
 	switch cfg.Case {
-	case "switch", "rotate":
+	case "switch", "rotate", "ramp", "stationary":
 		orDefault(&cfg.Points, 102_400)
 		orDefault(&cfg.K, 5)
 		newStream = func() (driftStream, error) { return newHermiteDrift(cfg), nil }
-	case "mnist":
+	case "mnist", "mnist-ramp", "mnist-stationary":
 		orDefault(&cfg.Points, 51_200)
 		orDefault(&cfg.K, 10)
 		newStream = func() (driftStream, error) { return newMNISTDrift(cfg) }
 	default:
-		return DriftResult{}, errors.New("bench: drift case must be switch, rotate or mnist")
+		return DriftResult{}, errors.New("bench: drift case must be switch, rotate, ramp, stationary, mnist, mnist-ramp or mnist-stationary")
 	}
 	orDefault(&cfg.Batch, 512)
 	orDefault(&cfg.Holdout, DefaultHoldout)
@@ -155,13 +165,14 @@ func newRotation(cfg DriftConfig, d int) rotation {
 // at returns the rotation in force after n points (nil: none).
 func (r rotation) at(n int) *mat.Dense {
 	t := r.cfg.Points
-	if n < t {
+	if n < t || r.cfg.Case == "stationary" {
 		return nil
 	}
 	if r.cfg.Case == "switch" {
 		return r.q
 	}
-	// A quarter turn in the planes (0,1), (2,3), … (14,15), reached at 2T.
+	// A quarter turn in the planes (0,1), (2,3), … (14,15), reached at 2T
+	// (rotate, ramp).
 	a := math.Pi / 2 * math.Min(1, float64(n-t)/float64(t))
 	m := mat.NewDense(r.d, r.d, nil)
 	for i := 0; i+1 < r.d; i += 2 {
@@ -195,6 +206,9 @@ type driftStream interface {
 	// score is the subspace error of eval's functions against the truth
 	// in force at stream position n.
 	score(eval func(dst, x []float64, rows int), n int) float64
+	// heldOut is the truth's held-out points at stream position n
+	// (rows×dim), to compare models' scores on.
+	heldOut(n int) ([]float64, int)
 }
 
 // hermiteDrift is 16-D hermite, rotated (cases switch and rotate).
@@ -229,10 +243,14 @@ func (s *hermiteDrift) sample(x []float64, rows, n int) {
 	s.rot.apply(s.rot.at(n), x, rows)
 }
 func (s *hermiteDrift) score(eval func(dst, x []float64, rows int), n int) float64 {
+	x, rows := s.heldOut(n)
+	eval(s.pred, x, rows)
+	return synth.SubspaceError(mat.NewDense(s.held, s.k, s.pred), s.truth)
+}
+func (s *hermiteDrift) heldOut(n int) ([]float64, int) {
 	copy(s.xr, s.xh)
 	s.rot.apply(s.rot.at(n), s.xr, s.held)
-	eval(s.pred, s.xr, s.held)
-	return synth.SubspaceError(mat.NewDense(s.held, s.k, s.pred), s.truth)
+	return s.xr, s.held
 }
 
 // mnistDrift streams MNIST digits of classes 0–4, then of 5–9, drawn at
@@ -249,6 +267,8 @@ type mnistDrift struct {
 	pred  []float64
 	kern  features.Kernel
 	k     int
+	ramp  bool
+	still bool // mnist-stationary: every digit on both sides
 }
 
 // mnistDriftTrain and mnistDriftTest are each half's training and
@@ -261,12 +281,15 @@ func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
 	}
 	set := cfg.MNIST.Shuffle(rand.New(rand.NewPCG(cfg.Seed, 1)))
 	const d = mnist.Pixels
-	s := &mnistDrift{t: cfg.Points, rng: rand.New(rand.NewPCG(cfg.Seed, 2)), k: cfg.K}
+	s := &mnistDrift{t: cfg.Points, rng: rand.New(rand.NewPCG(cfg.Seed, 2)), k: cfg.K, ramp: cfg.Case == "mnist-ramp", still: cfg.Case == "mnist-stationary"}
 	var all [2][]float64
 	for i, lab := range set.Labels {
 		h := 0
 		if lab >= 5 {
 			h = 1
+		}
+		if s.still {
+			h = i % 2 // both halves hold every digit: no change
 		}
 		all[h] = append(all[h], set.X[i*d:(i+1)*d]...)
 	}
@@ -297,16 +320,34 @@ func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
 
 func (s *mnistDrift) dim() int                { return mnist.Pixels }
 func (s *mnistDrift) kernel() features.Kernel { return s.kern }
+
+// share is the fraction of digits 5–9 at stream position n: 0 then 1
+// (mnist), or rising evenly over [T, 2T) (mnist-ramp).
+func (s *mnistDrift) share(n int) float64 {
+	switch {
+	case n < s.t:
+		return 0
+	case !s.ramp || n >= 2*s.t:
+		return 1
+	}
+	return float64(n-s.t) / float64(s.t)
+}
+
+// half is the half whose truth is in force at n: the majority.
 func (s *mnistDrift) half(n int) int {
-	if n < s.t {
+	if s.share(n) < 0.5 {
 		return 0
 	}
 	return 1
 }
 func (s *mnistDrift) sample(x []float64, rows, n int) {
 	const d = mnist.Pixels
-	h := s.half(n)
+	p := s.share(n)
 	for r := range rows {
+		h := 0
+		if p >= 1 || (p > 0 && s.rng.Float64() < p) {
+			h = 1
+		}
 		i := s.rng.IntN(mnistDriftTrain)
 		copy(x[r*d:(r+1)*d], s.train[h][i*d:(i+1)*d])
 	}
@@ -316,14 +357,28 @@ func (s *mnistDrift) score(eval func(dst, x []float64, rows int), n int) float64
 	eval(s.pred, s.test[h], mnistDriftTest)
 	return synth.SubspaceError(mat.NewDense(mnistDriftTest, s.k, s.pred), s.truth[h])
 }
+func (s *mnistDrift) heldOut(n int) ([]float64, int) { return s.test[s.half(n)], mnistDriftTest }
+
+// rampCase reports whether the case changes gradually over [T, 2T) and
+// runs on for T after (3T points; the restarted learner starts at 2T).
+func rampCase(c string) bool { return c == "ramp" || c == "mnist-ramp" }
 
 func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) (DriftRun, error) {
 	d, T := st.dim(), cfg.Points
+	end, total := T, 2*T // the change's end (the restart), the stream's
+	if rampCase(cfg.Case) {
+		end, total = 2*T, 3*T
+	}
 	lcfg := cfg.Learner
 	lcfg.Model, lcfg.K, lcfg.Seed = "drift", cfg.K, cfg.Seed
 	lcfg.Kernel = st.kernel()
-	if run == "forget-off" {
+	switch run {
+	case "forget-off":
 		lcfg.Forget = online.ForgetOff
+	case "restarted":
+		// The reference: a learner started afresh at the change's end,
+		// with no challenger of its own to replace it.
+		lcfg.Forget = online.ForgetDetect
 	}
 	var l *online.KPCA
 	newLearner := func() error {
@@ -343,16 +398,16 @@ func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) 
 	hx := make([]float64, 0, cfg.Batch*d)
 	every := T / 20
 	var learn time.Duration
-	for n := 0; n < 2*T; {
+	for n := 0; n < total; {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		if run == "restarted" && n == T {
+		if run == "restarted" && n == end {
 			if err := newLearner(); err != nil {
 				return out, err
 			}
 		}
-		b := min(cfg.Batch, 2*T-n)
+		b := min(cfg.Batch, total-n)
 		st.sample(x[:b*d], b, n)
 		hx = holdout(hx[:0], x[:b*d], b, d, uint64(n), cfg.Holdout)
 		t0 := time.Now()
@@ -369,19 +424,24 @@ func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) 
 			return out, err
 		}
 		n += b
-		if n%every == 0 || n == 2*T {
+		if n%every == 0 || n == total {
 			p := DriftPoint{Points: n, Features: l.Features(), Changes: l.Changes(), Seconds: learn.Seconds(),
 				Error: st.score(l.EvalTo, n)}
 			if q := l.Quality(); q != nil {
 				p.Quality = q.Score
 			}
+			hx, hr := st.heldOut(n)
+			p.Score, _ = l.Score(hx, hr)
+			if f, err := l.FitScore(hx, hr); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+				p.FitScore = f
+			}
 			out.Curve = append(out.Curve, p)
 			switch n {
 			case T - every:
 				out.Before = p.Error
-			case T + T/5:
+			case end + T/5:
 				out.At20 = p.Error
-			case 2 * T:
+			case end + T:
 				out.At100 = p.Error
 			}
 			if cfg.Progress != nil {

