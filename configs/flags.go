@@ -52,10 +52,10 @@ func LearnerFlags(fs *flag.FlagSet) func() []string {
 
 // settingFlag is a flag.Value recording "learner.key=value".
 type settingFlag struct {
-	key, def, val string
-	boolean, set  bool
-	sets          *[]string
-	kind          reflect.Kind
+	key, def     string
+	boolean, set bool
+	sets         *[]string
+	kind         reflect.Kind
 }
 
 // String is the default, for the help ("" for zero values: not shown).

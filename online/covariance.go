@@ -63,30 +63,29 @@ const (
 // The blocks themselves (seeds, or landmark points) and the model format
 // do not change: the solve writes the coefficients of the same blocks.
 type covariance struct {
-	m        [2]int
-	p        int
-	n        float64
-	nSolved  float64      // n at the last solve
-	s        [2][]float64 // S_xx, S_yy (m×m, upper triangle used)
-	sxy      []float64    // S_xy (m_x×m_y)
-	sum      [2][]float64 // s_x, s_y
-	solves   uint64
-	ridge    float64
-	seed     uint64
-	phi      [2][]float64 // b×m features of a batch
-	chol     [2][]float64 // U_x, U_y
-	mu       [2][]float64
-	q        []float64 // m_y×p warm start
-	z1, z2   []float64 // max(m)×p scratch
-	pm, r    []float64 // m_x×p, m_y×p
-	g, ev    []float64 // p×p, p
-	tau      []float64 // p
-	work     []float64
-	cor      []float64    // the last solve's canonical correlations (p)
-	search   *ridgeSearch // kcca with the ridge chosen on held-out pairs; nil otherwise
-	gu       []float64    // one view with landmarks: U, UᵀU = G + δI, the features' Gram matrix in the RKHS (see setGram); nil otherwise
-	solveErr error
-	ws       dense.Workspace // the products, factorisations and solves
+	m       [2]int
+	p       int
+	n       float64
+	nSolved float64      // n at the last solve
+	s       [2][]float64 // S_xx, S_yy (m×m, upper triangle used)
+	sxy     []float64    // S_xy (m_x×m_y)
+	sum     [2][]float64 // s_x, s_y
+	solves  uint64
+	ridge   float64
+	seed    uint64
+	phi     [2][]float64 // b×m features of a batch
+	chol    [2][]float64 // U_x, U_y
+	mu      [2][]float64
+	q       []float64 // m_y×p warm start
+	z1, z2  []float64 // max(m)×p scratch
+	pm, r   []float64 // m_x×p, m_y×p
+	g, ev   []float64 // p×p, p
+	tau     []float64 // p
+	work    []float64
+	cor     []float64       // the last solve's canonical correlations (p)
+	search  *ridgeSearch    // kcca with the ridge chosen on held-out pairs; nil otherwise
+	gu      []float64       // one view with landmarks: U, UᵀU = G + δI, the features' Gram matrix in the RKHS (see setGram); nil otherwise
+	ws      dense.Workspace // the products, factorisations and solves
 }
 
 // basisSize is the number of columns p of the solve's basis: 2k for two

@@ -543,14 +543,6 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	}
 }
 
-// ridgeOf is the ridge a snapshot records: the covariance solver's only.
-func ridgeOf(c Config) float64 {
-	if c.Solver == SolverCovariance {
-		return c.Ridge
-	}
-	return 0
-}
-
 // ridgeNow is the ridge a snapshot records (0 for the other rules).
 func (l *TwoView) ridgeNow() float64 {
 	r, _ := l.Ridge()

@@ -97,6 +97,9 @@ type Notice struct {
 	// absent where the model has none.
 	Quality *snapshot.Quality `json:"quality,omitempty"`
 	Changes uint64            `json:"changes,omitempty"`
+	// Switches counts the times a challenger replaced the model
+	// (snapshot.Diagnostics.Switches).
+	Switches uint64 `json:"switches,omitempty"`
 }
 
 // ObjectName is the object store name of a version of an incarnation:
@@ -210,7 +213,7 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 		Model: p.cfg.Model, Incarnation: h.Incarnation, Version: h.Version(), SamplesSeen: h.SamplesSeen,
 		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Incarnation, h.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
-		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes,
+		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes, Switches: h.Diagnostics.Switches,
 	}
 	meta := map[string]string{metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}
 	if err := p.b.PutObject(ctx, n.Object, meta, data); err != nil {

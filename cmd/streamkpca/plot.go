@@ -25,7 +25,8 @@ every kind takes --out FILE.png (default <kind>.png), --width and --height in cm
 
 func cmdPlot(args []string) error {
 	if len(args) == 0 {
-		return errors.New(plotUsage)
+		fmt.Fprintln(os.Stderr, plotUsage)
+		return errors.New("plot: name the kind of picture (the kinds are listed above)")
 	}
 	if isHelp(args[0]) {
 		fmt.Println(plotUsage)
