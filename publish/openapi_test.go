@@ -3,6 +3,8 @@ package publish
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -64,7 +66,7 @@ func TestOpenAPIContract(t *testing.T) {
 			return
 		}
 		in := &openapi3filter.RequestValidationInput{Request: httptest.NewRequest(method, path, strings.NewReader(body)), PathParams: params, Route: route,
-			Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+			Options: &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: bearerOnly}}
 		if body != "" {
 			in.Request.Header.Set("Content-Type", "application/json")
 		}
@@ -120,4 +122,16 @@ func TestOpenAPIContract(t *testing.T) {
 	if n := len(doc.Paths.Map()); n != 9 {
 		t.Errorf("%d documented paths, want the handler's 9", n)
 	}
+}
+
+// bearerOnly is the document's security scheme as the service applies it:
+// a request that sends credentials sends "Authorization: Bearer <token>".
+func bearerOnly(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if in.SecuritySchemeName != "bearer" {
+		return fmt.Errorf("unknown security scheme %q", in.SecuritySchemeName)
+	}
+	if !strings.HasPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ") {
+		return errors.New("no bearer token")
+	}
+	return nil
 }
