@@ -126,12 +126,20 @@ func (s *statusWriter) WriteHeader(code int) {
 // revoked by a rebalance disappears). The unlabelled
 // streamkpca_consumer_lag is their sum plus the messages fetched and not
 // yet learned.
-type partitionLags struct{ p *Pipeline }
+// Its labels are kafka_exporter's (consumergroup, topic, partition), so
+// that dashboards and alerts written for it apply.
+type partitionLags struct {
+	p    *Pipeline
+	desc *prometheus.Desc
+}
 
-var partitionLagDesc = prometheus.NewDesc("streamkpca_consumer_partition_lag",
-	"Messages behind the end of each partition this instance owns (last fetch).", []string{"partition"}, nil)
+func newPartitionLags(p *Pipeline) partitionLags {
+	return partitionLags{p, prometheus.NewDesc("streamkpca_consumer_partition_lag",
+		"Messages behind the end of each partition this instance owns (last fetch).", []string{"partition"},
+		prometheus.Labels{"topic": p.cfg.Kafka.Topic, "consumergroup": p.cfg.Kafka.Group})}
+}
 
-func (c partitionLags) Describe(ch chan<- *prometheus.Desc) { ch <- partitionLagDesc }
+func (c partitionLags) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c partitionLags) Collect(ch chan<- prometheus.Metric) {
 	src, ok := c.p.consumer.(interface{ PartitionLags() map[int]int64 })
@@ -139,6 +147,6 @@ func (c partitionLags) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for part, lag := range src.PartitionLags() {
-		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(lag), strconv.Itoa(part))
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(lag), strconv.Itoa(part))
 	}
 }

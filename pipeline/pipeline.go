@@ -218,7 +218,7 @@ func build(opt Options) (*Pipeline, error) {
 				}
 				return float64(p.lag())
 			}),
-		partitionLags{p},
+		newPartitionLags(p),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_queue_bytes", Help: "Bytes of fetched messages waiting for the learner, as counted against kafka.queue_bytes (never above it)."},
 			func() float64 {
 				if q, ok := p.consumer.(interface{ QueuedBytes() int64 }); ok {
