@@ -76,6 +76,9 @@ func cmdFit(ctx context.Context, args []string) error {
 				sets = append(sets, "learner.max_features="+strconv.Itoa(n))
 			}
 			fmt.Fprintf(os.Stderr, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
+		} else if !online.Algorithm(alg).TwoView() {
+			// Say why the README's default does not apply.
+			fmt.Fprintf(os.Stderr, "features: random (%d rows, fewer than one landmark block of %d: landmark features need a block of rows; with so few rows exact kernel PCA is the better tool)\n", rows, online.DefaultCovarianceBlockSize)
 		}
 	}
 	c, err := configs.Load("", nil, sets...)
