@@ -17,15 +17,25 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		return nil, nil
 	}
 	ready := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m, _ := p.cur.Get(); m == nil {
-			http.Error(w, "no model version yet", http.StatusServiceUnavailable)
-			return
-		}
+		// Kafka first: without it no version comes, and the reason to give
+		// is the brokers, not the missing version.
+		var kafkaDown string
 		if u, ok := p.consumer.(interface{ Unreachable() (time.Time, error) }); ok {
-			if since, err := u.Unreachable(); !since.IsZero() && time.Since(since) >= unreachableNotReady {
-				http.Error(w, fmt.Sprintf("kafka unreachable for %.0f s (%v): the model is served but not learning", time.Since(since).Seconds(), err), http.StatusServiceUnavailable)
-				return
+			if since, err := u.Unreachable(); !since.IsZero() {
+				kafkaDown = fmt.Sprintf("kafka unreachable for %.0f s (%v)", time.Since(since).Seconds(), err)
+				if m, _ := p.cur.Get(); m == nil {
+					http.Error(w, "no model version yet: "+kafkaDown+" (kafka.brokers)", http.StatusServiceUnavailable)
+					return
+				}
+				if time.Since(since) >= unreachableNotReady {
+					http.Error(w, kafkaDown+": the model is served but not learning", http.StatusServiceUnavailable)
+					return
+				}
 			}
+		}
+		if m, _ := p.cur.Get(); m == nil {
+			http.Error(w, "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic "+p.cfg.Kafka.Topic, http.StatusServiceUnavailable)
+			return
 		}
 		w.Write([]byte("ready\n"))
 	})

@@ -98,3 +98,38 @@ func TestReadinessReflectsTheBrokers(t *testing.T) {
 		t.Errorf("/healthz: %d, want 200", code)
 	}
 }
+
+// downSource is a stream whose brokers have been unreachable for a minute.
+type downSource struct{ *ingest.MemSource }
+
+func (downSource) Unreachable() (time.Time, error) {
+	return time.Now().Add(-time.Minute), errors.New("dial tcp 127.0.0.1:1: connection refused")
+}
+
+// TestReadyzNamesKafka: before the first version, /readyz says why: the
+// brokers it cannot reach (they used to go unnamed: "no model version
+// yet" for as long as Kafka was down), or, with Kafka up, that it waits
+// for the first batch from the topic.
+func TestReadyzNamesKafka(t *testing.T) {
+	for _, c := range []struct {
+		src  ingest.Source
+		want string
+	}{
+		{downSource{ingest.NewMemSource("v", 1)}, "kafka unreachable for 60 s (dial tcp 127.0.0.1:1: connection refused)"},
+		{ingest.NewMemSource("v", 1), "waiting for the first batch"},
+	} {
+		cfg := testConfig(t)
+		cfg.HTTP.Addr = "127.0.0.1:0"
+		h := startLoop(t, cfg, ingest.NewMemSource("v", 1), &ingest.MemDeadLetter{}, func(o *Options) { o.Source = c.src })
+		waitUntil(t, "HTTP", func() bool { return h.p.HTTPAddr() != "" })
+		res, err := http.Get("http://" + h.p.HTTPAddr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), c.want) {
+			t.Errorf("/readyz: %d %q; want 503 saying %q", res.StatusCode, body, c.want)
+		}
+	}
+}

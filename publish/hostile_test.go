@@ -87,3 +87,18 @@ func TestHTTPErrorsInTheUsersTerms(t *testing.T) {
 		t.Errorf("GET version 3: %d %s", code, body)
 	}
 }
+
+// TestProjectNamesNaN: a client whose JSON encoder writes NaN or Infinity
+// (Python's json.dumps does) is told that, not handed the parser's
+// "invalid character 'N'".
+func TestProjectNamesNaN(t *testing.T) {
+	for _, body := range []string{`{"vectors": [[0.5, NaN]]}`, `{"vectors": [[1, 2], [Infinity, 0]]}`, `{"vectors": [[-Infinity, 0]]}`} {
+		_, err := decodeProject([]byte(body), 10)
+		if err == nil || !strings.Contains(err.Error(), "NaN or Infinity") {
+			t.Errorf("%s: %v; want an error naming NaN or Infinity", body, err)
+		}
+	}
+	if _, err := decodeProject([]byte(`{"vectors": [[0.5, nope]]}`), 10); err == nil || strings.Contains(err.Error(), "NaN") {
+		t.Errorf("a malformed vector without NaN: %v; want the parser's error", err)
+	}
+}

@@ -175,6 +175,11 @@ func decodeProject(body []byte, maxVectors int) (projectBody, error) {
 				}
 				vec = vec[:0]
 				if err := dec.Decode(&vec); err != nil {
+					if nonFinite(body, dec.InputOffset()) {
+						// Python's json.dumps writes NaN and Infinity,
+						// which are not JSON: name them, not the parser.
+						return bad("vector %d holds NaN or Infinity, which JSON cannot carry and no kernel can project (%v)", len(out.lens), err)
+					}
 					return bad("vector %d: %v", len(out.lens), err)
 				}
 				out.values = append(out.values, vec...)
@@ -205,6 +210,19 @@ func decodeProject(body []byte, maxVectors int) (projectBody, error) {
 		return projectBody{}, fmt.Errorf("%w: no vectors", errBadRequest)
 	}
 	return out, nil
+}
+
+// nonFinite reports whether the body holds NaN or Infinity (as
+// non-standard encoders write them) within 64 bytes after off, where the
+// decoder stopped.
+func nonFinite(body []byte, off int64) bool {
+	lo := max(0, int(off)-8)
+	hi := min(len(body), int(off)+64)
+	if lo >= hi {
+		return false
+	}
+	w := body[lo:hi]
+	return bytes.Contains(w, []byte("NaN")) || bytes.Contains(w, []byte("Infinity"))
 }
 
 // Info answers an info query.

@@ -117,7 +117,7 @@ func cmdFit(ctx context.Context, args []string) error {
 	if _, err := snapshot.WriteFile(*out, snap.Served()); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d rows, %d features, bandwidth %.4g", *out, cfg.Algorithm, rep.Samples, rep.Features, rep.Bandwidth)
+	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d rows (%d samples learned over the passes), %d features, bandwidth %.4g", *out, cfg.Algorithm, rows, rep.Samples, rep.Features, rep.Bandwidth)
 	if len(rep.Eigenvalues) > 0 {
 		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -68,18 +69,33 @@ func cmdWatch(ctx context.Context, args []string) error {
 	defer conn.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	quiet := time.AfterFunc(watchQuiet, func() {
+		fmt.Fprintf(watchNotes, "streamkpca watch: no version of model %q on %s after %v; still waiting (is --model the service's `model` setting, --nats its server and --prefix its nats.prefix? a new model publishes its first version after its first batch)\n", *model, conn.ConnectedUrlRedacted(), watchQuiet)
+	})
+	defer quiet.Stop()
 	return watch(ctx, conn, publish.Config{Prefix: nc.Prefix, Model: *model, OnSkip: func(n publish.Notice, err error) {
 		log.Warn().Err(err).Uint64("version", n.Version).Msg("passing over a version that cannot be fetched")
-	}}, pts, *versions, os.Stdout, stop)
+	}}, pts, *versions, os.Stdout, func() { quiet.Stop(); stop() }, quiet.Stop)
 }
 
+// watchQuiet is how long watch waits for a first version before it says
+// on watchNotes that it is waiting, and for what (variables for tests).
+var (
+	watchQuiet           = 10 * time.Second
+	watchNotes io.Writer = os.Stderr
+)
+
 // watch prints a JSON line per version Watch delivers (with pts
-// projected), calling stop after n versions (0: never).
-func watch(ctx context.Context, nc *nats.Conn, cfg publish.Config, pts [][]float64, n int, w io.Writer, stop func()) error {
+// projected), calling stop after n versions (0: never) and delivered at
+// the first.
+func watch(ctx context.Context, nc *nats.Conn, cfg publish.Config, pts [][]float64, n int, w io.Writer, stop func(), delivered ...func() bool) error {
 	enc := json.NewEncoder(w)
 	seen := 0
 	var printErr error
 	err := publish.Watch(ctx, nc, cfg, func(m *snapshot.Model, no publish.Notice) {
+		for _, f := range delivered {
+			f()
+		}
 		line := watchLine{Notice: no}
 		for _, p := range pts {
 			proj, err := m.Project(nil, p)

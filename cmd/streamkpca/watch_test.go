@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +75,27 @@ func TestWatchPrintsVersions(t *testing.T) {
 			len(w.Projections) != 1 || w.Projections[0][0] != want[0] || w.Projections[0][1] != want[1] {
 			t.Errorf("line %d: %s (%v); want version %d, projections %v", i, l, err, 3+i, want)
 		}
+	}
+}
+
+// TestWatchSaysWhatItWaitsFor: pointed at a model nothing publishes,
+// watch says after a while that it is still waiting and what to check
+// (it printed nothing, for as long as it ran).
+func TestWatchSaysWhatItWaitsFor(t *testing.T) {
+	stack, err := devstack.StartNATSOnly(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	var notes bytes.Buffer
+	watchQuiet, watchNotes = 100*time.Millisecond, &notes
+	defer func() { watchQuiet, watchNotes = 10*time.Second, io.Writer(os.Stderr) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(time.Second, cancel).Stop() // a Ctrl-C after a second
+	if err := cmdWatch(ctx, []string{"--nats", stack.NATSURL(), "--model", "nosuch"}); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if !strings.Contains(notes.String(), `no version of model "nosuch"`) || !strings.Contains(notes.String(), "--model") {
+		t.Fatalf("watch said %q; want it to say it waits for a first version of nosuch and what to check", notes.String())
 	}
 }

@@ -101,6 +101,8 @@ def follow(base, model, interval=5.0, token=None, exact=True, timeout=30, stop=N
     an unchanged version costs a 304 and no download. A service that is
     down or restarting is retried after interval; an answer it cannot use
     (a corrupt snapshot) is skipped the same way, with no model yielded.
+    A model the service does not serve (404) or a refused token (401,
+    403) raises APIError at once.
     stop, if given (a threading.Event), ends the generator when set.
 
         for model in streamkpca.follow("http://localhost:8080", "hermite"):
@@ -123,7 +125,9 @@ def follow(base, model, interval=5.0, token=None, exact=True, timeout=30, stop=N
             new = Model(loads(data), exact=exact)
             etag = tag
         except urllib.error.HTTPError as e:
-            if e.code in (401, 403):
+            if e.code in (401, 403, 404):
+                # A token refused, or a model the service does not serve
+                # (a misspelt name): polling would never succeed.
                 raise APIError(e.code, e.read().decode("utf-8", "replace"), url) from None
             # 304: unchanged; 503: no version yet; other errors: retried
         except (urllib.error.URLError, OSError, ValueError):

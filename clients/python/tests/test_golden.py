@@ -255,6 +255,24 @@ class SklearnAndFollow(unittest.TestCase):
         finally:
             srv.shutdown()
 
+    def test_follow_raises_for_an_unknown_model(self):
+        """follow on a model the service does not serve raises APIError
+        with the 404 at once, instead of polling forever in silence."""
+        import http.server
+
+        def not_found(handler):
+            handler.send_error(404, "no model nosuch")
+
+        handler = type("Handler", (http.server.BaseHTTPRequestHandler,),
+                       {"do_GET": not_found, "log_message": lambda self, *a: None})
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        import threading
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        with self.assertRaises(streamkpca.APIError) as cm:
+            next(streamkpca.follow(f"http://127.0.0.1:{srv.server_address[1]}", "nosuch", interval=0.01))
+        srv.shutdown()
+        self.assertIn("404", str(cm.exception))
+
     def _payload(self):
         s = streamkpca.loads(self.data)
         return np.concatenate([c.ravel() for c in s.coef])
