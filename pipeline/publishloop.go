@@ -48,6 +48,9 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 		}
 		n, err := p.publishOnce(ctx, pending)
 		if err == nil {
+			if p.lease != nil {
+				p.leaseChanged(nil) // the publish renewed the lease (or took it over)
+			}
 			p.met.Publishes.Inc()
 			p.mu.Lock()
 			p.status.Published = n.Version
