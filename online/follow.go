@@ -2,8 +2,6 @@ package online
 
 import (
 	"math"
-
-	"gonum.org/v1/gonum/mat"
 )
 
 // # Following gradual change: a challenger
@@ -180,36 +178,12 @@ func fitScores(a, b *KPCA, x []float64, rows int) (float64, float64) {
 	if len(a.seeds) == 0 || len(b.seeds) == 0 || rows <= k {
 		return math.NaN(), math.NaN()
 	}
-	d := a.fm.Dim
-	xs := make([]float64, rows*d)
-	a.pre.Apply(xs, x)
-	km := mat.NewSymDense(rows, nil)
-	for i := range rows {
-		for j := i; j < rows; j++ {
-			km.SetSym(i, j, a.fm.Kernel.Eval(xs[i*d:i*d+d], xs[j*d:j*d+d]))
-		}
-	}
-	_, center, _ := a.served()
-	if center != nil {
-		doubleCenter(km)
-	}
+	km := a.windowKernel(x, rows)
 	lam, ok := topEigenvalues(km, k)
 	if !ok {
 		return math.NaN(), math.NaN()
 	}
-	score := func(l *KPCA) float64 {
-		ls := make([]float64, rows*d)
-		l.pre.Apply(ls, x)
-		h := make([]float64, rows*k)
-		coef, center, _ := l.served()
-		l.evalWith(h, ls, rows, k, coef, center)
-		v := mat.NewDense(rows, k, h)
-		if center != nil {
-			centerColumns(v)
-		}
-		return subspaceFitWith(km, v, lam)
-	}
-	return score(a), score(b)
+	return subspaceFitWith(km, a.valuesOn(x, rows), lam), subspaceFitWith(km, b.valuesOn(x, rows), lam)
 }
 
 // promote makes the challenger the model: l adopts its blocks,

@@ -143,24 +143,41 @@ func (l *KPCA) FitScore(x []float64, rows int) (float64, error) {
 	if err := l.checkBatch(x, rows); err != nil {
 		return math.NaN(), err
 	}
+	return subspaceFit(l.windowKernel(x, rows), l.valuesOn(x, rows)), nil
+}
+
+// windowKernel is the kernel matrix of rows points x (raw), in l's
+// preprocessing, centred in feature space when l's functions are.
+func (l *KPCA) windowKernel(x []float64, rows int) *mat.SymDense {
 	d := l.fm.Dim
 	xs := make([]float64, rows*d)
 	l.pre.Apply(xs, x)
-	h := make([]float64, rows*k)
-	coef, center, _ := l.served()
-	l.evalWith(h, xs, rows, k, coef, center)
 	km := mat.NewSymDense(rows, nil)
 	for i := range rows {
 		for j := i; j < rows; j++ {
 			km.SetSym(i, j, l.fm.Kernel.Eval(xs[i*d:i*d+d], xs[j*d:j*d+d]))
 		}
 	}
+	if l.center != nil {
+		doubleCenter(km)
+	}
+	return km
+}
+
+// valuesOn is the served functions' values on rows points x (raw),
+// rows×k, each column centred when the functions are.
+func (l *KPCA) valuesOn(x []float64, rows int) *mat.Dense {
+	k, d := l.cfg.K, l.fm.Dim
+	xs := make([]float64, rows*d)
+	l.pre.Apply(xs, x)
+	h := make([]float64, rows*k)
+	coef, center, _ := l.served()
+	l.evalWith(h, xs, rows, k, coef, center)
 	v := mat.NewDense(rows, k, h)
 	if center != nil {
-		doubleCenter(km)
 		centerColumns(v)
 	}
-	return subspaceFit(km, v), nil
+	return v
 }
 
 // subspaceFit is FitScore's figure for the kernel matrix km and the

@@ -29,9 +29,19 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-func natsServer(t *testing.T) *nats.Conn {
+func natsServer(t *testing.T) *nats.Conn { return natsServerWith(t, nil) }
+
+// natsServerWith is an embedded nats-server (with opt applied to its
+// options, if set) and a connection to it, both closed with the test.
+func natsServerWith(t *testing.T, opt func(*server.Options)) *nats.Conn {
 	t.Helper()
-	stack, err := devstack.StartNATSOnly(t.TempDir())
+	var stack *devstack.Stack
+	var err error
+	if opt == nil {
+		stack, err = devstack.StartNATSOnly(t.TempDir())
+	} else {
+		stack, err = devstack.Start(devstack.Options{Dir: t.TempDir(), NATSOptions: opt})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,16 +612,7 @@ func TestPublishPrunesToFit(t *testing.T) {
 // server's "insufficient resources" is read as ErrStoreFull and every
 // version is still published.
 func TestPublishPrunesToFitNATS(t *testing.T) {
-	stack, err := devstack.Start(devstack.Options{Dir: t.TempDir(), NATSOptions: func(o *server.Options) { o.JetStreamMaxStore = 96 << 10 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stack.Close)
-	nc, err := nats.Connect(stack.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natsServerWith(t, func(o *server.Options) { o.JetStreamMaxStore = 96 << 10 })
 	pub, err := NewPublisher(nc, Config{Model: "golden", Keep: 1000}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
