@@ -307,6 +307,10 @@ type NATS struct {
 	KVBucket     string `yaml:"kv_bucket"`
 	// Keep versions in the object store. Default: 10.
 	Keep int `yaml:"keep"`
+	// Replicas: how many servers of a NATS cluster hold each bucket
+	// (JetStream replicas, 1–5). Default: 1 (a single server); 3 on a
+	// cluster of three or more servers.
+	Replicas int `yaml:"replicas"`
 	// LeaseTTL is the period of the model name's ownership lease (a KV
 	// key renewed every third of it): one service publishes a model name
 	// at a time, another with the same name stands by and takes over
@@ -442,6 +446,7 @@ func (c *Config) SetDefaults() {
 	def(&c.NATS.ObjectBucket, publish.DefaultObjectBucket)
 	def(&c.NATS.KVBucket, publish.DefaultKVBucket)
 	defI(&c.NATS.Keep, publish.DefaultKeep)
+	defI(&c.NATS.Replicas, 1)
 	if c.NATS.LeaseTTL == 0 {
 		c.NATS.LeaseTTL = 15 * time.Second
 	}
@@ -630,6 +635,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.Every < 0 {
 		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		bad("nats.replicas", "%d: JetStream holds a bucket on 1 to 5 servers (3 on a cluster of three)", c.NATS.Replicas)
 	}
 	if c.NATS.LeaseTTL < time.Second {
 		bad("nats.lease_ttl", "%v: must be ≥ 1s (a lease renewed more often than every ⅓ s loads the KV bucket for nothing)", c.NATS.LeaseTTL)

@@ -133,6 +133,8 @@ func TestValidateRejectsUnrunnableCombinations(t *testing.T) {
 		{[]string{"learner.cache_bytes=-1"}, "learner.cache_bytes"},
 		{[]string{"learner.linger=-1s"}, "learner.linger"},
 		{[]string{"nats.keep=-1"}, "nats.keep"},
+		{[]string{"nats.replicas=7"}, "nats.replicas"},
+		{[]string{"nats.replicas=-1"}, "nats.replicas"},
 		{[]string{"http.max_vectors=-1"}, "http.max_vectors"},
 		{[]string{"http.addr=:8080"}, "http.addr"}, // every interface, no token
 		{[]string{"http.addr=0.0.0.0:9000"}, "http.addr"},

@@ -157,6 +157,9 @@ type Consumer struct {
 	gen    *kafka.Generation
 	lag    map[int]int64
 	closed bool
+	// aside, set by StepAside, is what the member waits for before it
+	// joins the group again.
+	aside func(context.Context) error
 	// down: when the brokers were first found unreachable (a failed join
 	// or fetch) and why; zero once a join or a fetch succeeds again.
 	downSince time.Time
@@ -343,8 +346,17 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 			if errors.Is(err, kafka.ErrGroupClosed) {
 				c.mu.Lock()
 				rejoined := c.cg != cg && !c.closed
+				aside := c.aside
+				c.aside = nil
+				closed := c.closed
 				c.mu.Unlock()
 				if rejoined { // Rebalance: the same consumer, a new member
+					continue
+				}
+				if aside != nil && !closed { // StepAside: out of the group until aside says
+					if err := c.rejoinAfter(ctx, cg, aside); err != nil {
+						return err
+					}
 					continue
 				}
 				return err
@@ -448,6 +460,47 @@ func (c *Consumer) checkTopic(ctx context.Context) {
 		c.log.Warn().Str("topic", c.cfg.Topic).Strs("brokers", c.cfg.Brokers).
 			Msg("kafka: the topic does not exist; waiting for it to be created (check kafka.topic, or create it: the service does not)")
 	}
+}
+
+// StepAside leaves the group at once (its partitions go to the other
+// members at the rebalance this starts) and joins it again, as a new
+// member, only once ready returns nil: what a cluster member does when it
+// cannot reach the group's exchange, so that the others go on without
+// it. ready runs on Run's goroutine with Run's context; it should poll
+// and return when that context ends.
+func (c *Consumer) StepAside(ready func(context.Context) error) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.aside = ready
+	cg := c.cg
+	c.mu.Unlock()
+	return cg.Close()
+}
+
+// rejoinAfter waits for ready (StepAside) and then joins the group again
+// as a new member, unless the consumer was closed or rejoined meanwhile.
+func (c *Consumer) rejoinAfter(ctx context.Context, old *kafka.ConsumerGroup, ready func(context.Context) error) error {
+	c.log.Info().Str("group", c.cfg.GroupID).Msg("kafka: left the consumer group; joining again once this member can take part")
+	if err := ready(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	cg, err := c.newGroup()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.cg != old {
+		return cg.Close()
+	}
+	c.cg = cg
+	return nil
 }
 
 // Rebalance leaves the group and joins it again as a new member, which

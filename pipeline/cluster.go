@@ -66,6 +66,7 @@ type genEvent struct {
 type groupSource interface {
 	Partitions(ctx context.Context) (int, error)
 	Rebalance() error
+	StepAside(ready func(context.Context) error) error
 }
 
 // onAssign is the consumer's ingest.ConsumerConfig.OnAssign in cluster
@@ -441,10 +442,42 @@ func (l *loop) clusterStepFailed(err error) {
 		p.log.Info().Err(err).Msg("cluster: the generation ended during a step; rejoining in the next")
 		return
 	}
+	if p.nc != nil && p.nc.FlushTimeout(natsProbe) != nil {
+		// The fault is on this side: NATS does not answer this member
+		// (a partition, a stale connection). Rejoining would only make
+		// a generation the others cannot step in either; leaving gives
+		// them this member's partitions until NATS answers again.
+		p.log.Warn().Err(err).Msg("cluster: a step failed and NATS does not answer this member; leaving the consumer group so that the others go on, rejoining once NATS answers")
+		p.met.ClusterAside.Inc()
+		if err := p.consumer.(groupSource).StepAside(p.natsAnswers); err != nil {
+			p.log.Error().Err(err).Msg("cluster: could not leave the consumer group")
+		}
+		return
+	}
 	p.log.Warn().Err(err).Msg("cluster: a step failed (a member gone or a round lost); rejoining the group")
 	p.owned.Go(func() {
 		if err := p.consumer.(groupSource).Rebalance(); err != nil {
 			p.log.Error().Err(err).Msg("cluster: could not rejoin the consumer group")
 		}
 	})
+}
+
+// natsProbe bounds the round trip (a PING answered by a PONG) that tells
+// a member whether NATS answers it.
+const natsProbe = 2 * time.Second
+
+// natsAnswers returns once a round trip to NATS succeeds (polled every
+// second), or with ctx's error.
+func (p *Pipeline) natsAnswers(ctx context.Context) error {
+	for {
+		if p.nc.FlushTimeout(natsProbe) == nil {
+			p.log.Info().Msg("cluster: NATS answers this member again; rejoining the consumer group")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -175,8 +175,9 @@ type fakeGroup struct {
 	rebalances chan struct{}
 }
 
-func (f *fakeGroup) Partitions(context.Context) (int, error) { return 1, nil }
-func (f *fakeGroup) Rebalance() error                        { f.rebalances <- struct{}{}; return nil }
+func (f *fakeGroup) Partitions(context.Context) (int, error)     { return 1, nil }
+func (f *fakeGroup) Rebalance() error                            { f.rebalances <- struct{}{}; return nil }
+func (f *fakeGroup) StepAside(func(context.Context) error) error { return nil }
 
 // TestCoordinatorDecisions: what each coordinator decides, case by case:
 // which messages it takes, when it steps, how it takes a failed step,

@@ -20,6 +20,7 @@ type Metrics struct {
 	Features        prometheus.Gauge
 	Budget          prometheus.Gauge
 	Members         prometheus.Gauge
+	ClusterAside    prometheus.Counter
 	Version         prometheus.Gauge
 	Snapshots       prometheus.Counter
 	SnapshotErrors  prometheus.Counter
@@ -52,6 +53,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Features:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_features", Help: "Random features in the model."}),
 		Budget:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_feature_budget", Help: "The feature budget: learner.max_features, raised while the stream leaves the learner idle (learner.budget: stream)."}),
 		Members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_cluster_members", Help: "Cluster mode: members of the group this instance steps with (0: none at the moment)."}),
+		ClusterAside:    prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_cluster_left_total", Help: "Cluster mode: times this member left the consumer group because NATS did not answer it after a failed step (the others take its partitions; it rejoins once NATS answers)."}),
 		Version:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_model_version", Help: "Version (step) of the newest persisted snapshot."}),
 		Snapshots:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshots_total", Help: "Snapshots persisted."}),
 		SnapshotErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_snapshot_errors_total", Help: "Snapshot writes that failed (retried)."}),
@@ -73,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features, m.Budget,
-		m.Members, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
+		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
 		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Fit, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)

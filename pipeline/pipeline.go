@@ -101,6 +101,11 @@ type Status struct {
 	// Store is how full the object store was at the last publish (nil
 	// before one, or when the store cannot say).
 	Store *publish.StoreUsage
+	// NATSServer is the NATS server this service is connected to now
+	// (credentials removed), "" while it is disconnected or publishes
+	// through no connection of its own: on a NATS cluster it moves to
+	// another server of nats.url when its server goes.
+	NATSServer string
 }
 
 // Pipeline is the streaming service.
@@ -373,7 +378,7 @@ func build(opt Options) (*Pipeline, error) {
 				Msg("dead-letter write failed; retrying, and snapshots wait until it is stored")
 		}
 	})
-	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep}
+	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep, Replicas: cfg.NATS.Replicas}
 	switch {
 	case opt.Publish != nil:
 		if p.pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
@@ -501,6 +506,9 @@ func (p *Pipeline) Status() Status {
 	if p.owner != nil {
 		o := p.owner.Owner
 		s.StandingBy = fmt.Sprintf("%s (host %s, pid %d)", o.ID, o.Host, o.PID)
+	}
+	if p.nc != nil && p.nc.IsConnected() {
+		s.NATSServer = p.nc.ConnectedUrlRedacted()
 	}
 	return s
 }
@@ -751,8 +759,11 @@ func (p *Pipeline) closeParts(drain bool) {
 		}
 	}
 	p.serveNATS(false)
-	if p.lease != nil && drain && !p.killed() && (p.nc == nil || !p.nc.IsClosed()) {
+	if p.lease != nil && drain && !p.killed() && !p.cfg.Cluster.Enabled && (p.nc == nil || !p.nc.IsClosed()) {
 		// A clean stop gives the name up: a successor takes it at once.
+		// Not a cluster member's: the group's members hold the lease
+		// together and the others may run on (they renew it; once the
+		// last has gone it lapses after a TTL).
 		lctx, cancel := p.stopContext(2 * time.Second)
 		if err := p.lease.Release(lctx); err != nil {
 			p.log.Warn().Err(err).Msg("the model name's lease was not released; a successor with another incarnation waits nats.lease_ttl")

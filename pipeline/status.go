@@ -107,6 +107,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <table>
 <tr><th>version (persisted)</th><td>{{.Version}}</td></tr>
 <tr><th>version (published on NATS)</th><td>{{.Published}}{{if .StandingBy}} · <b>standing by</b>: the model name is owned by {{.StandingBy}}; nothing is published until its lease lapses (nats.lease_ttl){{end}}</td></tr>
+{{if .NATSConfigured}}<tr><th>NATS server</th><td>{{if .NATSServer}}{{.NATSServer}}{{else}}<b>disconnected</b>: reconnecting to the servers of nats.url; learning goes on{{end}}</td></tr>{{end}}
 {{with .Store}}<tr><th>object store (NATS)</th><td>{{mib .Bytes}} MiB of {{if gt .MaxBytes 0}}{{mib .MaxBytes}} MiB (the bucket's limit){{else}}no bucket limit{{end}}{{if gt .AccountMax 0}} · account storage {{mib .AccountBytes}} of {{mib .AccountMax}} MiB{{else if .AccountBytes}} · account storage {{mib .AccountBytes}} MiB, no account limit{{end}}; when full, the oldest versions no reader needs are deleted to make room</td></tr>{{end}}
 <tr><th>samples learned</th><td>{{.Samples}}</td></tr>
 <tr><th>settings</th><td>k = {{.K}} · kernel {{.Kernel}}{{if .Bandwidth}} · bandwidth {{printf "%.4g" .Bandwidth}}{{end}} · {{.Features_}} features · {{.Solver}} solver</td></tr>
@@ -161,7 +162,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		statusTmpl.Execute(w, map[string]any{
 			"Score":   score,
 			"Reasons": reasons,
-			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store,
+			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store, "NATSServer": st.NATSServer, "NATSConfigured": p.nc != nil,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),

@@ -55,7 +55,7 @@ func (b *NATSBackend) handles(ctx context.Context) (jetstream.ObjectStore, jetst
 	}
 	var err error
 	if b.create {
-		obs, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: b.cfg.ObjectBucket, Description: "streamkpca snapshot versions", Storage: jetstream.FileStorage})
+		obs, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: b.cfg.ObjectBucket, Description: "streamkpca snapshot versions", Storage: jetstream.FileStorage, Replicas: b.cfg.Replicas})
 	} else {
 		obs, err = b.js.ObjectStore(ctx, b.cfg.ObjectBucket)
 	}
@@ -63,7 +63,7 @@ func (b *NATSBackend) handles(ctx context.Context) (jetstream.ObjectStore, jetst
 		return nil, nil, fmt.Errorf("publish: object store %q: %w", b.cfg.ObjectBucket, err)
 	}
 	if b.create {
-		kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.cfg.KVBucket, Description: "streamkpca latest snapshot per model", History: 5, Storage: jetstream.FileStorage})
+		kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.cfg.KVBucket, Description: "streamkpca latest snapshot per model", History: 5, Storage: jetstream.FileStorage, Replicas: b.cfg.Replicas})
 	} else {
 		kv, err = b.js.KeyValue(ctx, b.cfg.KVBucket)
 	}

@@ -34,6 +34,12 @@ type Config struct {
 	KVBucket string
 	// Keep is how many versions the object store retains. Default: 10.
 	Keep int
+	// Replicas is how many servers of a NATS cluster hold each bucket
+	// (JetStream replicas, 1–5). Default: 1, what a single server can
+	// hold; give 3 on a cluster of three or more, so that losing a server
+	// loses neither a version nor the pointer. A writer applies it when it
+	// creates the buckets, and updates buckets made with another count.
+	Replicas int
 	// OnSkip, if set, is called when Watch or Latest passes over a
 	// version it cannot fetch (a pruned object, a pointer at a missing
 	// object, a checksum mismatch), with the version's notice and why.
@@ -63,6 +69,12 @@ func (c *Config) SetDefaults() error {
 	}
 	if c.Keep <= 0 {
 		c.Keep = DefaultKeep
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("publish: replicas %d: JetStream holds a bucket on 1 to 5 servers", c.Replicas)
 	}
 	if !nameRE.MatchString(c.Model) {
 		return fmt.Errorf("publish: model name %q must be letters, digits, '-' or '_'", c.Model)

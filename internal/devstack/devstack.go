@@ -37,6 +37,10 @@ type Options struct {
 	NATSOptions func(*server.Options)
 	// KafkaOptions are extra kfake options (SASL users, TLS).
 	KafkaOptions []kfake.Opt
+	// KafkaBrokers is how many brokers the Kafka cluster has (partition
+	// leaders spread over them; see kfake's MoveTopicPartition,
+	// ShufflePartitionLeaders and RemoveNode for faults). Default: 1.
+	KafkaBrokers int
 }
 
 // Stack is a running embedded Kafka + NATS.
@@ -46,7 +50,7 @@ type Stack struct {
 	opt    Options
 	dir    string
 	ownDir bool
-	kport  int
+	kports []int // one per broker, fixed at the first start
 }
 
 // Start starts both brokers.
@@ -59,7 +63,9 @@ func Start(opt Options) (*Stack, error) {
 		}
 		s.dir, s.ownDir = d, true
 	}
-	s.kport = opt.KafkaPort
+	if opt.KafkaPort != 0 {
+		s.kports = []int{opt.KafkaPort}
+	}
 	if err := s.StartKafka(); err != nil {
 		s.Close()
 		return nil, err
@@ -83,9 +89,13 @@ func StartNATSOnly(dir string) (*Stack, error) {
 
 // StartKafka (re)starts the Kafka cluster on the same port and data dir.
 func (s *Stack) StartKafka() error {
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
+	n := max(1, s.opt.KafkaBrokers)
+	opts := []kfake.Opt{kfake.NumBrokers(n), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond), // tests restart crashed members quickly
-		kfake.DataDir(filepath.Join(s.dir, "kafka")), kfake.Ports(s.kport)}
+		kfake.DataDir(filepath.Join(s.dir, "kafka"))}
+	if len(s.kports) == n {
+		opts = append(opts, kfake.Ports(s.kports...))
+	}
 	for t, n := range s.opt.Topics {
 		opts = append(opts, kfake.SeedTopics(n, t))
 	}
@@ -95,9 +105,13 @@ func (s *Stack) StartKafka() error {
 		return fmt.Errorf("devstack: start kafka: %w", err)
 	}
 	s.Kafka = c
-	if s.kport == 0 {
-		_, p, _ := strings.Cut(c.ListenAddrs()[0], ":")
-		s.kport, _ = strconv.Atoi(p)
+	if len(s.kports) != n {
+		s.kports = s.kports[:0]
+		for _, a := range c.ListenAddrs() {
+			_, p, _ := strings.Cut(a, ":")
+			port, _ := strconv.Atoi(p)
+			s.kports = append(s.kports, port)
+		}
 	}
 	return nil
 }
@@ -149,8 +163,14 @@ func (s *Stack) StopNATS() {
 	}
 }
 
-// Brokers is the Kafka bootstrap list.
-func (s *Stack) Brokers() []string { return []string{"127.0.0.1:" + strconv.Itoa(s.kport)} }
+// Brokers is the Kafka bootstrap list: every broker.
+func (s *Stack) Brokers() []string {
+	out := make([]string, len(s.kports))
+	for i, p := range s.kports {
+		out[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return out
+}
 
 // NATSURL is the NATS client URL.
 func (s *Stack) NATSURL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.opt.NATSPort) }
