@@ -232,6 +232,10 @@ func build(opt Options) (*Pipeline, error) {
 				return 0
 			}),
 		p.served(),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "streamkpca_nats_sent_bytes_total", Help: "Bytes this service sent to NATS (its connection's count: the cluster exchange, publishing, answers)."},
+			func() float64 { return float64(p.natsStats().OutBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "streamkpca_nats_received_bytes_total", Help: "Bytes this service received from NATS (its connection's count: the cluster exchange, queries)."},
+			func() float64 { return float64(p.natsStats().InBytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_snapshot_age_seconds", Help: "Seconds since the newest persisted snapshot (0 before the first)."},
 			func() float64 {
 				p.mu.Lock()
@@ -440,6 +444,15 @@ const (
 	deadLetterQueue = 4096
 	deadLetterBytes = 16 << 20
 )
+
+// natsStats is the traffic of the service's own NATS connection (zero
+// without one).
+func (p *Pipeline) natsStats() nats.Statistics {
+	if p.nc == nil {
+		return nats.Statistics{}
+	}
+	return p.nc.Stats()
+}
 
 // served is the streamkpca_served_version gauge: the version the queries
 // answer, pinned or newest.

@@ -182,10 +182,12 @@ func TestOneOwnerPerModelName(t *testing.T) {
 	}
 	h1.p.Kill() // a crash: the lease is not released, it lapses
 	<-h1.exited
+	killed := time.Now()
 	waitUntil(t, "the second service taking over", func() bool {
 		_, n, err := publish.LatestFrom(ctx, mem, publish.Config{Model: c1.Model})
 		return err == nil && n.Incarnation == inc2
 	})
+	t.Logf("the standby's newest version is the latest %.2f s after the owner was killed (nats.lease_ttl %v; renewals every third of it)", time.Since(killed).Seconds(), c2.NATS.LeaseTTL)
 	if got := testutil.ToFloat64(h2.p.met.LeaseHeld); got != 1 {
 		t.Errorf("streamkpca_lease_held after the takeover = %v, want 1", got)
 	}

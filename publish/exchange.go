@@ -254,6 +254,9 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 	if err := e.check(round, payload); err != nil {
 		return nil, err
 	}
+	if len(e.members) == 1 { // nobody to send to
+		return e.collect(ctx, round, payload)
+	}
 	if err := e.send(round, e.subject(e.self), payload); err != nil {
 		return nil, err
 	}

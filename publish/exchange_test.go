@@ -217,3 +217,42 @@ func TestExchangeBoundsWhatAChunkAllocates(t *testing.T) {
 		t.Fatalf("one 32-byte chunk made the receiver allocate %d MiB", grew>>20)
 	}
 }
+
+// Defect (found by `bench cluster --processes`): a group of one member
+// sent its whole part to NATS every round (2.6 MB a step at the default
+// budget) for nobody to read. A lone member's rounds send nothing and
+// return its own payload.
+func TestExchangeOfOneSendsNothing(t *testing.T) {
+	e := exchanges(t, 1, time.Second, 64<<10)[0]
+	spy, err := nats.Connect(e.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	sub, err := spy.SubscribeSync(e.Subject() + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 200<<10)
+	got, err := e.AllGather(context.Background(), 0, payload)
+	if err != nil || len(got) != 1 || len(got[0]) != len(payload) {
+		t.Fatalf("AllGather of one: %d payloads, %v", len(got), err)
+	}
+	got, err = e.AllToAll(context.Background(), 1, [][]byte{payload})
+	if err != nil || len(got) != 1 || len(got[0]) != len(payload) {
+		t.Fatalf("AllToAll of one: %d payloads, %v", len(got), err)
+	}
+	got, err = e.AllGather(context.Background(), 2, payload)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("AllGather of one: %d payloads, %v", len(got), err)
+	}
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a group of one sent %d bytes on %s", len(msg.Data), msg.Subject)
+	}
+}

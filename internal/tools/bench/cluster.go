@@ -45,6 +45,12 @@ type ClusterConfig struct {
 	// cluster mode. StepSec is then the mean time a step, and ExchangeSec,
 	// ComputeSec and PayloadBytes are not measured.
 	Service bool
+	// Processes times the service as separate processes: Members
+	// `streamkpca run` processes of Binary (default: this executable)
+	// in cluster mode over the embedded brokers of this process
+	// (runClusterProcesses).
+	Processes bool
+	Binary    string
 	// Progress, if set, is called with every row.
 	Progress func(ClusterRow)
 }
@@ -113,6 +119,9 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) ([]ClusterRow, error) {
 	orDefault(&cfg.Workers, 1)
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("bench cluster: a directory for the NATS server is required")
+	}
+	if cfg.Processes {
+		return runClusterProcesses(ctx, cfg)
 	}
 	if cfg.Service {
 		return runClusterService(ctx, cfg)

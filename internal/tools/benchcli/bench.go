@@ -321,6 +321,7 @@ func benchCluster(ctx context.Context, args []string) error {
 	linkGbps := fs.Float64("link-gbps", 10, "the model's link bandwidth (the NATS server's and each instance's), Gb/s")
 	roundMs := fs.Float64("round-ms", 0.5, "the model's latency of one exchange round, ms")
 	fs.BoolVar(&cfg.Service, "service", false, "time the whole service: run pipelines in cluster mode over the embedded Kafka broker and NATS server (members 0: the service without cluster mode)")
+	fs.BoolVar(&cfg.Processes, "processes", false, "time the service as separate `streamkpca run` processes in cluster mode (this binary), one per member, over the embedded Kafka broker and NATS server: CPU per point and NATS bytes per member and step")
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
 		return err
@@ -350,6 +351,11 @@ func benchCluster(ctx context.Context, args []string) error {
 	defer os.RemoveAll(dir)
 	cfg.Dir = dir
 	cfg.Progress = func(r bench.ClusterRow) {
+		if cfg.Processes {
+			fmt.Fprintf(os.Stderr, "d=%d processes=%d: %.0f points/s, %.3fs a step, %.0f µs CPU a point (all processes), per member and step %.0f bytes sent to NATS and %.0f received (part %d bytes)\n",
+				r.D, r.Members, r.PointsPerSec, r.StepSec, r.CPUMicros, r.SentBytes, r.ReceivedBytes, r.PayloadBytes)
+			return
+		}
 		if cfg.Service {
 			bound := ""
 			if r.ProducerBound {
@@ -366,7 +372,7 @@ func benchCluster(ctx context.Context, args []string) error {
 		return err
 	}
 	res := bench.ClusterResult{Rows: rows}
-	if *modelTo > 0 && !cfg.Service {
+	if *modelTo > 0 && !cfg.Service && !cfg.Processes {
 		res.LinkBytesPerSec, res.RoundSec = *linkGbps*1e9/8, *roundMs/1e3
 		res.Model = bench.ModelCluster(rows, *modelTo, res.LinkBytesPerSec, res.RoundSec)
 		for _, m := range res.Model {
