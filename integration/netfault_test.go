@@ -299,6 +299,7 @@ func TestPartitionedMember(t *testing.T) {
 	cb.Snapshot.Dir, cb.NATS.URL = filepath.Join(dir, "b", "snapshots"), "nats://"+px.Listen
 	a := startWithLog(t, ca)
 	b := startWithLog(t, cb)
+	w := watch(t, s.NATSURL(), ca.Model)
 	produceHermite(t, s, topic, 10000, 1)
 	settled(t, []*running{a, b}, 10000)
 	heal := partition(t, px)
@@ -313,7 +314,7 @@ func TestPartitionedMember(t *testing.T) {
 	for time.Since(cut) < 30*time.Second {
 		t.Logf("%.0fs: a %d members %d samples; b %d members %d samples", time.Since(cut).Seconds(),
 			a.p.Status().Members, a.p.Status().Samples, b.p.Status().Members, b.p.Status().Samples)
-		time.Sleep(3 * time.Second)
+		time.Sleep(10 * time.Second)
 	}
 	heal()
 	healed := time.Now()
@@ -322,6 +323,7 @@ func TestPartitionedMember(t *testing.T) {
 	t.Logf("b back in the group, one model, %.1f s after the heal", time.Since(healed).Seconds())
 	a.graceful(t)
 	b.graceful(t)
+	w.onNewest(t, a, b)
 }
 
 // TestDegradedNetwork (issue 45): a cluster-mode group of two members
@@ -339,6 +341,7 @@ func TestDegradedNetwork(t *testing.T) {
 	fn := newFaultNet()
 	dir := t.TempDir()
 	var members []*running
+	w := watch(t, s.NATSURL(), "hermite")
 	for _, name := range []string{"a", "b"} {
 		px := fn.proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
 		degrade(t, px, 50, 10, 12500)
@@ -362,4 +365,5 @@ func TestDegradedNetwork(t *testing.T) {
 	}
 	members[0].graceful(t)
 	members[1].graceful(t)
+	w.onNewest(t, members...)
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -93,6 +94,27 @@ func (w *watcher) newest() (publish.Notice, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last, len(w.incs)
+}
+
+// onNewest waits, once the services rs have stopped, until the reader
+// holds the newest version any of them published, and checks that it
+// followed one incarnation.
+func (w *watcher) onNewest(t *testing.T, rs ...*running) {
+	t.Helper()
+	var final uint64
+	for _, r := range rs {
+		final = max(final, r.p.Status().Published)
+	}
+	if final == 0 {
+		t.Fatal("nothing was published")
+	}
+	waitFor(t, 2*time.Minute, fmt.Sprintf("the reader on the newest version published (%d)", final), func() bool {
+		n, _ := w.newest()
+		return n.Version == final
+	})
+	if _, incs := w.newest(); incs != 1 {
+		t.Errorf("the reader followed %d incarnations, want 1", incs)
+	}
 }
 
 // TestNATSClusterServerLoss (issue 45): a cluster-mode group of two
@@ -242,6 +264,7 @@ func TestKafkaBrokerLoss(t *testing.T) {
 	solo := config(s, topic, filepath.Join(dir, "solo"))
 	solo.Kafka.Group = "it-brokers-solo"
 	one := startWithLog(t, solo)
+	wSolo, wPair := watch(t, s.NATSURL(), solo.Model), watch(t, s.NATSURL(), "pair")
 	pair := make([]*running, 2)
 	for i, name := range []string{"a", "b"} {
 		pair[i] = startWithLog(t, pairConfig(s, topic, filepath.Join(dir, name)))
@@ -295,6 +318,8 @@ func TestKafkaBrokerLoss(t *testing.T) {
 			t.Errorf("%s: offsets cover %d of %d messages", who, next, produced)
 		}
 	}
+	wSolo.onNewest(t, one)
+	wPair.onNewest(t, pair...)
 	check("service", solo)
 	check("pair member a", pairConfig(s, topic, filepath.Join(dir, "a")))
 	if one.p.Status().Bad != 0 {
