@@ -71,6 +71,15 @@ func New(cfg Config) (*KPCA, error) {
 	return &KPCA{cfg: cfg, progress: progress{backoff: 1}}, nil
 }
 
+// ridgeOfSolver is the ridge a snapshot records: the covariance solver's,
+// 0 for the others (which have none).
+func (l *KPCA) ridgeOfSolver() float64 {
+	if l.cfg.Solver == SolverCovariance {
+		return l.cfg.Ridge
+	}
+	return 0
+}
+
 // Config returns the configuration with defaults filled in.
 func (l *KPCA) Config() Config { return l.cfg }
 
@@ -803,7 +812,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Views:       []snapshot.View{view},
 			Step:        l.t,
 			SamplesSeen: l.samples,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Restart: l.restart},
+			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Ridge: l.ridgeOfSolver(), Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures,
 			ModelSeed:   l.cfg.Seed,
 			Created:     time.Now().UTC(),

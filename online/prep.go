@@ -105,6 +105,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if h.Averaged != nil {
 		cfg.Average = h.Averaged.Window
 	}
+	if h.Schedule.Ridge > 0 { // the covariance solver's (snapshots before 2026-11-28 lack it: the default)
+		cfg.Ridge = h.Schedule.Ridge
+	}
 	restoredConfig(&cfg, v)
 	l, err := New(cfg)
 	if err != nil {

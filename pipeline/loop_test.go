@@ -1138,3 +1138,46 @@ func TestConstantStreamStopsWithAReason(t *testing.T) {
 		t.Errorf("a snapshot (version %d) was committed", s.Header.Version())
 	}
 }
+
+// TestSlowStreamWithAGrowingBudgetFollowsAChange (issue 47): a stream slow
+// enough that the budget grows past learner.max_features a block a step
+// (learner.budget: stream, the default) is still checked for change: when
+// its axes swap scales mid-stream, the detector or the challenger acts,
+// and every message is learned exactly once. The detector alone is
+// disarmed for 60 steps after every raise: with learner.forget: detect
+// (the default before the challenger) this test fails, nothing found;
+// with follow the challenger, which budget raises do not disarm, replaces
+// the model.
+func TestSlowStreamWithAGrowingBudgetFollowsAChange(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 4
+	c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Bandwidth = 64, 256, 256, 1.5
+	c.Learner.Holdout, c.Learner.Budget = 8, "stream"
+	src := ingest.NewMemSource("v", 256)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.paceWindow = 20 * time.Millisecond })
+	const before, after = 100, 60 // batches
+	feed := func(msgs [][]byte, from int) {
+		for i := 0; i*256 < len(msgs); i++ {
+			src.Produce(0, msgs[i*256:(i+1)*256]...)
+			h.waitConsumed(uint64(from + (i+1)*256))
+			time.Sleep(20 * time.Millisecond) // a slow stream: the learner waits
+		}
+	}
+	feed(scaledPoints(before*256, []float64{1.6, 1.0, 0.6, 0.3}, 1), 0)
+	st := h.p.Status()
+	if st.Budget <= 256 {
+		t.Fatalf("budget %d after %d slow batches: want it grown past max_features 256", st.Budget, before)
+	}
+	if st.Changes != 0 || st.Switches != 0 {
+		t.Fatalf("before the change: %d changes, %d switches; want none", st.Changes, st.Switches)
+	}
+	grownAt := st.Budget
+	feed(scaledPoints(after*256, []float64{0.3, 0.6, 1.0, 1.6}, 2), before*256)
+	st = h.p.Status()
+	if st.Changes == 0 && st.Switches == 0 {
+		t.Fatalf("the stream's axes swapped scales while the budget grew (%d → %d): no change detected and no switch", grownAt, st.Budget)
+	}
+	t.Logf("budget %d at the change, %d at the end; %d changes detected, %d switches", grownAt, st.Budget, st.Changes, st.Switches)
+	snap := h.stop()
+	covers(t, snap, (before+after)*256, (before+after)*256)
+}

@@ -289,35 +289,106 @@ func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyU
 		return nil, fmt.Errorf("publish: watch %v: %w", keys, err)
 	}
 	out := make(chan KeyUpdate)
-	go func() {
-		defer close(out)
-		defer w.Stop()
-		for {
-			var u KeyUpdate
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				switch {
-				case e == nil:
-					u.Initial = true
-				case e.Operation() == jetstream.KeyValuePut:
-					u.Key, u.Value = e.Key(), e.Value()
-				default: // deleted or purged
-					u.Key, u.Deleted = e.Key(), true
-				}
+	go watchSupervised(ctx, kv, keys, w, out)
+	return out, nil
+}
+
+// watchCheck is how often a watch compares the keys' revisions with what
+// it delivered.
+var watchCheck = 5 * time.Second
+
+// watchSupervised forwards w's updates to out until ctx ends, and starts
+// the watch again when it has fallen silent behind the keys: every
+// watchCheck it reads the keys, and a key whose revision is past what
+// the watch delivered at two checks in a row means the watch's consumer
+// was lost and not recreated (a server of the cluster gone with it, a
+// leader elected meanwhile: nats.go's ordered consumer does not always
+// recover). The new watch's initial values go out as updates (the reader
+// dedups by version), and a key it no longer holds as deleted; the
+// initial marker is sent once, for the first watch.
+func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, w jetstream.KeyWatcher, out chan<- KeyUpdate) {
+	defer close(out)
+	defer func() { w.Stop() }()
+	send := func(u KeyUpdate) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	seen := map[string]uint64{}   // the revision delivered, per key
+	behind := map[string]uint64{} // a revision past it found at the last check
+	var present map[string]bool   // keys a restarted watch's initial values hold (nil: not restarting)
+	check := time.NewTicker(watchCheck)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-check.C:
+			if !watchBehind(ctx, kv, keys, seen, behind) {
+				continue
 			}
-			select {
-			case out <- u:
-			case <-ctx.Done():
+			nw, err := kv.WatchFiltered(ctx, keys)
+			if err != nil {
+				continue // the next check tries again
+			}
+			w.Stop()
+			w, present = nw, map[string]bool{}
+			clear(behind)
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			var u KeyUpdate
+			switch {
+			case e == nil && present != nil: // a restarted watch's initial values are in
+				for _, k := range keys {
+					if !present[k] && !send(KeyUpdate{Key: k, Deleted: true}) {
+						return
+					}
+				}
+				present = nil
+				continue
+			case e == nil:
+				u.Initial = true
+			case e.Operation() == jetstream.KeyValuePut:
+				u.Key, u.Value = e.Key(), e.Value()
+				seen[e.Key()] = e.Revision()
+				if present != nil {
+					present[e.Key()] = true
+				}
+			default: // deleted or purged
+				u.Key, u.Deleted = e.Key(), true
+				seen[e.Key()] = e.Revision()
+			}
+			if !send(u) {
 				return
 			}
 		}
-	}()
-	return out, nil
+	}
+}
+
+// watchBehind reads the keys and reports whether one has been at a
+// revision past the delivered one at this check and the one before
+// (behind holds what the last check found).
+func watchBehind(ctx context.Context, kv jetstream.KeyValue, keys []string, seen, behind map[string]uint64) bool {
+	stale := false
+	for _, k := range keys {
+		gctx, cancel := context.WithTimeout(ctx, watchCheck)
+		e, err := kv.Get(gctx, k)
+		cancel()
+		if err != nil || e.Revision() <= seen[k] {
+			delete(behind, k)
+			continue
+		}
+		if r, ok := behind[k]; ok && r > seen[k] {
+			stale = true
+		}
+		behind[k] = e.Revision()
+	}
+	return stale
 }
 
 func (b *NATSBackend) Announce(subject string, data []byte) error {

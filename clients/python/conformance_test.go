@@ -334,3 +334,34 @@ func TestInstallsOffline(t *testing.T) {
 		}
 	}
 }
+
+// TestCasesCoverEveryFamily (issue 46): every kernel family of
+// features.Families (paper Table 1) is the kernel of some conformance
+// case, so a family added to Go cannot miss the Python client's
+// regeneration tests; and every radial family that takes orthogonal
+// frequencies has a structured case.
+func TestCasesCoverEveryFamily(t *testing.T) {
+	seen, structured := map[features.Family]bool{}, map[features.Family]bool{}
+	for _, c := range cases() {
+		for _, k := range []features.Kernel{c.cfg.Kernel, c.cfg.KernelY} {
+			if k.Family == "" {
+				continue
+			}
+			seen[k.Family] = true
+			if c.cfg.Frequencies == online.FrequenciesOrthogonal {
+				structured[k.Family] = true
+			}
+		}
+		if c.cfg.Kernel.Family == "" {
+			seen[features.Gaussian] = true // the default
+		}
+	}
+	for _, f := range features.Families {
+		if !seen[f] {
+			t.Errorf("no conformance case has kernel family %q: add one to cases()", f)
+		}
+		if f.Radial() && !structured[f] {
+			t.Errorf("no conformance case draws orthogonal frequencies for the radial family %q", f)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package online
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/snapshot"
+)
+
+// restorable is what KPCA and TwoView share for these tests.
+type restorable interface {
+	Config() Config
+	Snapshot() *snapshot.Snapshot
+	Close()
+}
+
+// keptAfterRestore checks that the setting name of l's Config comes back
+// unchanged from l's snapshot through restore; it closes l.
+func keptAfterRestore(t *testing.T, name string, l restorable, restore func(*snapshot.Snapshot) (restorable, error)) {
+	t.Helper()
+	want := reflect.ValueOf(l.Config()).FieldByName(name).Interface()
+	snap := l.Snapshot()
+	l.Close()
+	r, err := restore(snap)
+	if err != nil {
+		t.Fatalf("%s: restore: %v", name, err)
+	}
+	defer r.Close()
+	if got := reflect.ValueOf(r.Config()).FieldByName(name).Interface(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Config.%s: %v learned, %v after a restore", name, want, got)
+	}
+}
+
+// TestRestoreKeepsEveryModelSetting (issue 46): every field of Config is
+// either a runtime setting (taken from Restore's rt), a two-view one
+// (NewTwoView, RestoreTwoView), or part of the model, and a model setting
+// given a value other than its default comes back from a snapshot
+// unchanged. The fields are walked by reflection: a field added to Config
+// without a line here fails the test, so a setting Restore forgets
+// cannot silently reset on restart.
+func TestRestoreKeepsEveryModelSetting(t *testing.T) {
+	runtime := map[string]bool{"Workers": true, "CacheBytes": true, "KeepBytes": true, "Forget": true}
+	twoView := map[string]bool{"KernelY": true, "DimY": true, "Uncentered": true, "Slices": true}
+	// A value other than the default for each model setting, with what
+	// else the value needs; d is the inputs' dimension.
+	type change struct {
+		set func(*Config)
+		d   int
+	}
+	model := map[string]change{
+		"Model":       {set: func(c *Config) { c.Model = "other" }},
+		"Incarnation": {set: func(c *Config) { c.Incarnation = "inc-7" }},
+		"Algorithm":   {set: func(c *Config) { c.Algorithm = AlgGHA; c.Solver = SolverOja }},
+		"K":           {set: func(c *Config) { c.K = 2 }},
+		"Dim":         {set: func(c *Config) { c.Dim = 6 }},
+		"Kernel":      {set: func(c *Config) { c.Kernel = features.Kernel{Family: features.Laplacian, Bandwidth: 2.5} }},
+		"BlockSize":   {set: func(c *Config) { c.BlockSize = 32 }},
+		"MaxFeatures": {set: func(c *Config) { c.MaxFeatures = 96 }},
+		"Solver":      {set: func(c *Config) { c.Solver = SolverOja }},
+		"Ridge":       {set: func(c *Config) { c.Solver, c.Ridge = SolverCovariance, 0.1 }},
+		"Theta0":      {set: func(c *Config) { c.Theta0 = 0.7 }},
+		"Theta1":      {set: func(c *Config) { c.Theta1 = 0.2 }},
+		"Average":     {set: func(c *Config) { c.Average = 0.6 }},
+		"Seed":        {set: func(c *Config) { c.Seed = 99 }},
+		"Standardize": {set: func(c *Config) { c.Standardize = true }},
+		"Center":      {set: func(c *Config) { c.Center = true }},
+		"Precision":   {set: func(c *Config) { c.Precision = Float32 }},
+		"Compute":     {set: func(c *Config) { c.Compute = ComputeBLAS }},
+		"Frequencies": {set: func(c *Config) { c.Frequencies = FrequenciesOrthogonal }, d: 16},
+		"Features":    {set: func(c *Config) { c.Features = FeaturesLandmarks }},
+	}
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		name := ct.Field(i).Name
+		_, isModel := model[name]
+		if !isModel && !runtime[name] && !twoView[name] {
+			t.Errorf("Config.%s is not listed here: say whether it is a runtime, a two-view or a model setting (and make Restore keep it)", name)
+			continue
+		}
+		if !isModel {
+			continue
+		}
+		ch := model[name]
+		d := max(ch.d, 6)
+		cfg := Config{K: 3, BlockSize: 32, MaxFeatures: 128, Frequencies: FrequenciesIID, Forget: ForgetOff}
+		ch.set(&cfg)
+		rng := rand.New(rand.NewPCG(3, uint64(i)))
+		x := make([]float64, 64*d)
+		for j := range x {
+			x[j] = rng.NormFloat64()
+		}
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for range 3 {
+			if err := l.Update(x, 64); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		keptAfterRestore(t, name, l, func(s *snapshot.Snapshot) (restorable, error) { return Restore(s, Config{Forget: ForgetOff}) })
+	}
+}
+
+// TestRestoreTwoViewKeepsEveryModelSetting is the same walk for
+// NewTwoView and RestoreTwoView (kcca; ksir for its slices).
+func TestRestoreTwoViewKeepsEveryModelSetting(t *testing.T) {
+	runtime := map[string]bool{"Workers": true, "CacheBytes": true, "KeepBytes": true, "Forget": true}
+	oneView := map[string]bool{"Center": true, "Average": true} // ignored by the two-view algorithms
+	type change struct{ set func(*Config) }
+	model := map[string]change{
+		"Model":       {func(c *Config) { c.Model = "other" }},
+		"Incarnation": {func(c *Config) { c.Incarnation = "inc-7" }},
+		"Algorithm":   {func(c *Config) { c.Algorithm = AlgKSVD }},
+		"K":           {func(c *Config) { c.K = 2 }},
+		"Dim":         {func(c *Config) { c.Dim = 6 }},
+		"Kernel":      {func(c *Config) { c.Kernel = features.Kernel{Family: features.Laplacian, Bandwidth: 2.5} }},
+		"KernelY":     {func(c *Config) { c.KernelY = features.Kernel{Family: features.Cauchy, Bandwidth: 1.5} }},
+		"DimY":        {func(c *Config) { c.DimY = 5 }},
+		"BlockSize":   {func(c *Config) { c.BlockSize = 32 }},
+		"MaxFeatures": {func(c *Config) { c.MaxFeatures = 96 }},
+		"Solver":      {func(c *Config) { c.Solver = SolverOja }},
+		"Ridge":       {func(c *Config) { c.Ridge = 0.1 }},
+		"Theta0":      {func(c *Config) { c.Solver, c.Theta0 = SolverOja, 0.7 }},
+		"Theta1":      {func(c *Config) { c.Solver, c.Theta1 = SolverOja, 0.2 }},
+		"Seed":        {func(c *Config) { c.Seed = 99 }},
+		"Standardize": {func(c *Config) { c.Standardize = true }},
+		"Uncentered":  {func(c *Config) { c.Solver, c.Uncentered = SolverOja, true }},
+		"Slices":      {func(c *Config) { c.Algorithm, c.Slices = AlgKSIR, 4 }},
+		"Precision":   {func(c *Config) { c.Precision = Float32 }},
+		"Compute":     {func(c *Config) { c.Compute = ComputeBLAS }},
+		"Frequencies": {func(c *Config) { c.Frequencies = FrequenciesOrthogonal }},
+		"Features":    {func(c *Config) { c.Features = FeaturesLandmarks }},
+	}
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		name := ct.Field(i).Name
+		ch, isModel := model[name]
+		if !isModel && !runtime[name] && !oneView[name] {
+			t.Errorf("Config.%s is not listed here: say whether it is a runtime, a one-view or a two-view model setting (and make RestoreTwoView keep it)", name)
+			continue
+		}
+		if !isModel {
+			continue
+		}
+		cfg := Config{Algorithm: AlgKCCA, K: 3, BlockSize: 32, MaxFeatures: 128, Frequencies: FrequenciesIID, Forget: ForgetOff}
+		ch.set(&cfg)
+		const d, dy, rows = 16, 5, 64
+		rng := rand.New(rand.NewPCG(5, uint64(i)))
+		x, y := make([]float64, rows*d), make([]float64, rows*dy)
+		for j := range x {
+			x[j] = rng.NormFloat64()
+		}
+		for r := range rows {
+			for c := range dy {
+				y[r*dy+c] = x[r*d+c] + 0.3*rng.NormFloat64()
+			}
+		}
+		if cfg.Algorithm == AlgKSIR {
+			y = y[:0]
+			for r := range rows {
+				y = append(y, x[r*d]+0.1*rng.NormFloat64())
+			}
+		}
+		if name == "Dim" {
+			x = x[:rows*6]
+			for r := range rows {
+				for c := range 6 {
+					x[r*6+c] = rng.NormFloat64()
+				}
+			}
+		}
+		l, err := NewTwoView(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for range 3 {
+			if err := l.Update(x, y, rows); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		keptAfterRestore(t, name, l, func(s *snapshot.Snapshot) (restorable, error) { return RestoreTwoView(s, Config{Forget: ForgetOff}) })
+	}
+}

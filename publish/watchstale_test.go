@@ -1,0 +1,123 @@
+package publish
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fakeEntry is a KV entry of fakeKV.
+type fakeEntry struct {
+	jetstream.KeyValueEntry
+	key   string
+	value string
+	rev   uint64
+}
+
+func (e fakeEntry) Key() string                     { return e.key }
+func (e fakeEntry) Value() []byte                   { return []byte(e.value) }
+func (e fakeEntry) Revision() uint64                { return e.rev }
+func (e fakeEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+
+// fakeWatcher delivers what it is given, then nothing.
+type fakeWatcher struct {
+	jetstream.KeyWatcher
+	ch chan jetstream.KeyValueEntry
+}
+
+func (w *fakeWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.ch }
+func (w *fakeWatcher) Stop() error                             { return nil }
+
+// fakeKV holds keys at revisions and hands out watches whose initial
+// values are the keys it holds then; watches never deliver later writes
+// (a watch whose consumer was lost).
+type fakeKV struct {
+	jetstream.KeyValue
+	mu      sync.Mutex
+	keys    map[string]fakeEntry
+	watches int
+}
+
+func (kv *fakeKV) Get(_ context.Context, key string) (jetstream.KeyValueEntry, error) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	e, ok := kv.keys[key]
+	if !ok {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return e, nil
+}
+
+func (kv *fakeKV) WatchFiltered(_ context.Context, keys []string, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	kv.watches++
+	w := &fakeWatcher{ch: make(chan jetstream.KeyValueEntry, len(keys)+1)}
+	for _, k := range keys {
+		if e, ok := kv.keys[k]; ok {
+			w.ch <- e
+		}
+	}
+	w.ch <- nil
+	return w, nil
+}
+
+// Defect (found by TestNATSClusterServerLoss): a reader's Watch whose
+// KV consumer was lost with its server (nats.go's ordered consumer did
+// not come back after the stream's leader moved) delivered nothing more,
+// silently, while the model's pointer moved on. The watch now checks the
+// keys' revisions and starts again when it has fallen behind: the new
+// version is delivered, a key gone meanwhile (an unpin) is delivered as
+// deleted, and the initial marker comes once.
+func TestWatchRecoversWhenItsConsumerIsLost(t *testing.T) {
+	defer func(d time.Duration) { watchCheck = d }(watchCheck)
+	watchCheck = 20 * time.Millisecond
+	kv := &fakeKV{keys: map[string]fakeEntry{
+		"m":     {key: "m", value: "v1", rev: 1},
+		"m.pin": {key: "m.pin", value: "p", rev: 2},
+	}}
+	w, _ := kv.WatchFiltered(context.Background(), []string{"m", "m.pin"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan KeyUpdate)
+	go watchSupervised(ctx, kv, []string{"m", "m.pin"}, w, out)
+	next := func() KeyUpdate {
+		t.Helper()
+		select {
+		case u := <-out:
+			return u
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing delivered within 5 s")
+			return KeyUpdate{}
+		}
+	}
+	for _, want := range []KeyUpdate{{Key: "m", Value: []byte("v1")}, {Key: "m.pin", Value: []byte("p")}, {Initial: true}} {
+		if u := next(); u.Key != want.Key || string(u.Value) != string(want.Value) || u.Initial != want.Initial {
+			t.Fatalf("got %+v, want %+v", u, want)
+		}
+	}
+	// The pointer moves and the pin goes; the watch hears nothing of it.
+	kv.mu.Lock()
+	kv.keys["m"] = fakeEntry{key: "m", value: "v3", rev: 4}
+	delete(kv.keys, "m.pin")
+	kv.mu.Unlock()
+	if u := next(); u.Key != "m" || string(u.Value) != "v3" || u.Initial {
+		t.Fatalf("after the pointer moved: %+v, want m = v3", u)
+	}
+	if u := next(); u.Key != "m.pin" || !u.Deleted || u.Initial {
+		t.Fatalf("after the unpin: %+v, want m.pin deleted", u)
+	}
+	select {
+	case u := <-out:
+		t.Fatalf("more after the restart: %+v", u)
+	case <-time.After(200 * time.Millisecond):
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if kv.watches != 2 {
+		t.Errorf("%d watches made, want 2 (one restart)", kv.watches)
+	}
+}
