@@ -1179,5 +1179,12 @@ func TestSlowStreamWithAGrowingBudgetFollowsAChange(t *testing.T) {
 	}
 	t.Logf("budget %d at the change, %d at the end; %d changes detected, %d switches", grownAt, st.Budget, st.Changes, st.Switches)
 	snap := h.stop()
-	covers(t, snap, (before+after)*256, (before+after)*256)
+	// On a busy machine the loop may shed a few messages to keep up (a CI
+	// run beside two busy loops shed 30): learned + shed is what counts.
+	if got := snap.Header.SamplesSeen + snap.Header.Diagnostics.Shed; got != (before+after)*256 {
+		t.Errorf("learned %d + shed %d, produced %d", snap.Header.SamplesSeen, snap.Header.Diagnostics.Shed, (before+after)*256)
+	}
+	if got := nextOffset(snap, 0); got != (before+after)*256 {
+		t.Errorf("snapshot covers offset %d, want %d", got, (before+after)*256)
+	}
 }
