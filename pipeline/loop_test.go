@@ -806,25 +806,29 @@ func TestShedsLoadExactlyOnce(t *testing.T) {
 	fast := func(o *Options) { o.paceWindow = 100 * time.Millisecond }
 	dl := &ingest.MemDeadLetter{}
 	h := startLoop(t, c, src, dl, fast)
-	// Produce faster than the learner: bursts every 10 ms until it sheds.
+	// Produce faster than the learner: bursts every 10 ms until it sheds,
+	// and says so at one moment in its metric and on its status page (it
+	// may catch up between bursts, and the fraction then returns to 1: a
+	// CI run read the gauge in such a pause).
 	msgs := points(200_000, 16, 9)
 	produced := 0
 	deadline := time.Now().Add(60 * time.Second)
-	for h.p.Status().Shed == 0 {
+	saysShedding := func() bool {
+		if h.p.Status().Shed == 0 || !(testutil.ToFloat64(h.p.met.LearnedFraction) < 1) {
+			return false
+		}
+		rec := httptest.NewRecorder()
+		h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		return strings.Contains(rec.Body.String(), "% of the messages, to keep up with the stream")
+	}
+	for !saysShedding() {
 		if time.Now().After(deadline) || produced+1000 > len(msgs) {
-			t.Fatalf("no load shed after %d messages (learned %d, fraction %.3f)", produced, h.p.Status().Samples, h.p.Status().LearnedFraction)
+			t.Fatalf("no load shed, shown in streamkpca_learned_fraction and on the status page, after %d messages (learned %d, shed %d, fraction %.3f)",
+				produced, h.p.Status().Samples, h.p.Status().Shed, h.p.Status().LearnedFraction)
 		}
 		src.Produce(0, msgs[produced:produced+1000]...)
 		produced += 1000
 		time.Sleep(10 * time.Millisecond)
-	}
-	if got := testutil.ToFloat64(h.p.met.LearnedFraction); !(got < 1) {
-		t.Fatalf("streamkpca_learned_fraction %v while shedding", got)
-	}
-	rec := httptest.NewRecorder()
-	h.p.statusPage(time.Now()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if page := rec.Body.String(); !strings.Contains(page, "% of the messages, to keep up with the stream") {
-		t.Errorf("the status page does not say that it learns a fraction of the stream")
 	}
 	// Crash while shedding, once a snapshot taken while shedding covers
 	// some shed messages (a snapshot taken in a pause between bursts, when
