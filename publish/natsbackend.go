@@ -337,6 +337,7 @@ func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, 
 			w.Stop()
 			w, present = nw, map[string]bool{}
 			clear(behind)
+			clear(seen) // the new watch's values set them again
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
@@ -379,6 +380,9 @@ func watchBehind(ctx context.Context, kv jetstream.KeyValue, keys []string, seen
 		gctx, cancel := context.WithTimeout(ctx, watchCheck)
 		e, err := kv.Get(gctx, k)
 		cancel()
+		if err == nil && e.Revision() < seen[k] {
+			return true // revisions went back: the bucket was deleted and made again (a reset)
+		}
 		if err != nil || e.Revision() <= seen[k] {
 			delete(behind, k)
 			continue
