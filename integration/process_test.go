@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -23,6 +24,9 @@ type child struct {
 	port int
 	out  io.Writer
 	cmd  *exec.Cmd
+	// prefix, if set, runs the child through it: prefix..., bin, run,
+	// --config, file (a shell that moves itself into a cgroup first).
+	prefix []string
 }
 
 // newChild writes the configuration config(port) for a free port into
@@ -59,7 +63,15 @@ func startChild(t *testing.T, bin, dir string, config func(port int) string, out
 // start runs `streamkpca run --config` on the child's configuration.
 func (c *child) start() {
 	c.t.Helper()
-	c.cmd = exec.Command(c.bin, "run", "--config", c.cfg)
+	args := append(append([]string(nil), c.prefix...), c.bin, "run", "--config", c.cfg)
+	c.cmd = exec.Command(args[0], args[1:]...)
+	// The service refuses STREAMKPCA_ variables it does not know: the
+	// tests' own switches (STREAMKPCA_TEST_*) stay with the test.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STREAMKPCA_TEST_") {
+			c.cmd.Env = append(c.cmd.Env, kv)
+		}
+	}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatal(err)

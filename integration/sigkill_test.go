@@ -19,6 +19,9 @@ import (
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("STREAMKPCA_TEST_BIN"); bin != "" {
+		return bin // a binary built elsewhere (an older commit, to A/B a process test)
+	}
 	bin := filepath.Join(t.TempDir(), "streamkpca")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/streamkpca").CombinedOutput()
 	if err != nil {

@@ -233,9 +233,14 @@ func HermiteJSON(h synth.Hermite, seed uint64) Source {
 type ProduceOptions struct {
 	Brokers []string
 	Topic   string
-	// N messages; Rate per second (0 = as fast as possible).
+	// N messages (negative: until ctx ends); Rate per second (0 = as
+	// fast as possible).
 	N    int
 	Rate float64
+	// Chunk is the most messages a write holds (0: a second of Rate, at
+	// most 1,000). A slow producer with Chunk set to the learner's batch
+	// sends whole batches in bursts.
+	Chunk int
 	// Progress, if set, is called with the count after each flush.
 	Progress func(n int)
 	// Transport for TLS/SASL; nil = plain.
@@ -243,7 +248,8 @@ type ProduceOptions struct {
 }
 
 // Produce writes N messages of src into the topic, spread over its
-// partitions round-robin, with acks from all replicas.
+// partitions round-robin, with acks from all replicas. With N negative
+// it writes until ctx ends and then returns nil.
 func Produce(ctx context.Context, src Source, o ProduceOptions) error {
 	w := &kafka.Writer{Addr: kafka.TCP(o.Brokers...), Topic: o.Topic, Balancer: &kafka.RoundRobin{},
 		RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true, BatchSize: 1000, BatchTimeout: 5 * time.Millisecond}
@@ -258,15 +264,26 @@ func Produce(ctx context.Context, src Source, o ProduceOptions) error {
 		defer tr.CloseIdleConnections()
 	}
 	defer w.Close()
-	const chunk = 1000
+	// A write holds at most a second of the rate: a slow producer sends
+	// every second, not in bursts of a thousand.
+	chunk := 1000
+	if o.Chunk > 0 {
+		chunk = o.Chunk
+	} else if o.Rate > 0 {
+		chunk = max(1, min(chunk, int(o.Rate)))
+	}
+	n, forever := o.N, o.N < 0
 	start := time.Now()
 	msgs := make([]kafka.Message, 0, chunk)
-	for i := 0; i < o.N; {
+	for i := 0; forever || i < n; {
 		msgs = msgs[:0]
-		for ; len(msgs) < chunk && i < o.N; i++ {
+		for ; len(msgs) < chunk && (forever || i < n); i++ {
 			msgs = append(msgs, kafka.Message{Value: src(i)})
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			if forever && ctx.Err() != nil {
+				return nil
+			}
 			return fmt.Errorf("devstack: produce to %s: %w", o.Topic, err)
 		}
 		if o.Progress != nil {
@@ -277,6 +294,9 @@ func Produce(ctx context.Context, src Source, o ProduceOptions) error {
 			if ahead > 0 {
 				select {
 				case <-ctx.Done():
+					if forever {
+						return nil
+					}
 					return ctx.Err()
 				case <-time.After(ahead):
 				}

@@ -25,6 +25,7 @@ func Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	points := fs.Int("points", 2_000_000, "hermite points to produce")
 	rate := fs.Float64("rate", 5000, "points per second the producer sends")
+	thenRate := fs.Float64("then-rate", 50, "after --points, points per second sent until the demo stops, so that new versions keep coming (0: the stream ends)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address (if unset and 8080 is taken, a free port is used and printed; a port you set is used or refused)")
 	natsPort := fs.Int("nats-port", 4222, "NATS port on 127.0.0.1 (if unset and taken, a free port is used and printed)")
 	kafkaPort := fs.Int("kafka-port", 9092, "Kafka port on 127.0.0.1 (if unset and taken, a free port is used and printed)")
@@ -108,21 +109,25 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	have = min(have, int64(*points))
 	src := devstack.HermiteJSON(synth.Hermite1D(), 1)
 	for i := range int(have) {
 		src(i)
 	}
+	first := max(int64(*points)-have, 0)
 	prodErr := make(chan error, 1)
 	go func() {
 		prodErr <- devstack.Produce(ctx, src,
-			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: *points - int(have), Rate: *rate})
+			devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: int(first), Rate: *rate})
 	}()
 	startSamples := p.Status().Samples
+	thenWhat := ""
+	if *thenRate > 0 {
+		thenWhat = fmt.Sprintf(", then %.0f/s until stopped", *thenRate)
+	}
 	http := "http://" + p.HTTPAddr()
 	fmt.Printf(`streamkpca demo — kernel PCA learned online from Kafka, served over NATS and HTTP
 
-  Kafka (embedded)  %s  topic %q (4 partitions), %d hermite points at %.0f/s
+  Kafka (embedded)  %s  topic %q (4 partitions), %d hermite points at %.0f/s%s
   NATS  (embedded)  %s
   HTTP              %s
 
@@ -135,27 +140,44 @@ Try, in another terminal:
   nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'   (with the nats CLI, if you have it)
   python3 clients/python/examples/project.py --url %s --model %s --points '[[0.5]]' --check
 
-`, stack.Brokers()[0], topic, *points, *rate, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model, stack.NATSURL(), model, http, model)
+`, stack.Brokers()[0], topic, *points, *rate, thenWhat, stack.NATSURL(), http, http, model, http, model, http, stack.NATSURL(), model, stack.NATSURL(), model, stack.NATSURL(), model, http, model)
 	if have > 0 {
 		fmt.Printf("Resuming from %s: the topic holds %d points of an earlier run and the model has learned %d; producing the remaining %d.\n\n",
-			stack.Dir(), have, startSamples, int64(*points)-have)
+			stack.Dir(), have, startSamples, first)
 	}
 	fmt.Println("Progress (subspace error vs the closed-form eigenfunctions; 1 − cos²θ_max, lower is better):")
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	var lastVer, lastSamples uint64
-	produced, ended := false, false
+	produced, ended, trickling := false, false, false
 	errStr := "   -"
 	for {
 		select {
 		case err := <-prodErr:
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "producer: %v\n", err)
-			} else if err == nil {
-				fmt.Printf("producer: all %d points sent\n", *points-int(have))
+				prodErr, produced = nil, true
+				continue
 			}
-			prodErr, produced = nil, true
+			if err != nil || trickling || *thenRate <= 0 {
+				if err == nil && !trickling {
+					fmt.Printf("producer: all %d points sent\n", first)
+				}
+				prodErr, produced = nil, true
+				continue
+			}
+			// The stream goes on slowly, so that a watcher or a
+			// follower keeps seeing new versions.
+			fmt.Printf("producer: %d points sent; %.0f a second from now on (--then-rate), until you stop the demo\n", first, *thenRate)
+			trickling = true
+			// Whole batches in bursts: the learner steps on full ones.
+			full := cfg
+			full.SetDefaults()
+			go func() {
+				prodErr <- devstack.Produce(ctx, src,
+					devstack.ProduceOptions{Brokers: stack.Brokers(), Topic: topic, N: -1, Rate: *thenRate, Chunk: full.Learner.Batch})
+			}()
 		case err := <-runErr:
 			return err
 		case <-ctx.Done():

@@ -39,8 +39,8 @@ func runDemo(t *testing.T, args ...string) string {
 // counts this run's samples only.
 func TestDemoResumesFromItsDirectory(t *testing.T) {
 	dir := t.TempDir()
-	runDemo(t, "--dir", dir, "--points", "3000", "--rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
-	out := runDemo(t, "--dir", dir, "--points", "5000", "--rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
+	runDemo(t, "--dir", dir, "--points", "3000", "--rate", "0", "--then-rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
+	out := runDemo(t, "--dir", dir, "--points", "5000", "--rate", "0", "--then-rate", "0", "--duration", "4s", "--http", "127.0.0.1:0")
 	if !strings.Contains(out, "the topic holds 3000 points of an earlier run") || !strings.Contains(out, "producing the remaining 2000") {
 		t.Errorf("the restarted demo does not say it resumes:\n%s", out)
 	}
@@ -66,5 +66,29 @@ func TestDemoResumesFromItsDirectory(t *testing.T) {
 	defer st.Close()
 	if n, err := st.Messages(context.Background(), "hermite"); err != nil || n != 5000 {
 		t.Errorf("the topic holds %d messages (%v), want 5000", n, err)
+	}
+}
+
+// Defect (issue 44): the demo's stream ended after --points (about 400 s
+// at the defaults), after which a watcher or follower saw no new
+// version. Now it goes on at --then-rate in whole batches until the demo
+// stops: more than --points are learned, past the first stream's end.
+func TestDemoStreamGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	out := runDemo(t, "--dir", dir, "--points", "1000", "--rate", "0", "--then-rate", "400", "--duration", "10s", "--http", "127.0.0.1:0")
+	if !strings.Contains(out, "400 a second from now on") {
+		t.Errorf("the demo does not say its stream goes on:\n%s", out)
+	}
+	m := regexp.MustCompile(`done: (\d+) samples learned`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no final line:\n%s", out)
+	}
+	// A whole batch (512) at least after the first 1,000: the first burst
+	// is sent at once, the next 1.28 s later.
+	if n, _ := strconv.Atoi(m[1]); n < 1000+512 {
+		t.Errorf("%d samples learned: the stream stopped after --points 1000\n%s", n, out)
+	}
+	if strings.Contains(out, "the stream has ended") {
+		t.Errorf("the demo says its stream ended:\n%s", out)
 	}
 }
