@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
@@ -634,6 +635,30 @@ func TestPublishPrunesToFitNATS(t *testing.T) {
 	}
 	if _, n, err := Latest(ctx, nc, Config{Model: "golden"}); err != nil || n.Version != 300 {
 		t.Fatalf("latest: version %d (%v), want 300", n.Version, err)
+	}
+	// An operator purges the object store's stream (issue 43: the service
+	// then filled the store with its own versions again and stuck, 25
+	// versions behind the one it served): every later version is
+	// published and is the latest.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "OBJ_"+DefaultObjectBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(301); v <= 500; v++ {
+		s, data := golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatalf("publish %d after the purge: %v", v, err)
+		}
+		if _, n, err := Latest(ctx, nc, Config{Model: "golden"}); err != nil || n.Version != v {
+			t.Fatalf("after the purge, latest is version %d (%v) once %d is published", n.Version, err, v)
+		}
 	}
 }
 
