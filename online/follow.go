@@ -1,7 +1,10 @@
 package online
 
 import (
+	"fmt"
 	"math"
+
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // # Following gradual change: a challenger
@@ -102,6 +105,37 @@ func (l *KPCA) newChallenger() *KPCA {
 	}
 	ch.quickInit = true
 	return ch
+}
+
+// challengerState is the follower's part of a snapshot (format v4): the
+// challenger's own snapshot and the comparison window, appended to the
+// model's learner state; nil without a challenger.
+func (l *KPCA) challengerState() (*snapshot.Challenger, []float64) {
+	ch := l.fol.ch
+	if ch == nil || len(ch.seeds) == 0 {
+		return nil, nil // a challenger is made and taught in one step: it has blocks between steps
+	}
+	cs := ch.Snapshot()
+	h := cs.Header
+	state := make([]float64, 0, len(l.fol.win)+len(cs.Coef[0])+len(cs.State))
+	state = append(append(append(state, l.fol.win...), cs.Coef[0]...), cs.State...)
+	return &snapshot.Challenger{Wins: l.fol.wins, Rows: l.fol.rows, Fit: l.fol.fit, ChallengerFit: l.fol.chf, Model: &h}, state
+}
+
+// restoreChallenger continues the challenger of a snapshot (see
+// challengerState): the challenger restored with the model's runtime
+// settings, the comparison window and the wins so far, so that the
+// restored learner switches where the one that went on would.
+func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSnap *snapshot.Snapshot) error {
+	rt := l.cfg
+	rt.Forget = ForgetOff
+	ch, err := Restore(chSnap, rt)
+	if err != nil {
+		return fmt.Errorf("challenger: %w", err)
+	}
+	ch.quickInit = true
+	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), rows: c.Rows, wins: c.Wins, fit: c.Fit, chf: c.ChallengerFit}
+	return nil
 }
 
 // challengerBudget is the feature budget of a challenger beside a model

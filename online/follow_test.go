@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // TestSubspaceFitClosedForm: FitScore's figure against closed forms. For
@@ -223,18 +224,7 @@ func runFollow(t *testing.T, s *followStream, forget Forgetting, steps, fresh in
 		if raise != nil {
 			raise(l)
 		}
-		var held []float64
-		for r := range b {
-			if HeldOut(uint64(step*b+r), 16) {
-				held = append(held, x[r*4:r*4+4]...)
-			}
-		}
-		if _, err := l.Assess(held, len(held)/4); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Update(x, b); err != nil {
-			t.Fatal(err)
-		}
+		followStep(t, l, x, b, step)
 		if f != nil {
 			if err := f.Update(x, b); err != nil {
 				t.Fatal(err)
@@ -242,6 +232,103 @@ func runFollow(t *testing.T, s *followStream, forget Forgetting, steps, fresh in
 		}
 	}
 	return l, f
+}
+
+// followStep is one step of the service on the 4-D follow stream: the
+// batch's held-out rows (one in 16) assessed, then the batch learned.
+func followStep(t *testing.T, l *KPCA, x []float64, b, step int) {
+	t.Helper()
+	var held []float64
+	for r := range b {
+		if HeldOut(uint64(step*b+r), 16) {
+			held = append(held, x[r*4:r*4+4]...)
+		}
+	}
+	if _, err := l.Assess(held, len(held)/4); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(x, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowerSurvivesARestart: a learner restored from a snapshot taken
+// while its challenger is winning (one window won, a window half full)
+// goes on as the learner that was never stopped: the same switches at
+// the same steps, the same coefficients bit for bit. Before the
+// challenger was in snapshots (format v4), a restored learner started a
+// new challenger and the ramp's switch came later, or not at all.
+func TestFollowerSurvivesARestart(t *testing.T) {
+	ramp := func(step int) float64 { return min(1, max(0, float64(step-60)/200)) }
+	const steps, b = 290, 512
+	cfg := Config{K: 3, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Workers: 1, Forget: ForgetFollow}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s := newFollowStream(1, ramp)
+	var batches [][]float64
+	restartAt, switchesAt := -1, []int(nil)
+	for step := range steps {
+		x := make([]float64, b*4)
+		s.batch(x, b, step)
+		batches = append(batches, x)
+		before := a.Switches()
+		followStep(t, a, x, b, step)
+		if a.Switches() > before {
+			switchesAt = append(switchesAt, step)
+		}
+		if restartAt < 0 && a.fol.wins > 0 && a.fol.rows > 0 {
+			restartAt = step + 1
+		}
+	}
+	if restartAt < 0 || len(switchesAt) == 0 || switchesAt[0] < restartAt {
+		t.Fatalf("the uninterrupted learner: first won window before step %d, switches at %v: the test needs a restart while a challenger is winning", restartAt, switchesAt)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step, x := range batches[:restartAt] {
+		followStep(t, r, x, b, step)
+	}
+	data, err := r.Snapshot().MarshalBinary()
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap snapshot.Snapshot
+	if err := snap.UnmarshalBinary(data); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Header.Challenger == nil {
+		t.Fatal("a snapshot taken while a challenger is winning holds no challenger")
+	}
+	if snap.Served().Header.Challenger != nil {
+		t.Error("the served copy of a model carries its challenger")
+	}
+	r, err = Restore(&snap, Config{Workers: 1, Forget: ForgetFollow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rSwitches []int
+	for step := restartAt; step < steps; step++ {
+		before := r.Switches()
+		followStep(t, r, batches[step], b, step)
+		if r.Switches() > before {
+			rSwitches = append(rSwitches, step)
+		}
+	}
+	t.Logf("restarted at step %d (a challenger %d steps old, %d window won); switches at %v, restored learner's after the restart at %v", restartAt, snap.Header.Challenger.Model.Step, snap.Header.Challenger.Wins, switchesAt, rSwitches)
+	if !slices.Equal(rSwitches, switchesAt) {
+		t.Errorf("the restored learner switched at steps %v, the uninterrupted one at %v", rSwitches, switchesAt)
+	}
+	ca, cr := a.Snapshot().Coef[0], r.Snapshot().Coef[0]
+	if !slices.Equal(ca, cr) {
+		t.Errorf("coefficients differ after the run (%d and %d values): the restored learner did not go on as the uninterrupted one", len(ca), len(cr))
+	}
 }
 
 // TestFollowGradualChange: the share of the reversed stream rises from 0

@@ -800,6 +800,10 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 		state = make([]float64, 0, 2*len(l.coef)+2*len(l.center))
 		state = append(append(append(append(state, l.coef...), s.avg...), l.center...), s.avgCenter...)
 	}
+	chState, chValues := l.challengerState()
+	if chState != nil {
+		state = append(state[:len(state):len(state)], chValues...)
+	}
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model:       l.cfg.Model,
@@ -822,6 +826,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			Covariance:  cov,
 			Averaged:    avg,
 			Detector:    l.mon.state(),
+			Challenger:  chState,
 		},
 		Coef:      [][]float64{append([]float64(nil), coef...)},
 		Landmarks: landmarks,

@@ -128,8 +128,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		l.Close()
 		return nil, err
 	}
+	own, window, chSnap := snap.SplitState()
 	if h.Averaged != nil {
-		if err := l.restoreIterate(snap); err != nil {
+		if err := l.restoreIterate(h, own); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -149,7 +150,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, snap.State, len(l.coef)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		c, err := restoreCovariance(h.Covariance, own, len(l.coef)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err
@@ -159,18 +160,24 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		}
 		l.cov = c
 	}
+	if chSnap != nil && l.following() {
+		if err := l.restoreChallenger(h.Challenger, window, chSnap); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
 // restoreIterate sets the subspace solver's iterate and running average
 // (and their centres) from the snapshot's learner state
 // (snapshot.Averaged).
-func (l *KPCA) restoreIterate(snap *snapshot.Snapshot) error {
+func (l *KPCA) restoreIterate(h *snapshot.Header, st []float64) error {
 	s := l.sub
 	if s == nil || s.window == 0 {
-		return fmt.Errorf("%w: averaged state in a model whose solver is %q", snapshot.ErrHeader, snap.Header.Schedule.Solver)
+		return fmt.Errorf("%w: averaged state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 	}
-	n, k, st := len(l.coef), len(l.center), snap.State
+	n, k := len(l.coef), len(l.center)
 	copy(l.coef, st[:n])
 	s.avg = append(s.avg[:0], st[n:2*n]...)
 	copy(l.center, st[2*n:2*n+k])

@@ -4,13 +4,13 @@
 // alone. It depends on nothing but the standard library and
 // online/features; clients import it without the learner.
 //
-// # Format v3 (.skpca)
+// # Format v4 (.skpca)
 //
 // All integers and floats are little-endian.
 //
 //	offset        size  field
 //	0             8     magic "SKPCASNP"
-//	8             4     uint32 format version (3 or 2; 1 is read too)
+//	8             4     uint32 format version (4, 3 or 2; 1 is read too)
 //	12            4     uint32 header length H (≤ MaxHeaderBytes)
 //	16            H     JSON header ([Header]), UTF-8
 //	16+H          8     uint64 number of payload values N
@@ -18,13 +18,16 @@
 //	                    beta for two-view models; then each landmark
 //	                    view's points; then the learner state
 //	                    ([Covariance] or [Averaged]), if the header
-//	                    has one
+//	                    has one, then the [Challenger]'s (its window's
+//	                    rows, coefficients and own state)
 //	24+H+8N       4     uint32 CRC-32C (Castagnoli) of bytes [0, 24+H+8N)
 //
 // Format v1 is the same without the learner state; v2 is v3 without
 // [Averaged] (the subspace solver's last iterate, behind the average it
-// serves). A snapshot is written in the oldest version that holds it, so
-// only stored copies with [Averaged] state are v3, and v2 readers load
+// serves); v3 is v4 without a [Challenger] (the learner that may replace
+// the model on a gradual change, learner.forget: follow). A snapshot is
+// written in the oldest version that holds it, so only stored copies
+// with [Averaged] state are v3, with a challenger v4, and v2 readers load
 // everything published. Readers load v1 files unchanged
 // (testdata/golden_v1.skpca). The learner state lets a
 // restored learner continue bit for bit; a projection does not use it,

@@ -21,11 +21,12 @@ const Magic = "SKPCASNP"
 // Version is the newest format version this package writes. It reads it
 // and every earlier one: v2 added the learner state (Header.Covariance and
 // Snapshot.State) and typed Header.Settings, which v1 wrote as an untyped
-// "extra" map; v3 added Header.Averaged and its state. A snapshot is
-// written in the oldest version that holds it (v3 only with
-// Header.Averaged), so what is published, which carries no learner state
-// (Snapshot.Served), stays readable by v2 readers.
-const Version uint32 = 3
+// "extra" map; v3 added Header.Averaged and its state; v4 added
+// Header.Challenger and its state. A snapshot is written in the oldest
+// version that holds it (v3 only with Header.Averaged, v4 only with
+// Header.Challenger), so what is published, which carries no learner
+// state (Snapshot.Served), stays readable by v2 readers.
+const Version uint32 = 4
 
 // Limits checked before allocating.
 const (
@@ -303,6 +304,31 @@ type Header struct {
 	// learner finds a change where the one that went on would. nil before
 	// the detector has a reference, and in the served copy of a model.
 	Detector *Detector `json:"detector,omitempty"`
+	// Challenger is the state of the learner that runs beside the model
+	// on the recent stream and replaces it when it fits the held-out
+	// points better (package online, learner.forget: follow), so that a
+	// restored learner decides as the one that went on would (format
+	// v4); nil without one, and in the served copy of a model.
+	Challenger *Challenger `json:"challenger,omitempty"`
+}
+
+// Challenger is the state of a model's challenger (package online, the
+// follower). Snapshot.State holds, after the model's own learner state:
+// the comparison window's held-out rows (Rows × the view's Dim, raw),
+// the challenger's coefficients (its Model header's count for view 0)
+// and its own learner state (as its Model header describes).
+type Challenger struct {
+	// Wins is the comparison windows in a row the challenger has won.
+	Wins int `json:"wins"`
+	// Rows is the held-out rows the current comparison window holds.
+	Rows int `json:"rows"`
+	// Fit and ChallengerFit are the last window's fit scores of the
+	// model and of the challenger (0 before the first window).
+	Fit           float64 `json:"fit"`
+	ChallengerFit float64 `json:"challenger_fit"`
+	// Model is the challenger's own header: one random-feature view,
+	// no challenger of its own, the model's k.
+	Model *Header `json:"model"`
 }
 
 // Detector is the change detector's state (package online): the
@@ -451,35 +477,87 @@ func (h *Header) payload() (coef, lm []int, err error) {
 		}
 		lm[v] = int(n)
 	}
-	if h.Covariance != nil || h.Averaged != nil {
-		var n int
-		if h.Covariance != nil {
-			n, err = h.Covariance.Len()
-		}
-		if h.Averaged != nil {
-			n, err = h.averagedLen()
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if total += uint64(n); total > MaxCoef {
-			return nil, nil, fmt.Errorf("%w: %d coefficients, landmark and state values exceed the limit %d", ErrSize, total, MaxCoef)
-		}
+	n, err := h.stateLenErr()
+	if err != nil {
+		return nil, nil, err
+	}
+	if total += uint64(n); total > MaxCoef {
+		return nil, nil, fmt.Errorf("%w: %d coefficients, landmark and state values exceed the limit %d", ErrSize, total, MaxCoef)
 	}
 	return coef, lm, nil
 }
 
-// stateLen is the number of learner-state values the payload ends with.
+// stateLen is the number of learner-state values the payload ends with
+// (0 for a header Validate refuses).
 func (h *Header) stateLen() int {
+	n, _ := h.stateLenErr()
+	return n
+}
+
+// ownStateLen is the number of the learner's own state values: those of
+// Covariance or Averaged, before the challenger's.
+func (h *Header) ownStateLen() (int, error) {
 	switch {
 	case h.Covariance != nil:
-		n, _ := h.Covariance.Len()
-		return n
+		return h.Covariance.Len()
 	case h.Averaged != nil:
-		n, _ := h.averagedLen()
-		return n
+		return h.averagedLen()
 	}
-	return 0
+	return 0, nil
+}
+
+// stateLenErr is stateLen with the reason a header's state sizes are
+// impossible.
+func (h *Header) stateLenErr() (int, error) {
+	own, err := h.ownStateLen()
+	if err != nil {
+		return 0, err
+	}
+	c := h.Challenger
+	if c == nil {
+		return own, nil
+	}
+	m := c.Model
+	if m == nil || m.Challenger != nil || len(m.Views) != 1 || m.Views[0].Landmarks() || m.K != h.K || len(h.Views) != 1 ||
+		m.Views[0].Dim != h.Views[0].Dim || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 {
+		return 0, fmt.Errorf("%w: a challenger must be a one-view random-feature model of the same k and dimension, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
+	}
+	counts, err := m.coefCounts()
+	if err != nil {
+		return 0, fmt.Errorf("challenger: %w", err)
+	}
+	chOwn, err := m.ownStateLen()
+	if err != nil {
+		return 0, fmt.Errorf("challenger: %w", err)
+	}
+	n := uint64(own) + uint64(c.Rows)*uint64(h.Views[0].Dim) + uint64(counts[0]) + uint64(chOwn)
+	if n > MaxCoef {
+		return 0, fmt.Errorf("%w: %d learner-state values exceed the limit %d", ErrSize, n, MaxCoef)
+	}
+	return int(n), nil
+}
+
+// SplitState splits a snapshot's learner state into the model's own and
+// its challenger's (Header.Challenger): the comparison window's rows and
+// the challenger as a snapshot of its own (sharing s's slices). Without
+// a challenger, window and challenger are nil.
+func (s *Snapshot) SplitState() (own, window []float64, challenger *Snapshot) {
+	n, _ := s.Header.ownStateLen()
+	own = s.State[:min(n, len(s.State)):min(n, len(s.State))]
+	c := s.Header.Challenger
+	if c == nil || len(s.State) != s.Header.stateLen() {
+		return own, nil, nil
+	}
+	rest := s.State[n:]
+	w := c.Rows * s.Header.Views[0].Dim
+	window, rest = rest[:w:w], rest[w:]
+	counts, _ := c.Model.coefCounts()
+	m := counts[0]
+	challenger = &Snapshot{Header: *c.Model, Coef: [][]float64{rest[:m:m]}}
+	if len(rest) > m {
+		challenger.State = rest[m:]
+	}
+	return own, window, challenger
 }
 
 // averagedLen is the number of values Header.Averaged's state holds.
@@ -533,6 +611,17 @@ func (h *Header) coefCounts() ([]int, error) {
 func (h *Header) Validate() error {
 	if h.Detector != nil && !h.Detector.valid() {
 		return fmt.Errorf("%w: detector state %+v", ErrHeader, *h.Detector)
+	}
+	if c := h.Challenger; c != nil {
+		if c.Model == nil || c.Model.Challenger != nil {
+			return fmt.Errorf("%w: a challenger without a model, or with a challenger of its own", ErrHeader)
+		}
+		if err := c.Model.Validate(); err != nil {
+			return fmt.Errorf("challenger: %w", err)
+		}
+		if math.IsNaN(c.Fit) || math.IsInf(c.Fit, 0) || math.IsNaN(c.ChallengerFit) || math.IsInf(c.ChallengerFit, 0) {
+			return fmt.Errorf("%w: challenger fit scores %v, %v", ErrNonFinite, c.Fit, c.ChallengerFit)
+		}
 	}
 	if h.Generator != features.GeneratorID && h.Generator != features.StructuredGeneratorID {
 		return fmt.Errorf("%w: generator %q (this build knows %q and %q)", ErrUnsupported, h.Generator, features.GeneratorID, features.StructuredGeneratorID)
@@ -603,25 +692,29 @@ type Snapshot struct {
 	Coef      [][]float64
 	Landmarks [][]float64
 	// State is the learner state Header.Covariance (format v2) or
-	// Header.Averaged (v3) describes, after the coefficients and landmarks
-	// in the payload; nil without.
+	// Header.Averaged (v3) describes, then Header.Challenger's (v4; see
+	// SplitState), after the coefficients and landmarks in the payload;
+	// nil without.
 	State []float64
 }
 
 // Served returns the model as it is published: s without its learner
-// state (Header.Covariance, Header.Averaged, State), which a projection
+// state (Header.Covariance, Averaged, Detector, Challenger, State), which a projection
 // does not use. It shares s's slices.
 func (s *Snapshot) Served() *Snapshot {
-	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.Header.Detector == nil && s.State == nil {
+	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.Header.Detector == nil && s.Header.Challenger == nil && s.State == nil {
 		return s
 	}
 	out := *s
-	out.Header.Covariance, out.Header.Averaged, out.Header.Detector, out.State = nil, nil, nil, nil
+	out.Header.Covariance, out.Header.Averaged, out.Header.Detector, out.Header.Challenger, out.State = nil, nil, nil, nil, nil
 	return &out
 }
 
 // FormatVersion is the version s is written in: the oldest that holds it.
 func (s *Snapshot) FormatVersion() uint32 {
+	if s.Header.Challenger != nil {
+		return 4
+	}
 	if s.Header.Averaged != nil {
 		return 3
 	}
@@ -813,6 +906,9 @@ func decodeHeader(b []byte, version uint32, h *Header, n uint64) error {
 	}
 	if version < 3 && h.Averaged != nil {
 		return fmt.Errorf("%w: averaged state in a format v%d snapshot (v3 introduced it)", ErrHeader, version)
+	}
+	if version < 4 && h.Challenger != nil {
+		return fmt.Errorf("%w: challenger state in a format v%d snapshot (v4 introduced it)", ErrHeader, version)
 	}
 	if err := h.Validate(); err != nil {
 		return err

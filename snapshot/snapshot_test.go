@@ -744,14 +744,7 @@ func TestModelSharesGeneratedBlocks(t *testing.T) {
 func TestDetectorStateRoundTripAndChecks(t *testing.T) {
 	s := sample()
 	s.Header.Detector = &Detector{Batches: 40, Points: 1280, Mean: 0.62, Var: 0.004, CUSUM: 1.5}
-	data, err := s.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got Snapshot
-	if err := got.UnmarshalBinary(data); err != nil {
-		t.Fatal(err)
-	}
+	data, got := roundTrip(t, s)
 	if got.Header.Detector == nil || *got.Header.Detector != *s.Header.Detector {
 		t.Errorf("detector state %+v after the round trip, want %+v", got.Header.Detector, *s.Header.Detector)
 	}
@@ -771,6 +764,20 @@ func TestDetectorStateRoundTripAndChecks(t *testing.T) {
 			t.Errorf("detector state with %s: %v, want ErrHeader", bad, err)
 		}
 	}
+}
+
+// roundTrip encodes s and decodes the bytes.
+func roundTrip(t *testing.T, s *Snapshot) ([]byte, Snapshot) {
+	t.Helper()
+	data, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Snapshot
+	if err := got.UnmarshalBinary(data); err != nil {
+		t.Fatal(err)
+	}
+	return data, got
 }
 
 // rewriteHeader returns the snapshot file data with its JSON header
@@ -803,5 +810,58 @@ func TestMaxFeaturesIsBounded(t *testing.T) {
 	s.Header.MaxFeatures = 4096
 	if err := s.Validate(); err != nil {
 		t.Fatalf("max_features 4096: %v", err)
+	}
+}
+
+// TestChallengerStateRoundTripAndChecks: a stored model with a challenger
+// (format v4) decodes to the same state and splits into the model's own,
+// the window's rows and the challenger's snapshot, by the layout of
+// snapshot/doc.go counted by hand; a header that lies about the
+// challenger is refused, and so is a challenger in a v3 file.
+func TestChallengerStateRoundTripAndChecks(t *testing.T) {
+	s := sample()
+	ch := sample().Header
+	ch.Seeds, ch.MaxFeatures, ch.Offsets = Seeds{7}, 4, nil // one block of 4 features, k = 2
+	s.Header.Challenger = &Challenger{Wins: 1, Rows: 3, Fit: 0.9, ChallengerFit: 0.95, Model: &ch}
+	// 3 rows × dim 2, then 4·2 coefficients; no own state.
+	s.State = make([]float64, 3*2+4*2)
+	for i := range s.State {
+		s.State[i] = float64(i) + 0.5
+	}
+	if v := s.FormatVersion(); v != 4 {
+		t.Fatalf("format version %d, want 4", v)
+	}
+	data, got := roundTrip(t, s)
+	own, window, c := got.SplitState()
+	if len(own) != 0 || !slices.Equal(window, s.State[:6]) || c == nil || !slices.Equal(c.Coef[0], s.State[6:]) || c.State != nil {
+		t.Fatalf("split: own %v, window %v, challenger %+v", own, window, c)
+	}
+	if c.Header.Seeds[0] != 7 || got.Header.Challenger.Wins != 1 || got.Header.Challenger.ChallengerFit != 0.95 {
+		t.Errorf("challenger header %+v after the round trip", got.Header.Challenger)
+	}
+	if got.Served().Header.Challenger != nil || got.Served().State != nil {
+		t.Error("the served copy carries the challenger")
+	}
+	for name, edit := range map[string]func(string) string{
+		"rows beyond the payload": func(h string) string { return strings.Replace(h, `"rows":3`, `"rows":4`, 1) },
+		"a huge window":           func(h string) string { return strings.Replace(h, `"rows":3`, `"rows":1073741824`, 1) },
+		"another k": func(h string) string {
+			return strings.Replace(h, `"model":{"model":"golden","algorithm":"kpca","generator":"`+features.GeneratorID+`","k":2`, `"model":{"model":"golden","algorithm":"kpca","generator":"`+features.GeneratorID+`","k":1`, 1)
+		},
+		"no model": func(h string) string { return strings.Replace(h, `"model":{`, `"modelx":{`, 1) },
+	} {
+		raw := rewriteHeader(t, data, edit)
+		if string(raw) == string(data) {
+			t.Fatalf("%s: the edit changed nothing", name)
+		}
+		if err := got.UnmarshalBinary(raw); err == nil {
+			t.Errorf("%s: decoded without error", name)
+		}
+	}
+	v3 := append([]byte(nil), data...)
+	binary.LittleEndian.PutUint32(v3[8:], 3)
+	v3 = binary.LittleEndian.AppendUint32(v3[:len(v3)-4], crc32.Checksum(v3[:len(v3)-4], castagnoli))
+	if err := got.UnmarshalBinary(v3); !errors.Is(err, ErrHeader) {
+		t.Errorf("a challenger in a v3 file: %v, want ErrHeader", err)
 	}
 }

@@ -49,6 +49,36 @@ type conformanceCase struct {
 	data   func(r *rand.Rand, rows int) ([]float64, int, int) // rows×d values, d, y columns
 	exact  bool
 	relTol float64
+	// stream: learned as the service learns (batches of 50, one row in
+	// 16 assessed first, a challenger beside the model) and sent as
+	// stored, with the challenger's state: format v4.
+	stream bool
+}
+
+// streamed learns rows as the service does (see conformanceCase.stream).
+func streamed(t *testing.T, cfg online.Config, x []float64, rows, d int) *snapshot.Snapshot {
+	t.Helper()
+	l, err := online.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const b = 50
+	for off := 0; off+b <= rows; off += b {
+		var held []float64
+		for r := off; r < off+b; r++ {
+			if online.HeldOut(uint64(r), 16) {
+				held = append(held, x[r*d:(r+1)*d]...)
+			}
+		}
+		if _, err := l.Assess(held, len(held)/d); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(x[off*d:(off+b)*d], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.Snapshot()
 }
 
 // curved is a 3-D point cloud on a curved sheet; nonneg shifts it to
@@ -186,7 +216,9 @@ func cases() []conformanceCase {
 	)
 	orthKCCA := two("orthogonal-kcca", online.AlgKCCA, g, widePaired)
 	orthKCCA.cfg.Frequencies = online.FrequenciesOrthogonal
-	return append(out, blas, lap,
+	follow := kpca("challenger", g, func(c *online.Config) { c.BlockSize, c.MaxFeatures, c.Forget = 16, 128, online.ForgetFollow })
+	follow.stream = true
+	return append(out, blas, lap, follow,
 		two("kcca", online.AlgKCCA, g, paired),
 		two("ksvd-linear-y", online.AlgKSVD, features.Kernel{Family: features.Linear}, paired),
 		two("ksir", online.AlgKSIR, g, regression),
@@ -205,8 +237,11 @@ func TestPythonClientConformance(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(i)+1, 17))
 		const rows = 600
 		x, d, ycols := c.data(r, rows)
-		snap, _, err := online.Fit(context.Background(), c.cfg, x, rows, d, online.FitOptions{Batch: 100, Epochs: 2, YCols: ycols})
-		if err != nil {
+		var snap *snapshot.Snapshot
+		var err error
+		if c.stream {
+			snap = streamed(t, c.cfg, x, rows, d)
+		} else if snap, _, err = online.Fit(context.Background(), c.cfg, x, rows, d, online.FitOptions{Batch: 100, Epochs: 2, YCols: ycols}); err != nil {
 			t.Fatalf("%s: fit: %v", c.name, err)
 		}
 		if orth := strings.HasPrefix(c.name, "orthogonal"); orth != (snap.Header.Generator == features.StructuredGeneratorID) {
@@ -217,7 +252,7 @@ func TestPythonClientConformance(t *testing.T) {
 		// solver's statistics), even ones as published (v2, no state):
 		// the client must read both and project the same bits.
 		served := snap.Served()
-		if i%2 == 1 {
+		if i%2 == 1 || c.stream {
 			served = snap
 		}
 		versions[served.FormatVersion()]++
@@ -264,8 +299,8 @@ func TestPythonClientConformance(t *testing.T) {
 		}
 		names = append(names, c.name)
 	}
-	if versions[3] == 0 || versions[2] == 0 {
-		t.Fatalf("fixtures in formats %v: want both v2 and v3", versions)
+	if versions[4] == 0 || versions[3] == 0 || versions[2] == 0 {
+		t.Fatalf("fixtures in formats %v: want v2, v3 and v4", versions)
 	}
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-v")
 	cmd.Env = append(os.Environ(), "STREAMKPCA_FIXTURES="+dir, "PYTHONDONTWRITEBYTECODE=1")

@@ -1,9 +1,9 @@
-"""Reading .skpca snapshots (format v1, v2 and v3) and projecting with them.
+"""Reading .skpca snapshots (format v1 to v4) and projecting with them.
 
 The format (Go package snapshot, doc.go), little-endian:
 
     0       8   magic "SKPCASNP"
-    8       4   uint32 format version (1 or 2)
+    8       4   uint32 format version (1 to 4)
     12      4   uint32 header length H
     16      H   JSON header
     16+H    8   uint64 number of payload values N
@@ -145,8 +145,8 @@ def loads(data, verify=True):
     if bytes(data[:8]) != MAGIC:
         raise SnapshotError("not a snapshot (bad magic)")
     version, hlen = struct.unpack_from("<II", data, 8)
-    if version < 1 or version > 3:
-        raise SnapshotError(f"unsupported format version {version} (this client reads 1 to 3)")
+    if version < 1 or version > 4:
+        raise SnapshotError(f"unsupported format version {version} (this client reads 1 to 4)")
     if hlen > MAX_HEADER_BYTES:
         raise SnapshotError(f"header of {hlen} bytes exceeds {MAX_HEADER_BYTES}")
     if len(data) < 16 + hlen + 12:
@@ -192,18 +192,36 @@ def loads(data, verify=True):
             raise SnapshotError("sizes do not add up: fewer values than the header implies")
         snap.landmarks.append(payload[off:off + c].reshape(len(seeds) * bs, view.dim))
         off += c
-    cov = header.get("covariance")
-    state = _state_len(cov) if cov else 0
-    if header.get("averaged"):
-        # v3: the subspace solver's last iterate and running average
-        # behind the average the coefficients hold (and their centres
-        # when centred); projections use the coefficients.
-        if version < 3:
-            raise SnapshotError(f"averaged state in a format v{version} snapshot")
-        state = 2 * len(snap.coef[0].ravel()) + (2 * k if (header.get("settings") or {}).get("center") else 0)
+    state = _own_state_len(header, version, len(snap.coef[0].ravel()))
+    ch = header.get("challenger")
+    if ch:
+        # v4: the challenger learner beside the model (learner.forget:
+        # follow): the comparison window's rows, its coefficients and its
+        # own state; projections use the model's coefficients.
+        if version < 4:
+            raise SnapshotError(f"challenger state in a format v{version} snapshot")
+        m = ch.get("model") or {}
+        if m.get("challenger") or len(m.get("views") or []) != 1 or m.get("k") != k or len(views) != 1:
+            raise SnapshotError("a challenger must be a one-view model of the same k, without a challenger of its own")
+        ccoef = len(m.get("seeds") or []) * m["block_size"] * k
+        state += ch["rows"] * views[0].dim + ccoef + _own_state_len(m, version, ccoef)
     if off + state != n:
         raise SnapshotError(f"sizes do not add up: {n} values, the header implies {off + state}")
     return snap
+
+
+def _own_state_len(header, version, ncoef):
+    """The learner's own state values: the covariance solver's, or the
+    averaged solver's iterate and running average (v3; their centres when
+    centred)."""
+    cov = header.get("covariance")
+    if cov:
+        return _state_len(cov)
+    if header.get("averaged"):
+        if version < 3:
+            raise SnapshotError(f"averaged state in a format v{version} snapshot")
+        return 2 * ncoef + (2 * header["k"] if (header.get("settings") or {}).get("center") else 0)
+    return 0
 
 
 def _state_len(c):
