@@ -18,6 +18,12 @@
 // rows go to every member, and each runs Update on their union (the
 // bandwidth by the median trick and the first block need the points).
 //
+// Following gradual change (online's learner.forget: follow): the
+// member of rank 0 runs the challenger learner on its own rows and
+// held-out rows; when the challenger wins, its snapshot goes with that
+// step's moments and every member adopts it after the step (the same
+// bytes at the same step).
+//
 // # Invariants
 //
 //   - Every member holds the same learner, bit for bit, after every step:

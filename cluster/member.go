@@ -102,6 +102,10 @@ type Member struct {
 	heldX            []float64
 	heldRows         int
 	scores, allScore []float64
+	// adopt is the challenger the group's rank 0 sent with this step,
+	// which every member makes the model after the step (follow.go of
+	// package online).
+	adopt *snapshot.Snapshot
 
 	// Confirmed, when set, is called within Step once every member is
 	// known to hold the learner's current state (the previous step's),
@@ -630,6 +634,22 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 			return m.abort(ctx, err)
 		}
 	}
+	// Following gradual change (learner.forget: follow): the group's
+	// rank 0 runs the challenger on its own rows and held-out rows; when
+	// it wins, its snapshot goes with this step's moments and every
+	// member adopts it after the step. The others run none.
+	var challenger []byte
+	if m.g.Rank() == 0 {
+		if m.heldRows > 0 && l.Challenge(m.heldX, m.heldRows) {
+			if cs := l.ChallengerSnapshot(); cs != nil {
+				if challenger, err = cs.MarshalBinary(); err != nil {
+					return m.abort(ctx, fmt.Errorf("cluster: encode the challenger: %w", err))
+				}
+			}
+		}
+	} else {
+		l.DropChallenger()
+	}
 	if rows > 0 {
 		if err := l.Moments(&m.mom, x, rows); err != nil {
 			return m.abort(ctx, err)
@@ -650,10 +670,12 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	m.out.u64(m.shedOut)
 	m.out.flag(m.hold)
 	m.out.u64(uint64(max(m.want, 0)))
+	m.out.bytes(challenger)
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
 		return err
 	}
+	m.adopt = nil
 	m.allScore = m.allScore[:0]
 	m.total.Rows = 0
 	m.total.Sum, m.total.Outer = zeros(m.total.Sum, k), zeros(m.total.Outer, k*k)
@@ -671,8 +693,17 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		shed += d.u64()
 		hold = d.u8() != 0 || hold
 		want = min(want, d.u64())
+		ch := d.bytes()
 		if err := d.end(); err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
+		}
+		if len(ch) > 0 {
+			if i != 0 {
+				return m.lost(fmt.Errorf("%w: member %d sent a challenger; only rank 0 runs one", errWire, i))
+			}
+			if m.adopt, err = snapshot.Decode(ch); err != nil {
+				return m.lost(fmt.Errorf("cluster: the challenger from member 0: %w", err))
+			}
 		}
 		if len(sc)%k != 0 {
 			return m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), k))
@@ -706,7 +737,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	}
 	if m.total.Rows == 0 {
 		m.advance(union, shed, true)
-		return nil
+		return m.adoptChallenger()
 	}
 	// The guard's decision depends on the union's moments only: members
 	// whose Partial refuses the batch send an empty part, as members
@@ -738,7 +769,27 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		return m.lost(err) // sizes that cannot differ between members
 	}
 	m.advance(union, shed, true)
+	if m.g.Rank() == 0 && rows > 0 && err == nil {
+		l.TeachChallenger(x, rows)
+	}
+	if aerr := m.adoptChallenger(); aerr != nil {
+		return aerr
+	}
 	return err
+}
+
+// adoptChallenger makes the challenger received with this step the model
+// on this member, as on every other (the same bytes, the same step).
+func (m *Member) adoptChallenger() error {
+	if m.adopt == nil {
+		return nil
+	}
+	ch := m.adopt
+	m.adopt = nil
+	if err := m.l.Adopt(ch); err != nil {
+		return m.lost(fmt.Errorf("cluster: adopt the challenger from member 0: %w", err)) // the same on every member: the generation fails as one
+	}
+	return nil
 }
 
 // advance moves what the model covers on by a step's union of offsets

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
@@ -558,6 +560,34 @@ func TestOddMemberIsRefused(t *testing.T) {
 	}
 }
 
+// stepHeldOut takes one step of the group on 4-D rows xs[i] of member i,
+// each member holding out its rows r for which held(r) (HoldOut); it
+// returns the union of the held-out rows in rank order.
+func stepHeldOut(t *testing.T, members []*Member, xs [][]float64, rows, step int, held func(r int) bool) []float64 {
+	t.Helper()
+	var union []float64
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		var h []float64
+		for r := range rows {
+			if held(r) {
+				h = append(h, xs[i][r*4:r*4+4]...)
+			}
+		}
+		union = append(union, h...)
+		m.HoldOut(h, len(h)/4)
+		wg.Go(func() { errs[i] = m.Step(context.Background(), xs[i], rows, nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, online.ErrDiverged) {
+			t.Fatalf("step %d, member %d: %v", step, i, err)
+		}
+	}
+	return union
+}
+
 // switchRows returns rows 4-D Gaussian points whose axes' scales are
 // permuted after the switch: the top eigenfunctions move to other axes.
 func switchRows(rng *rand.Rand, rows int, after bool) []float64 {
@@ -595,26 +625,8 @@ func TestGroupScoresAndForgets(t *testing.T) {
 	for step := range before + after {
 		xs := [2][]float64{switchRows(rng, rows, step >= before), switchRows(rng, rows, step >= before)}
 		var union, held []float64
-		errs := make([]error, 2)
-		var wg sync.WaitGroup
-		for i, m := range members {
-			var h []float64
-			for r := range rows {
-				if r%every == step%every {
-					h = append(h, xs[i][r*4:r*4+4]...)
-				}
-			}
-			held = append(held, h...)
-			union = append(union, xs[i]...)
-			m.HoldOut(h, len(h)/4)
-			wg.Go(func() { errs[i] = m.Step(context.Background(), xs[i], rows, nil) })
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil && !errors.Is(err, online.ErrDiverged) {
-				t.Fatalf("step %d, member %d: %v", step, i, err)
-			}
-		}
+		held = stepHeldOut(t, members, xs[:], rows, step, func(r int) bool { return r%every == step%every })
+		union = append(append(union, xs[0]...), xs[1]...)
 		refChanged, err := ref.Assess(held, len(held)/4)
 		if err != nil {
 			t.Fatal(err)
@@ -779,4 +791,85 @@ func TestGroupGrowsByItsMembersVotes(t *testing.T) {
 	step("the raised budget fills", 640, 704)
 	step("the raised budget fills", 704, 704)
 	sameBits(t, members)
+}
+
+// TestGroupFollowsAGradualChange (issue 47: the group decides as one): two
+// members on a stream whose rows come, with a share rising from 0 to 1
+// over 200 steps, from the distribution with its axes' scales reversed.
+// The change detector does not see it; the group's rank 0 runs a
+// challenger on its own rows and held-out rows and, when it wins, every
+// member adopts it at the same step. Both members switch at the same
+// steps and stay one model bit for bit, and 30 steps after the ramp the
+// model is within 2× of a learner started at the ramp's end (against the
+// closed-form eigenfunctions of the reversed stream). Before, a group
+// ran no challenger and never switched.
+func TestGroupFollowsAGradualChange(t *testing.T) {
+	const rows, steps, start, ramp, end = 256, 290, 60, 200, 260
+	cfg := online.Config{Model: "g", K: 3, BlockSize: 128, MaxFeatures: 2048, Workers: 1,
+		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Forget: online.ForgetFollow}
+	members := joinAll(t, cfg, make([]*snapshot.Snapshot, 2), time.Minute)
+	fcfg := cfg
+	fcfg.Forget = online.ForgetDetect
+	fresh, err := online.New(fcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	h := synth.Hermite{S: []float64{1.6, 1.0, 0.6, 0.3}, L: 1.5}
+	rng := rand.New(rand.NewPCG(1, 1))
+	var switchedAt []int
+	for step := range steps {
+		share := min(1, max(0, float64(step-start)/ramp))
+		var xs [2][]float64
+		for i := range xs {
+			xs[i] = make([]float64, rows*4)
+			h.Sample(xs[i], rng)
+			for r := range rows {
+				if share >= 1 || share > 0 && rng.Float64() < share {
+					slices.Reverse(xs[i][r*4 : r*4+4])
+				}
+			}
+		}
+		switches := func(m *Member) uint64 {
+			if m.Learner() == nil {
+				return 0
+			}
+			return m.Learner().Switches()
+		}
+		before := switches(members[0])
+		stepHeldOut(t, members, xs[:], rows, step, func(r int) bool { return online.HeldOut(uint64(step*rows+r), 16) })
+		if step >= end {
+			if err := fresh.Update(append(append([]float64(nil), xs[0]...), xs[1]...), 2*rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s0, s1 := switches(members[0]), switches(members[1])
+		if s0 != s1 {
+			t.Fatalf("step %d: member 0 has switched %d times, member 1 %d", step, s0, s1)
+		}
+		if s0 > before {
+			switchedAt = append(switchedAt, step)
+			sameBits(t, members)
+		}
+	}
+	sameBits(t, members)
+	// The closed form: the reversed stream's eigenfunctions on reversed
+	// points.
+	const n = 1000
+	x := make([]float64, n*4)
+	h.Sample(x, rand.New(rand.NewPCG(77, 77)))
+	truth := h.Eigenfunctions(x, n, 3)
+	for r := range n {
+		slices.Reverse(x[r*4 : r*4+4])
+	}
+	errOf := func(l *online.KPCA) float64 {
+		out := make([]float64, n*3)
+		l.EvalTo(out, x, n)
+		return synth.SubspaceError(mat.NewDense(n, 3, out), truth)
+	}
+	eg, ef := errOf(members[0].Learner()), errOf(fresh)
+	t.Logf("switches at steps %v; 30 steps after the ramp: the group %.3g, a learner started at the ramp's end %.3g", switchedAt, eg, ef)
+	if len(switchedAt) == 0 || eg > 2*ef+1e-3 {
+		t.Errorf("the group: error %.3g after switches at %v; want a switch and within 2× of the fresh learner's %.3g", eg, switchedAt, ef)
+	}
 }

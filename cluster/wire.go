@@ -73,6 +73,12 @@ func (e *enc) str(s string) {
 	e.b = append(e.b, s...)
 }
 
+// bytes encodes a length-prefixed byte string.
+func (e *enc) bytes(b []byte) {
+	e.u32(uint32(len(b)))
+	e.b = append(e.b, b...)
+}
+
 func (e *enc) floats(v []float64) {
 	e.u32(uint32(len(v)))
 	e.b = slices.Grow(e.b, 8*len(v))
@@ -143,6 +149,9 @@ func (d *dec) u64() uint64 {
 }
 
 func (d *dec) str() string { return string(d.take(int(d.u32()))) }
+
+// bytes decodes a length-prefixed byte string (shares d's buffer).
+func (d *dec) bytes() []byte { return d.take(int(d.u32())) }
 
 // floats decodes an array into dst (reused when it has room).
 func (d *dec) floats(dst []float64) []float64 {

@@ -3,6 +3,7 @@ package online
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -32,9 +33,16 @@ import (
 // growing) and each window scores followWindow points twice against
 // their kernel matrix (followWindow²·d kernel evaluations, once, and two
 // eigendecompositions of order followWindow³), about one step's work a
-// window. Where there is no challenger: two views, landmark features,
-// the covariance solver, learners that are never assessed (fit, cluster
-// members: the group would have to decide as one), Forget detect or off.
+// window. A challenger lives at least followLife steps and until it has
+// been compared in followLifeWindows windows.
+//
+// In a group (package cluster) the members step as one model: the
+// group's rank 0 runs the challenger on its own rows and held-out rows
+// (Challenge, TeachChallenger) and, when it wins, sends its snapshot
+// (ChallengerSnapshot) with the step; every member Adopts those bytes
+// after the step and the group stays one model. Where there is no
+// challenger: two views, landmark features, the covariance solver,
+// learners that are never assessed (fit), Forget detect or off.
 
 // Following's settings, chosen on `streamkpca bench drift --case
 // mnist-ramp` and `--case mnist-stationary`, seeds 1–3 (docs/results.md):
@@ -49,6 +57,10 @@ const (
 	// this many steps; followLife: a challenger that has not won by this
 	// age is restarted on the stream as it is then.
 	followStart, followLife = 8, 24
+	// followLifeWindows: nor before it has been compared in this many
+	// windows (a group's rank 0, or small batches, fill a window in
+	// more steps than 4).
+	followLifeWindows = 4
 	// followMinAge: a challenger is compared only from this age on.
 	followMinAge = 4
 	// followWindow: held-out rows per comparison (4 batches of 512 at
@@ -66,6 +78,7 @@ type follower struct {
 	win      []float64 // the window's held-out rows, raw
 	rows     int
 	wins     int     // windows in a row the challenger won
+	compared int     // windows the challenger was compared in
 	fit, chf float64 // the last window's fit scores: the model's, the challenger's
 }
 
@@ -86,7 +99,7 @@ func (l *KPCA) dropChallenger() {
 	if l.fol.ch != nil {
 		l.fol.ch.Close()
 	}
-	l.fol.ch, l.fol.rows, l.fol.wins = nil, 0, 0
+	l.fol.ch, l.fol.rows, l.fol.wins, l.fol.compared = nil, 0, 0, 0
 	l.fol.win = l.fol.win[:0]
 }
 
@@ -119,7 +132,7 @@ func (l *KPCA) challengerState() (*snapshot.Challenger, []float64) {
 	h := cs.Header
 	state := make([]float64, 0, len(l.fol.win)+len(cs.Coef[0])+len(cs.State))
 	state = append(append(append(state, l.fol.win...), cs.Coef[0]...), cs.State...)
-	return &snapshot.Challenger{Wins: l.fol.wins, Rows: l.fol.rows, Fit: l.fol.fit, ChallengerFit: l.fol.chf, Model: &h}, state
+	return &snapshot.Challenger{Wins: l.fol.wins, Compared: l.fol.compared, Rows: l.fol.rows, Fit: l.fol.fit, ChallengerFit: l.fol.chf, Model: &h}, state
 }
 
 // restoreChallenger continues the challenger of a snapshot (see
@@ -134,7 +147,7 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 		return fmt.Errorf("challenger: %w", err)
 	}
 	ch.quickInit = true
-	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), rows: c.Rows, wins: c.Wins, fit: c.Fit, chf: c.ChallengerFit}
+	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), rows: c.Rows, wins: c.Wins, compared: c.Compared, fit: c.Fit, chf: c.ChallengerFit}
 	return nil
 }
 
@@ -146,13 +159,14 @@ func challengerBudget(features, b int) int {
 }
 
 // challengerStep teaches the challenger the batch the model has just
-// learned, restarting it when it is past followLife.
+// learned, restarting it when it is past followLife and has been
+// compared in followLifeWindows windows.
 func (l *KPCA) challengerStep(x []float64, rows int) {
 	ch := l.fol.ch
 	if ch == nil {
 		return
 	}
-	if ch.t >= followLife {
+	if ch.t >= followLife && l.fol.compared >= followLifeWindows {
 		l.dropChallenger()
 		l.fol.ch = l.newChallenger()
 		ch = l.fol.ch
@@ -169,12 +183,29 @@ func (l *KPCA) challengerStep(x []float64, rows int) {
 // it is full, scores the model and the challenger on it; it reports
 // whether the challenger replaced the model.
 func (l *KPCA) followAssess(x []float64, rows int) bool {
+	if !l.Challenge(x, rows) {
+		return false
+	}
+	l.promote()
+	return true
+}
+
+// Challenge is the comparison half of following for a model that steps
+// in a group (package cluster), where one member runs the challenger on
+// its own rows and the group adopts it as one: it adds held-out rows x
+// to the comparison window (starting a challenger when there is none and
+// the model is old enough) and, when the window is full, scores the
+// model and the challenger on it. It reports whether the challenger has
+// now won followWins windows in a row: the caller then sends
+// ChallengerSnapshot to every member, and each Adopts it at the same
+// step. A learner on its own does all of this in Assess and Update.
+func (l *KPCA) Challenge(x []float64, rows int) bool {
 	if !l.following() || l.t < followStart {
 		return false
 	}
 	if l.fol.ch == nil {
 		l.fol.ch = l.newChallenger()
-		l.fol.rows, l.fol.wins, l.fol.win = 0, 0, l.fol.win[:0]
+		l.fol.rows, l.fol.wins, l.fol.compared, l.fol.win = 0, 0, 0, l.fol.win[:0]
 		return false
 	}
 	d := l.fm.Dim
@@ -193,16 +224,58 @@ func (l *KPCA) followAssess(x []float64, rows int) bool {
 		l.fol.wins = 0
 		return false
 	}
+	l.fol.compared++
 	if math.Log(chf/fit) > followMargin {
 		l.fol.wins++
 	} else {
 		l.fol.wins = 0
 	}
-	if l.fol.wins < followWins {
-		return false
+	return l.fol.wins >= followWins
+}
+
+// TeachChallenger teaches the challenger (see Challenge) a batch the
+// model has learned; Update does it for a learner on its own.
+func (l *KPCA) TeachChallenger(x []float64, rows int) { l.challengerStep(x, rows) }
+
+// DropChallenger ends the challenger and its comparison window: the
+// members of a group that do not run it (package cluster).
+func (l *KPCA) DropChallenger() { l.dropChallenger() }
+
+// ChallengerSnapshot returns the challenger's own snapshot (its blocks,
+// coefficients and solver state), nil without one.
+func (l *KPCA) ChallengerSnapshot() *snapshot.Snapshot {
+	if l.fol.ch == nil || len(l.fol.ch.seeds) == 0 {
+		return nil
 	}
+	return l.fol.ch.Snapshot()
+}
+
+// Adopt makes the challenger of snapshot ch (ChallengerSnapshot of a
+// learner of the same model) the model, as a switch does (Switches
+// counts it): the members of a group adopt the same bytes at the same
+// step and stay one model. ch must be a one-view random-feature model of
+// l's algorithm, k, dimension, kernel and block size.
+func (l *KPCA) Adopt(ch *snapshot.Snapshot) error {
+	rt := l.cfg
+	rt.Forget = ForgetOff
+	c, err := Restore(ch, rt)
+	if err != nil {
+		return fmt.Errorf("online: adopt a challenger: %w", err)
+	}
+	if c.cfg.Algorithm != l.cfg.Algorithm || c.cfg.K != l.cfg.K || c.fm.Dim != l.fm.Dim || !reflect.DeepEqual(c.fm.Kernel, l.fm.Kernel) ||
+		c.fm.BlockSize != l.fm.BlockSize || c.fm.Landmarks || c.cfg.Solver != l.cfg.Solver || c.fm.Structured != l.fm.Structured {
+		c.Close()
+		return fmt.Errorf("online: adopt a challenger: %w: it is not a challenger of this model (algorithm, k, dimension, kernel, block size, solver or frequencies differ)", snapshot.ErrHeader)
+	}
+	if l.t == 0 {
+		c.Close()
+		return fmt.Errorf("online: adopt a challenger: the model has not started")
+	}
+	c.quickInit = true
+	l.dropChallenger()
+	l.fol.ch = c
 	l.promote()
-	return true
+	return nil
 }
 
 // fitScores is FitScore of two learners on the same rows, sharing the

@@ -207,10 +207,6 @@ func (l *KPCA) Apply(total *Moments, grad *Partial) error {
 	if err := l.checkMoments(total); err != nil {
 		return err
 	}
-	// A group steps as one model and runs no challenger (follow.go): one
-	// restored from a lone service's snapshot would learn nothing and
-	// weigh on every snapshot.
-	l.dropChallenger()
 	if !l.fromMoments(total) {
 		return l.reject(total.Rows) // grad is not read: Partial refused it too
 	}

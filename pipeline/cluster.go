@@ -243,8 +243,10 @@ func (c *clusterLearner) raiseBudget(maxBytes int64, rows int) (int, bool) {
 	return n, true
 }
 
-func (c *clusterLearner) twoView() bool                   { return false }
-func (c *clusterLearner) switches() uint64                { return 0 }
+func (c *clusterLearner) twoView() bool { return false }
+func (c *clusterLearner) switches() uint64 {
+	return either(c, (*online.KPCA).Switches, func(h *snapshot.Header) uint64 { return h.Diagnostics.Switches })
+}
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
 func (c *clusterLearner) close() {
 	if c.m != nil {

@@ -320,6 +320,9 @@ type Header struct {
 type Challenger struct {
 	// Wins is the comparison windows in a row the challenger has won.
 	Wins int `json:"wins"`
+	// Compared is the windows it has been compared in (it is restarted
+	// only after several).
+	Compared int `json:"compared"`
 	// Rows is the held-out rows the current comparison window holds.
 	Rows int `json:"rows"`
 	// Fit and ChallengerFit are the last window's fit scores of the
@@ -519,7 +522,7 @@ func (h *Header) stateLenErr() (int, error) {
 	}
 	m := c.Model
 	if m == nil || m.Challenger != nil || len(m.Views) != 1 || m.Views[0].Landmarks() || m.K != h.K || len(h.Views) != 1 ||
-		m.Views[0].Dim != h.Views[0].Dim || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 {
+		m.Views[0].Dim != h.Views[0].Dim || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
 		return 0, fmt.Errorf("%w: a challenger must be a one-view random-feature model of the same k and dimension, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
 	}
 	counts, err := m.coefCounts()
