@@ -130,7 +130,8 @@ type SASL struct {
 
 // Learner configures the DSGD learner (package online).
 type Learner struct {
-	// Algorithm: kpca or gha. Default: kpca.
+	// Algorithm: kpca, gha, ksvd, kcca or ksir (the last three learn
+	// from (x, y) pairs; kcca by its covariance solver). Default: kpca.
 	Algorithm string `yaml:"algorithm"`
 	// K components. Default: 3.
 	K int `yaml:"k"`
@@ -169,7 +170,8 @@ type Learner struct {
 	Linger time.Duration `yaml:"linger"`
 	// Block is the features per block B. Default: 512 for kpca/gha with the
 	// subspace solver (features must join while the step is still large to
-	// be learned), 128 otherwise (the paper's).
+	// be learned) and for the covariance solver, 128 otherwise (the
+	// paper's).
 	Block int `yaml:"block"`
 	// MaxFeatures is the feature budget. Default: 32768 with the subspace
 	// solver, 4096 landmarks with it; 2048 (per view for kcca) under the
@@ -218,7 +220,7 @@ type Learner struct {
 	// does, and a challenger learned on the recent stream replaces it
 	// when it fits the held-out points better: gradual change; one-view
 	// kpca and gha with random features and the subspace or oja solver,
-	// outside cluster mode — elsewhere follow is detect), detect (only
+	// in cluster mode too — elsewhere follow is detect), detect (only
 	// the change detector on the held-out score) or off (never: for
 	// streams known to be stationary). docs/learners.md. Default: follow.
 	Forget string `yaml:"forget"`
@@ -227,8 +229,8 @@ type Learner struct {
 	// a hash of partition and offset, and stop adding features, so that
 	// consumer lag stays bounded; every offset is still covered, nothing
 	// is dead-lettered for load) or off (learn every message; lag grows
-	// when the stream is faster than the learner). Not in cluster mode.
-	// Default: auto.
+	// when the stream is faster than the learner). In cluster mode each
+	// member sheds its own share and the group counts it. Default: auto.
 	LoadShedding string `yaml:"load_shedding"`
 	// TargetLoad is the share of the loop's time the learner may take
 	// before load shedding learns a fraction, in (0, 1]. Default: 0.8.
@@ -237,12 +239,14 @@ type Learner struct {
 	// keeps growing, a block a step, while the stream leaves the learner
 	// under 0.4 of TargetLoad, up to MaxModelBytes: a slow stream buys
 	// accuracy with the time it leaves; kpca and gha with the subspace or
-	// oja solver and random features, not in cluster mode) or fixed
+	// oja solver and random features; in cluster mode the group grows
+	// when every member votes for it) or fixed
 	// (MaxFeatures is the budget). Default: stream.
 	Budget string `yaml:"budget"`
-	// MaxModelBytes bounds a budget that grows with the stream: the
-	// model's coefficients and their working copies take about 32·k bytes
-	// per feature. Default: 1 GiB.
+	// MaxModelBytes bounds a budget that grows with the stream: counted
+	// are the coefficients and their working copies (about 32·k bytes a
+	// feature), the batch's kept features and the cached blocks. Default:
+	// 1 GiB (half a container's memory limit when that is lower).
 	MaxModelBytes int64 `yaml:"max_model_bytes"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed"`

@@ -62,7 +62,8 @@ type Config struct {
 	// the median trick on the first batch (Bandwidth 0).
 	Kernel features.Kernel
 	// BlockSize is B, the features drawn per batch. Must be ≥ K.
-	// Default: 512 for kpca/gha with the subspace solver, 128 otherwise.
+	// Default: 512 for kpca/gha with the subspace solver and for the
+	// covariance solver (DefaultCovarianceBlockSize), 128 otherwise.
 	BlockSize int
 	// MaxFeatures caps the features; past it blocks are revisited in turn.
 	// Rounded down to a multiple of BlockSize. Default: 32768.

@@ -25,14 +25,16 @@
 // different hashes, so a restart makes the same ones at the same
 // fraction; the fraction is in every snapshot (Diagnostics.LearnedFraction)
 // and a restart resumes with it. Bad messages are dead-lettered whatever
-// the fraction; nothing is dead-lettered for load. Cluster mode neither
-// scores nor sheds.
+// the fraction; nothing is dead-lettered for load. In cluster mode every
+// member holds out and sheds by the same hashes: the group scores the
+// union of its members' held-out rows and counts what they shed.
 //
 // # Shutdown
 //
 // On ctx cancellation: stop fetching → learn the partial batch → final
 // snapshot, and its offsets committed (a hint for tooling: the snapshot
-// is the truth) → publish (bounded wait: 10 s) → close the consumer, the
+// is the truth) → publish (bounded by shutdown_timeout, with the rest of
+// the stop) → close the consumer, the
 // dead-letter queue (flushed) and the NATS connection the pipeline opened
 // (drained) → return. New releases what it built when it fails, and Close
 // a pipeline that will not Run.
