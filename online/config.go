@@ -26,6 +26,22 @@ const (
 // TwoView reports whether the algorithm learns from (x, y) pairs.
 func (a Algorithm) TwoView() bool { return a == AlgKSVD || a == AlgKCCA || a == AlgKSIR }
 
+// ScoreMeaning says, for people, what the algorithm's held-out score
+// (snapshot.Quality.Score, Assess) measures.
+func (a Algorithm) ScoreMeaning() string {
+	switch a {
+	case AlgKCCA, AlgKSIR:
+		return "sum of the k held-out correlations"
+	case AlgKSVD:
+		return "sum of the k held-out singular values"
+	}
+	return "share of the kernel's variance the k components capture"
+}
+
+// TargetY reports whether the algorithm's y is a regression target
+// (ksir: sliced, no kernel of its own) rather than a second view.
+func (a Algorithm) TargetY() bool { return a == AlgKSIR }
+
 // Defaults. DefaultTheta0 and DefaultTheta1 are the oja solver's.
 const (
 	DefaultBlockSize   = 128

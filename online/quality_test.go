@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -560,5 +561,20 @@ func TestRestoredDetectorFindsTheSameChange(t *testing.T) {
 	}
 	if a, b := l.Snapshot(), restored.Snapshot(); !slices.Equal(a.Coef[0], b.Coef[0]) {
 		t.Fatal("the restored learner is not the same model after the change")
+	}
+}
+
+// TestScoreMeaningPerAlgorithm: what each algorithm's held-out score
+// measures, as the status page says it (the score's definitions in
+// Assess and snapshot.Quality).
+func TestScoreMeaningPerAlgorithm(t *testing.T) {
+	want := map[Algorithm]string{
+		AlgKPCA: "share of the kernel's variance", AlgGHA: "share of the kernel's variance",
+		AlgKCCA: "held-out correlations", AlgKSIR: "held-out correlations", AlgKSVD: "held-out singular values",
+	}
+	for _, alg := range Algorithms {
+		if got := alg.ScoreMeaning(); want[alg] == "" || !strings.Contains(got, want[alg]) {
+			t.Errorf("%s: %q, want it to mention %q", alg, got, want[alg])
+		}
 	}
 }

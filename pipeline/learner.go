@@ -115,7 +115,7 @@ func (t twoViews) checkInput(x, y []float64) error {
 	if err := c.Kernel.CheckInput(x); err != nil {
 		return err
 	}
-	if c.Algorithm != online.AlgKSIR {
+	if !c.Algorithm.TargetY() {
 		return c.KernelY.CheckInput(y)
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamkpca/streamkpca/online"
 )
 
 // ratePoint is one sample of the learned count and the lag, at most one a
@@ -167,23 +169,12 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,
-			"Quality": st.Quality, "QualityMeaning": qualityMeaning(p.cfg.Learner.Algorithm), "Holdout": p.cfg.Learner.Holdout,
+			"Quality": st.Quality, "QualityMeaning": "(" + online.Algorithm(p.cfg.Learner.Algorithm).ScoreMeaning() + ")", "Holdout": p.cfg.Learner.Holdout,
 			"Changes": st.Changes, "Restart": st.Restart, "Switches": st.Switches, "Forget": p.cfg.Learner.Forget, "Fraction": st.LearnedFraction, "Shed": st.Shed,
 			"K": p.cfg.Learner.K, "Kernel": p.cfg.Learner.Kernel, "Bandwidth": st.Bandwidth, "Features_": p.cfg.Learner.Features, "Solver": p.cfg.Learner.Solver,
 			"RateOK": rateOK, "RateNow": nowRate, "RateWindow": int(math.Round(min(span, rateNow).Seconds())), "LagTrend": lagTrend(lagPerSec, span),
 		})
 	}
-}
-
-// qualityMeaning says what the held-out score of algorithm alg measures.
-func qualityMeaning(alg string) string {
-	switch alg {
-	case "kcca", "ksir":
-		return "(sum of the k held-out correlations)"
-	case "ksvd":
-		return "(sum of the k held-out singular values)"
-	}
-	return "(share of the kernel's variance the k components capture)"
 }
 
 // eigenChart draws the eigenvalue estimates against samples as an inline

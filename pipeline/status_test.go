@@ -83,19 +83,6 @@ func TestLagTrendInWords(t *testing.T) {
 	}
 }
 
-// TestQualityMeaningPerAlgorithm: the status page says what each
-// algorithm's held-out score measures.
-func TestQualityMeaningPerAlgorithm(t *testing.T) {
-	for alg, want := range map[string]string{
-		"kpca": "share of the kernel's variance", "gha": "share of the kernel's variance",
-		"kcca": "held-out correlations", "ksir": "held-out correlations", "ksvd": "held-out singular values",
-	} {
-		if got := qualityMeaning(alg); !strings.Contains(got, want) {
-			t.Errorf("%s: %q, want it to mention %q", alg, got, want)
-		}
-	}
-}
-
 // TestEigenChartGeometry: one polyline per component; the largest value
 // is drawn at the plot's top (y = 30), the smallest at its bottom
 // (y = 230), the first snapshot at the left axis (x = 60) and the last
