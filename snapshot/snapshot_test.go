@@ -456,6 +456,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(data)
 	lm, _ := landmarkSample().MarshalBinary()
 	f.Add(lm)
+	ch, _ := challengerSample().MarshalBinary()
+	f.Add(ch)
 	f.Add(data[:30])
 	f.Add([]byte("SKPCASNP\x01\x00\x00\x00\xff\xff\xff\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -464,6 +466,11 @@ func FuzzDecode(f *testing.F) {
 			var r Snapshot
 			r.ReadFrom(bytes.NewReader(b))
 			return
+		}
+		if _, _, c := s.SplitState(); c != nil {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("a decoded snapshot's challenger does not validate: %v", err)
+			}
 		}
 		enc, err := s.MarshalBinary()
 		if err != nil {
@@ -766,6 +773,21 @@ func TestDetectorStateRoundTripAndChecks(t *testing.T) {
 	}
 }
 
+// challengerSample is sample() with a challenger: a window of 3 rows
+// (dim 2) and a challenger of one block of 4 features (k = 2), no state
+// of its own: 3·2 + 4·2 learner-state values, 0.5, 1.5, ….
+func challengerSample() *Snapshot {
+	s := sample()
+	ch := sample().Header
+	ch.Seeds, ch.MaxFeatures, ch.Offsets = Seeds{7}, 4, nil
+	s.Header.Challenger = &Challenger{Wins: 1, Rows: 3, Fit: 0.9, ChallengerFit: 0.95, Model: &ch}
+	s.State = make([]float64, 3*2+4*2)
+	for i := range s.State {
+		s.State[i] = float64(i) + 0.5
+	}
+	return s
+}
+
 // roundTrip encodes s and decodes the bytes.
 func roundTrip(t *testing.T, s *Snapshot) ([]byte, Snapshot) {
 	t.Helper()
@@ -819,15 +841,7 @@ func TestMaxFeaturesIsBounded(t *testing.T) {
 // snapshot/doc.go counted by hand; a header that lies about the
 // challenger is refused, and so is a challenger in a v3 file.
 func TestChallengerStateRoundTripAndChecks(t *testing.T) {
-	s := sample()
-	ch := sample().Header
-	ch.Seeds, ch.MaxFeatures, ch.Offsets = Seeds{7}, 4, nil // one block of 4 features, k = 2
-	s.Header.Challenger = &Challenger{Wins: 1, Rows: 3, Fit: 0.9, ChallengerFit: 0.95, Model: &ch}
-	// 3 rows × dim 2, then 4·2 coefficients; no own state.
-	s.State = make([]float64, 3*2+4*2)
-	for i := range s.State {
-		s.State[i] = float64(i) + 0.5
-	}
+	s := challengerSample()
 	if v := s.FormatVersion(); v != 4 {
 		t.Fatalf("format version %d, want 4", v)
 	}
