@@ -6,10 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/streamkpca/streamkpca/features"
-	"github.com/streamkpca/streamkpca/internal/tools/baseline"
-	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
-	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -20,8 +16,14 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/tools/baseline"
+	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
 	"github.com/streamkpca/streamkpca/internal/tools/demo"
+	"github.com/streamkpca/streamkpca/internal/tools/filecli"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -80,10 +82,10 @@ func TestFitProjectInspect(t *testing.T) {
 	}
 	in, model := filepath.Join(dir, "in.csv"), filepath.Join(dir, "m.skpca")
 	writeCSV(t, in, rows)
-	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "2", "--epochs", "3", "--out", model}); err != nil {
+	if err := filecli.Fit(context.Background(), []string{"--input", in, "--k", "2", "--epochs", "3", "--out", model}); err != nil {
 		t.Fatal(err)
 	}
-	out := captureStdout(t, func() error { return cmdProject([]string{"--model", model, "--input", in}) })
+	out := captureStdout(t, func() error { return filecli.Project([]string{"--model", model, "--input", in}) })
 	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil || len(recs) != 2000 || len(recs[0]) != 2 {
 		t.Fatalf("project printed %d rows of %d columns (%v)", len(recs), len(recs[0]), err)
@@ -94,7 +96,7 @@ func TestFitProjectInspect(t *testing.T) {
 	if got := recs[7][0] + "," + recs[7][1]; got != fmt.Sprint(strconv.FormatFloat(want[0], 'g', -1, 64), ",", strconv.FormatFloat(want[1], 'g', -1, 64)) {
 		t.Errorf("row 7 projected as %s, Model.Project gives %v", got, want)
 	}
-	info := captureStdout(t, func() error { return cmdInspect([]string{model}) })
+	info := captureStdout(t, func() error { return filecli.Inspect([]string{model}) })
 	if !strings.Contains(info, `"samples_seen": 6000`) || !strings.Contains(info, `"algorithm": "kpca"`) {
 		t.Errorf("inspect output lacks samples_seen 6000 / algorithm: %.300s", info)
 	}
@@ -109,7 +111,7 @@ func TestFitProjectInspect(t *testing.T) {
 	// kcca's covariance solver has the file's statistics after one pass:
 	// no "try --epochs" hint for it (the step rules get one).
 	stderr := capture(t, &os.Stderr, func() error {
-		return cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "2", "--out", two})
+		return filecli.Fit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "2", "--out", two})
 	})
 	if strings.Contains(stderr, "--epochs") {
 		t.Errorf("fit kcca (covariance solver) suggests more epochs:\n%s", stderr)
@@ -126,10 +128,10 @@ func TestFitProjectInspect(t *testing.T) {
 	if snap.Header.Covariance != nil || snap.State != nil {
 		t.Error("fit wrote the covariance solver's statistics: its output is the served model")
 	}
-	if err := cmdFit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--out", two}); err == nil || !strings.Contains(err.Error(), "--y-cols") {
+	if err := filecli.Fit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--out", two}); err == nil || !strings.Contains(err.Error(), "--y-cols") {
 		t.Errorf("kcca without --y-cols: %v", err)
 	}
-	if err := cmdFit(context.Background(), []string{"--input", in, "--k", "0"}); err == nil {
+	if err := filecli.Fit(context.Background(), []string{"--input", in, "--k", "0"}); err == nil {
 		t.Error("k = 0 accepted")
 	}
 }
@@ -150,11 +152,11 @@ func TestColumns(t *testing.T) {
 	writeCSV(t, pn, narrow)
 	writeCSV(t, pw, wide)
 	mn, mw := filepath.Join(dir, "n.skpca"), filepath.Join(dir, "w.skpca")
-	if err := cmdFit(context.Background(), []string{"--input", pn, "--k", "2", "--out", mn}); err != nil {
+	if err := filecli.Fit(context.Background(), []string{"--input", pn, "--k", "2", "--out", mn}); err != nil {
 		t.Fatal(err)
 	}
 	stderr := capture(t, &os.Stderr, func() error {
-		return cmdFit(context.Background(), []string{"--input", pw, "--cols", "2-3", "--k", "2", "--out", mw})
+		return filecli.Fit(context.Background(), []string{"--input", pw, "--cols", "2-3", "--k", "2", "--out", mw})
 	})
 	if !strings.Contains(stderr, `header row: "a,b,c"`) {
 		t.Errorf("fit did not say it skipped the header row:\n%s", stderr)
@@ -164,16 +166,16 @@ func TestColumns(t *testing.T) {
 	if err != nil || !slices.Equal(sn.Coef[0], sw.Coef[0]) || sw.Header.Views[0].Dim != 2 {
 		t.Fatalf("fit --cols 2-3 differs from fit on the two columns (%v)", err)
 	}
-	pnOut := captureStdout(t, func() error { return cmdProject([]string{"--model", mn, "--input", pn}) })
-	pwOut := captureStdout(t, func() error { return cmdProject([]string{"--model", mn, "--input", pw, "--cols", "2,3"}) })
+	pnOut := captureStdout(t, func() error { return filecli.Project([]string{"--model", mn, "--input", pn}) })
+	pwOut := captureStdout(t, func() error { return filecli.Project([]string{"--model", mn, "--input", pw, "--cols", "2,3"}) })
 	if pnOut != pwOut || len(pnOut) == 0 {
 		t.Error("project --cols 2,3 differs from project on the two columns")
 	}
-	err = cmdProject([]string{"--model", mn, "--input", pw})
+	err = filecli.Project([]string{"--model", mn, "--input", pw})
 	if err == nil || !strings.Contains(err.Error(), "3 columns") || !strings.Contains(err.Error(), "--cols") {
 		t.Errorf("project of a wider file: %v, want an error naming the widths and --cols", err)
 	}
-	if err := cmdFit(context.Background(), []string{"--input", pw, "--cols", "4", "--k", "2", "--out", mw}); err == nil || !strings.Contains(err.Error(), "1-3") {
+	if err := filecli.Fit(context.Background(), []string{"--input", pw, "--cols", "4", "--k", "2", "--out", mw}); err == nil || !strings.Contains(err.Error(), "1-3") {
 		t.Errorf("fit --cols 4 of a 3-column file: %v", err)
 	}
 }
@@ -209,10 +211,10 @@ func TestCLIHelpAndRequiredFlags(t *testing.T) {
 	if err := cmdSynth([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("synth -h: %v, want help", err)
 	}
-	if err := cmdFit(context.Background(), []string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--k is required") {
+	if err := filecli.Fit(context.Background(), []string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--k is required") {
 		t.Errorf("fit without --k: %v", err)
 	}
-	if err := cmdProject([]string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--model is required") {
+	if err := filecli.Project([]string{"--input", "x.csv"}); err == nil || !strings.Contains(err.Error(), "--model is required") {
 		t.Errorf("project without --model: %v", err)
 	}
 }
@@ -246,7 +248,7 @@ func TestCLIConventions(t *testing.T) {
 	}
 	fit := func(args ...string) string {
 		return errOf(func() error {
-			return cmdFit(context.Background(), append([]string{"--input", csv, "--out", filepath.Join(dir, "m.skpca")}, args...))
+			return filecli.Fit(context.Background(), append([]string{"--input", csv, "--out", filepath.Join(dir, "m.skpca")}, args...))
 		})
 	}
 	for _, c := range []struct{ args, want, not []string }{
@@ -268,20 +270,22 @@ func TestCLIConventions(t *testing.T) {
 	}
 	// k more than the data supports: a warning.
 	warn := capture(t, &os.Stderr, func() error {
-		return cmdFit(context.Background(), []string{"--input", csv, "--k", "6", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"})
+		return filecli.Fit(context.Background(), []string{"--input", csv, "--k", "6", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"})
 	})
 	if !strings.Contains(warn, "warning: k = 6 but the input has 5 rows") {
 		t.Errorf("fit --k 6 on 5 rows said:\n%s", warn)
 	}
-	if got := errOf(func() error { return cmdInspect([]string{csv}) }); !strings.Contains(got, "is not a streamkpca snapshot") || strings.Count(got, "snapshot:") > 0 {
+	if got := errOf(func() error { return filecli.Inspect([]string{csv}) }); !strings.Contains(got, "is not a streamkpca snapshot") || strings.Count(got, "snapshot:") > 0 {
 		t.Errorf("inspect of a CSV: %q", got)
 	}
-	if err := cmdFit(context.Background(), []string{"--input", csv, "--cols", "1-2", "--k", "2", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"}); err != nil {
+	if err := filecli.Fit(context.Background(), []string{"--input", csv, "--cols", "1-2", "--k", "2", "--out", filepath.Join(dir, "m.skpca"), "--epochs", "1"}); err != nil {
 		t.Fatal(err)
 	}
 	empty := filepath.Join(dir, "empty.csv")
 	os.WriteFile(empty, nil, 0o644)
-	if got := errOf(func() error { return cmdProject([]string{"--model", filepath.Join(dir, "m.skpca"), "--input", empty}) }); !strings.Contains(got, "holds no vectors") {
+	if got := errOf(func() error {
+		return filecli.Project([]string{"--model", filepath.Join(dir, "m.skpca"), "--input", empty})
+	}); !strings.Contains(got, "holds no vectors") {
 		t.Errorf("project of an empty file: %q", got)
 	}
 	// --label-col is 1-based as --cols and checked: column 4 of 3 is refused
@@ -315,7 +319,7 @@ func TestFitUsesLandmarksOnAFile(t *testing.T) {
 	}
 	csv, model := filepath.Join(dir, "h.csv"), filepath.Join(dir, "h.skpca")
 	writeCSV(t, csv, rows)
-	if err := cmdFit(context.Background(), []string{"--input", csv, "--k", "3", "--bandwidth", "1", "--out", model}); err != nil {
+	if err := filecli.Fit(context.Background(), []string{"--input", csv, "--k", "3", "--bandwidth", "1", "--out", model}); err != nil {
 		t.Fatal(err)
 	}
 	snap, _, err := snapshot.Load(model)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
 	"github.com/streamkpca/streamkpca/internal/tools/demo"
+	"github.com/streamkpca/streamkpca/internal/tools/filecli"
 )
 
 const usage = `streamkpca — online kernel PCA by doubly stochastic gradients
@@ -46,11 +47,11 @@ func main() {
 	var err error
 	switch verb {
 	case "fit":
-		err = cmdFit(ctx, args)
+		err = filecli.Fit(ctx, args)
 	case "project":
-		err = cmdProject(args)
+		err = filecli.Project(args)
 	case "inspect":
-		err = cmdInspect(args)
+		err = filecli.Inspect(args)
 	case "bench":
 		err = benchcli.Run(ctx, args)
 	case "plot":

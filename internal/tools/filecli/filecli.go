@@ -1,4 +1,8 @@
-package main
+// Package filecli is the file verbs of the streamkpca command: fit (learn
+// a model from a file, online.Fit's orchestration: reading, budgets,
+// stopping, the report), project and inspect. cmd/streamkpca dispatches
+// to them.
+package filecli
 
 import (
 	"bufio"
@@ -21,7 +25,8 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-func cmdFit(ctx context.Context, args []string) error {
+// Fit is `streamkpca fit`; args are its flags.
+func Fit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
 	learnerSets := configs.LearnerFlags(fs)
 	if f := fs.Lookup("k"); f != nil { // the service's default is not fit's: k is required
@@ -137,7 +142,8 @@ func cmdFit(ctx context.Context, args []string) error {
 	return nil
 }
 
-func cmdProject(args []string) error {
+// Project is `streamkpca project`; args are its flags.
+func Project(args []string) error {
 	fs := flag.NewFlagSet("project", flag.ContinueOnError)
 	modelPath := fs.String("model", "", "snapshot file")
 	input := fs.String("input", "-", "input file, - for stdin")
@@ -204,7 +210,8 @@ func cmdProject(args []string) error {
 	return nil
 }
 
-func cmdInspect(args []string) error {
+// Inspect is `streamkpca inspect`; args are its flags and the file.
+func Inspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON. A model\nwith landmark features holds rows of the data it learned from: the output\nsays how many (data_rows) and warns.")
