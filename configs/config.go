@@ -216,13 +216,16 @@ type Learner struct {
 	// detector. The held-out messages are learned too. 1 scores none
 	// (and so detects no change). Default: 16.
 	Holdout int `yaml:"holdout"`
-	// Forget: follow (an abrupt change restarts the model, as detect
-	// does, and a challenger learned on the recent stream replaces it
-	// when it fits the held-out points better: gradual change; one-view
-	// kpca and gha with random features and the subspace or oja solver,
-	// in cluster mode too — elsewhere follow is detect), detect (only
-	// the change detector on the held-out score) or off (never: for
-	// streams known to be stationary). docs/learners.md. Default: follow.
+	// Forget: follow (a challenger learned on the recent stream replaces
+	// the model when it fits the held-out points better: gradual change;
+	// an abrupt change restarts a one-view model, as detect does, and
+	// starts a new challenger beside a two-view one. One-view kpca and
+	// gha with random features and the subspace or oja solver, in
+	// cluster mode too, and two-view kcca, ksvd and ksir with random
+	// features — elsewhere follow is detect), detect (only the change
+	// detector on the held-out score: a change restarts the model) or
+	// off (never: for streams known to be stationary).
+	// docs/learners.md. Default: follow.
 	Forget string `yaml:"forget"`
 	// LoadShedding: auto (when the learner cannot keep up with the
 	// stream, learn a deterministic fraction of its messages, chosen by

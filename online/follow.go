@@ -40,9 +40,10 @@ import (
 // group's rank 0 runs the challenger on its own rows and held-out rows
 // (Challenge, TeachChallenger) and, when it wins, sends its snapshot
 // (ChallengerSnapshot) with the step; every member Adopts those bytes
-// after the step and the group stays one model. Where there is no
-// challenger: two views, landmark features, the covariance solver,
-// learners that are never assessed (fit), Forget detect or off.
+// after the step and the group stays one model. Where a one-view
+// learner has no challenger: landmark features, the covariance solver,
+// learners that are never assessed (fit), Forget detect or off. Two-view
+// learners run one of their own (followpair.go).
 
 // Following's settings, chosen on `streamkpca bench drift --case
 // mnist-ramp` and `--case mnist-stationary`, seeds 1–3 (docs/results.md):
@@ -74,12 +75,65 @@ const (
 
 // follower is the challenger's state (see above).
 type follower struct {
-	ch       *KPCA
-	win      []float64 // the window's held-out rows, raw
-	rows     int
+	ch  *KPCA
+	win []float64 // the window's held-out rows, raw
+	duel
+}
+
+// duel is a challenger's standing against the model, for one view and
+// two (TwoView's pairFollower).
+type duel struct {
+	rows     int     // held-out rows in the comparison window so far
 	wins     int     // windows in a row the challenger won
 	compared int     // windows the challenger was compared in
-	fit, chf float64 // the last window's fit scores: the model's, the challenger's
+	fit, chf float64 // the last window's scores: the model's, the challenger's
+}
+
+// judge records a full window's scores of the model (fit) and of a
+// challenger of age steps, and reports whether the challenger has now
+// won followWins windows in a row by more than margin (advantage) where
+// the caller's paired test trusts the lead (trusted). Windows a score
+// cannot be computed on (NaN) and those of a challenger younger than
+// followMinAge count as lost and are not compared.
+func (d *duel) judge(fit, chf float64, age uint64, margin float64, trusted bool) bool {
+	d.rows = 0
+	if !math.IsNaN(fit) && !math.IsNaN(chf) {
+		d.fit, d.chf = fit, chf
+	}
+	if age < followMinAge || math.IsNaN(fit) || math.IsNaN(chf) {
+		d.wins = 0
+		return false
+	}
+	d.compared++
+	if advantage(fit, chf) > margin && trusted {
+		d.wins++
+	} else {
+		d.wins = 0
+	}
+	return d.wins >= followWins
+}
+
+// advantage is the challenger's lead over the model by their window
+// scores: log(chf/fit) when both are positive (FitScore, held-out
+// correlations of a model that has any), else the difference (a model
+// whose functions do not correlate on the window loses to any challenger
+// whose functions do).
+func advantage(fit, chf float64) float64 {
+	if fit > 0 && chf > 0 {
+		return math.Log(chf / fit)
+	}
+	return chf - fit
+}
+
+// restored is the duel a snapshot's challenger state records.
+func restored(c *snapshot.Challenger) duel {
+	return duel{rows: c.Rows, wins: c.Wins, compared: c.Compared, fit: c.Fit, chf: c.ChallengerFit}
+}
+
+// state is the duel's part of a snapshot's challenger state; Model is
+// left to the caller.
+func (d *duel) state() *snapshot.Challenger {
+	return &snapshot.Challenger{Wins: d.wins, Compared: d.compared, Rows: d.rows, Fit: d.fit, ChallengerFit: d.chf}
 }
 
 // following reports whether l runs a challenger when assessed.
@@ -99,7 +153,7 @@ func (l *KPCA) dropChallenger() {
 	if l.fol.ch != nil {
 		l.fol.ch.Close()
 	}
-	l.fol.ch, l.fol.rows, l.fol.wins, l.fol.compared = nil, 0, 0, 0
+	l.fol.ch, l.fol.duel = nil, duel{}
 	l.fol.win = l.fol.win[:0]
 }
 
@@ -132,7 +186,9 @@ func (l *KPCA) challengerState() (*snapshot.Challenger, []float64) {
 	h := cs.Header
 	state := make([]float64, 0, len(l.fol.win)+len(cs.Coef[0])+len(cs.State))
 	state = append(append(append(state, l.fol.win...), cs.Coef[0]...), cs.State...)
-	return &snapshot.Challenger{Wins: l.fol.wins, Compared: l.fol.compared, Rows: l.fol.rows, Fit: l.fol.fit, ChallengerFit: l.fol.chf, Model: &h}, state
+	c := l.fol.state()
+	c.Model = &h
+	return c, state
 }
 
 // restoreChallenger continues the challenger of a snapshot (see
@@ -147,7 +203,7 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 		return fmt.Errorf("challenger: %w", err)
 	}
 	ch.quickInit = true
-	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), rows: c.Rows, wins: c.Wins, compared: c.Compared, fit: c.Fit, chf: c.ChallengerFit}
+	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), duel: restored(c)}
 	return nil
 }
 
@@ -205,7 +261,7 @@ func (l *KPCA) Challenge(x []float64, rows int) bool {
 	}
 	if l.fol.ch == nil {
 		l.fol.ch = l.newChallenger()
-		l.fol.rows, l.fol.wins, l.fol.compared, l.fol.win = 0, 0, 0, l.fol.win[:0]
+		l.fol.duel, l.fol.win = duel{}, l.fol.win[:0]
 		return false
 	}
 	d := l.fm.Dim
@@ -216,21 +272,8 @@ func (l *KPCA) Challenge(x []float64, rows int) bool {
 		return false
 	}
 	fit, chf := fitScores(l, l.fol.ch, l.fol.win, l.fol.rows)
-	l.fol.rows, l.fol.win = 0, l.fol.win[:0]
-	if !math.IsNaN(fit) && !math.IsNaN(chf) {
-		l.fol.fit, l.fol.chf = fit, chf
-	}
-	if l.fol.ch.t < followMinAge || math.IsNaN(fit) || math.IsNaN(chf) {
-		l.fol.wins = 0
-		return false
-	}
-	l.fol.compared++
-	if math.Log(chf/fit) > followMargin {
-		l.fol.wins++
-	} else {
-		l.fol.wins = 0
-	}
-	return l.fol.wins >= followWins
+	l.fol.win = l.fol.win[:0]
+	return l.fol.judge(fit, chf, l.fol.ch.t, followMargin, true)
 }
 
 // TeachChallenger teaches the challenger (see Challenge) a batch the

@@ -675,7 +675,14 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	l.EvalTo(0, m.u, x, rows)
 	l.EvalTo(1, m.v, y, rows)
 	m.score(rows, k, l.cfg.Algorithm != AlgKSVD)
-	return l.detect(&l.mon, m.c, rows, k, l.budgetFull(), l.cfg.Forget, l.Forget), nil
+	restart := l.Forget
+	if l.following() {
+		restart = l.challengeNow
+	}
+	if l.detect(&l.mon, m.c, rows, k, l.budgetFull(), l.cfg.Forget, restart) {
+		return true, nil
+	}
+	return l.followAssess(x, y, m.u, m.v, rows), nil
 }
 
 // Score is the served model's held-out score on rows pairs (x, y as for
@@ -744,10 +751,12 @@ func (l *TwoView) Forget() {
 // restartModel is Forget's restart, done by Update.
 func (l *TwoView) restartModel() {
 	l.reset = false
+	l.dropChallenger()
 	l.restart = l.t
 	for i := range l.v {
 		v := &l.v[i]
 		v.seeds, v.coef = v.seeds[:0], v.coef[:0]
+		v.maxBlock = l.fullBlocks(i) // a model held small after a switch (followpair.go) starts again at its budget
 		if v.fm.Landmarks {
 			v.ev.TruncateLandmarks(0)
 		}

@@ -52,6 +52,7 @@ type TwoView struct {
 
 	mon monitor // the held-out score and the change detector (Assess)
 	mom moments
+	fol pairFollower // the challenger (Forget follow; followpair.go)
 	// ridgeAuto: the covariance solver chooses its ridge on held-out
 	// pairs (Config.Ridge 0; see ridge.go).
 	ridgeAuto bool
@@ -101,6 +102,7 @@ func (l *TwoView) Config() Config { return l.cfg }
 
 // Close releases the evaluators' workers.
 func (l *TwoView) Close() {
+	l.dropChallenger()
 	for i := range l.v {
 		l.v[i].close()
 	}
@@ -183,6 +185,15 @@ func (l *TwoView) inputs(i int, x []float64) {
 // Update learns from one mini-batch of rows pairs: x (rows×d_x) and y
 // (rows×d_y; for ksir the rows targets). Errors as for KPCA.Update.
 func (l *TwoView) Update(x, y []float64, rows int) error {
+	if err := l.update(x, y, rows); err != nil {
+		return err
+	}
+	l.challengerStep(x, y, rows)
+	return nil
+}
+
+// update is Update for the model alone.
+func (l *TwoView) update(x, y []float64, rows int) error {
 	if rows < 1 || len(x)%rows != 0 || len(y)%rows != 0 || len(x) == 0 || len(y) == 0 {
 		return fmt.Errorf("%w: %d x values and %d y values for %d rows", ErrInput, len(x), len(y), rows)
 	}
@@ -526,6 +537,10 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 		solver = SolverCovariance
 	}
 	cov, state := l.cov.state()
+	chState, chValues := l.challengerState()
+	if chState != nil {
+		state = append(state[:len(state):len(state)], chValues...)
+	}
 	return &snapshot.Snapshot{
 		Header: snapshot.Header{
 			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: snapshot.GeneratorOf(views...),
@@ -533,7 +548,8 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov, Detector: l.mon.state(),
 			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
 			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
-			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Quality: l.mon.quality()},
+			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Quality: l.mon.quality()},
+			Challenger:  chState,
 			Settings: snapshot.Settings{Uncentered: l.cfg.Uncentered, Standardize: l.cfg.Standardize, Slices: l.cfg.Slices,
 				Trace0: l.trace0, WNorm: l.wnorm, TraceRun: l.trRun},
 		},
@@ -635,12 +651,18 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 			return nil, fmt.Errorf("view %d: %w", i, err)
 		}
 	}
+	own, window, chSnap := snap.SplitState()
 	if h.Covariance != nil {
 		if cfg.Solver != SolverCovariance {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, snap.State, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
+		// The statistics fix the features: a model that holds fewer
+		// than its budget (after a switch to a challenger) keeps them.
+		for i := range l.v {
+			l.v[i].maxBlock = len(l.v[i].seeds)
+		}
+		c, err := restoreCovariance(h.Covariance, own, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err
@@ -654,6 +676,12 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	l.mon.resume(h.Diagnostics.Quality)
 	l.mon.resumeDetector(h.Detector)
 	l.lambda0, l.trace0 = h.Schedule.Scale, h.Settings.Trace0
+	if chSnap != nil && l.following() {
+		if err := l.restoreChallenger(h.Challenger, window, chSnap); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	return l, nil
 }
 

@@ -103,7 +103,7 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 	return t.l.Assess(x, y, rows)
 }
 func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
-func (t twoViews) switches() uint64           { return 0 }
+func (t twoViews) switches() uint64           { return t.l.Switches() }
 func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
 
 // The two-view learners keep their budget (learner.budget: stream grows

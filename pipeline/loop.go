@@ -399,9 +399,12 @@ func (l *loop) assess() {
 		if q != nil {
 			ev = ev.Float64("quality", q.Score)
 		}
-		if p.cfg.Learner.Forget == string(online.ForgetOff) {
+		switch {
+		case p.cfg.Learner.Forget == string(online.ForgetOff):
 			ev.Msg("the stream changed: the held-out score dropped (learner.forget is off: the model is kept)")
-		} else {
+		case p.learner.twoView() && p.cfg.Learner.Forget == string(online.ForgetFollow):
+			ev.Msg("the stream changed: the held-out score dropped; a challenger starts on the pairs from here and replaces the model if it fits them better (learner.forget: detect restarts the model instead)")
+		default:
 			ev.Msg("the stream changed: the held-out score dropped; the model restarts with this batch (learner.forget: off keeps it)")
 		}
 	}

@@ -1192,3 +1192,54 @@ func TestSlowStreamWithAGrowingBudgetFollowsAChange(t *testing.T) {
 		t.Errorf("snapshot covers offset %d, want %d", got, (before+after)*256)
 	}
 }
+
+// pairMessages are n JSON pairs {"x": z (4-D), "y": (z₀ + 0.75·noise,
+// z₁ + 2·noise)} with x's axes reversed when reversed: the relation of
+// online's pairStream, before and after its switch.
+func pairMessages(n int, reversed bool, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 13))
+	out := make([][]byte, n)
+	for i := range out {
+		z := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		y := []float64{z[0] + 0.75*rng.NormFloat64(), z[1] + 2*rng.NormFloat64()}
+		if reversed {
+			slices.Reverse(z)
+		}
+		out[i], _ = json.Marshal(map[string][]float64{"x": z, "y": y})
+	}
+	return out
+}
+
+// TestTwoViewServiceFollowsAChange: a kcca service (learner.forget:
+// follow, the default) whose pairs' relation moves mid-stream replaces
+// its model with a challenger: counted on the status page, in /metrics
+// and in the snapshot, every pair learned once. Before, a two-view
+// service ran no challenger and reported no switch.
+func TestTwoViewServiceFollowsAChange(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Format, c.Learner.Algorithm, c.Learner.Solver, c.Learner.Ridge = "json", "kcca", "covariance", 0.03
+	c.Learner.Batch, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Bandwidth, c.Learner.BandwidthY = 256, 128, 512, 2, 1.5
+	const before, after = 60 * 256, 60 * 256
+	src := ingest.NewMemSource("v", before+after)
+	src.Produce(0, pairMessages(before, false, 1)...)
+	src.Produce(0, pairMessages(after, true, 2)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	h.waitConsumed(before + after)
+	deadline := time.Now().Add(60 * time.Second)
+	for h.p.Status().Samples < before+after && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := h.p.Status()
+	if st.Switches == 0 {
+		t.Fatalf("the pairs' relation reversed: no switch (%d changes detected, quality %+v)", st.Changes, st.Quality)
+	}
+	if got := testutil.ToFloat64(h.p.met.Switches); got != float64(st.Switches) {
+		t.Errorf("streamkpca_model_switches_total %v, status %d", got, st.Switches)
+	}
+	snap := h.stop()
+	covers(t, snap, before+after, before+after)
+	if snap.Header.Diagnostics.Switches != st.Switches {
+		t.Errorf("snapshot switches %d, status %d", snap.Header.Diagnostics.Switches, st.Switches)
+	}
+	t.Logf("%d switches, %d changes detected", st.Switches, st.Changes)
+}

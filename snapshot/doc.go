@@ -18,8 +18,10 @@
 //	                    beta for two-view models; then each landmark
 //	                    view's points; then the learner state
 //	                    ([Covariance] or [Averaged]), if the header
-//	                    has one, then the [Challenger]'s (its window's
-//	                    rows, coefficients and own state)
+//	                    has one, then the [Challenger]'s (its window:
+//	                    raw rows for one view, both learners' values
+//	                    at each pair for two; its coefficients and
+//	                    own state)
 //	24+H+8N       4     uint32 CRC-32C (Castagnoli) of bytes [0, 24+H+8N)
 //
 // Format v1 is the same without the learner state; v2 is v3 without

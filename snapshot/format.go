@@ -314,9 +314,12 @@ type Header struct {
 
 // Challenger is the state of a model's challenger (package online, the
 // follower). Snapshot.State holds, after the model's own learner state:
-// the comparison window's held-out rows (Rows × the view's Dim, raw),
-// the challenger's coefficients (its Model header's count for view 0)
-// and its own learner state (as its Model header describes).
+// the comparison window (one view: its Rows held-out rows, raw, Rows ×
+// Dim; two views: the values the model's and the challenger's functions
+// took at its Rows held-out pairs when they were assessed, the model's u,
+// the model's v, the challenger's u, the challenger's v, Rows × K each),
+// the challenger's coefficients (its Model header's counts, view by
+// view) and its own learner state (as its Model header describes).
 type Challenger struct {
 	// Wins is the comparison windows in a row the challenger has won.
 	Wins int `json:"wins"`
@@ -329,9 +332,17 @@ type Challenger struct {
 	// model and of the challenger (0 before the first window).
 	Fit           float64 `json:"fit"`
 	ChallengerFit float64 `json:"challenger_fit"`
-	// Model is the challenger's own header: one random-feature view,
-	// no challenger of its own, the model's k.
+	// Model is the challenger's own header: random-feature views of the
+	// model's dimensions, no challenger of its own, the model's k.
 	Model *Header `json:"model"`
+	// Successor: the challenger is a covariance-solver model at the full
+	// feature budget, started after a switch to a smaller challenger, that
+	// replaces the model when it scores better (package online).
+	Successor bool `json:"successor,omitempty"`
+	// Lead is a two-view challenger's lead in its last windows: each
+	// window's score difference and its variance, oldest first (package
+	// online).
+	Lead []float64 `json:"lead,omitempty"`
 }
 
 // Detector is the change detector's state (package online): the
@@ -521,9 +532,13 @@ func (h *Header) stateLenErr() (int, error) {
 		return own, nil
 	}
 	m := c.Model
-	if m == nil || m.Challenger != nil || len(m.Views) != 1 || m.Views[0].Landmarks() || m.K != h.K || len(h.Views) != 1 ||
-		m.Views[0].Dim != h.Views[0].Dim || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
-		return 0, fmt.Errorf("%w: a challenger must be a one-view random-feature model of the same k and dimension, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
+	if m == nil || m.Challenger != nil || len(m.Views) != len(h.Views) || m.K != h.K || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
+		return 0, fmt.Errorf("%w: a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
+	}
+	for v := range m.Views {
+		if m.Views[v].Landmarks() || m.Views[v].Dim != h.Views[v].Dim {
+			return 0, fmt.Errorf("%w: a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
+		}
 	}
 	counts, err := m.coefCounts()
 	if err != nil {
@@ -533,17 +548,31 @@ func (h *Header) stateLenErr() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("challenger: %w", err)
 	}
-	n := uint64(own) + uint64(c.Rows)*uint64(h.Views[0].Dim) + uint64(counts[0]) + uint64(chOwn)
+	n := uint64(own) + uint64(c.Rows)*uint64(h.windowWidth()) + uint64(chOwn)
+	for _, m := range counts {
+		n += uint64(m)
+	}
 	if n > MaxCoef {
 		return 0, fmt.Errorf("%w: %d learner-state values exceed the limit %d", ErrSize, n, MaxCoef)
 	}
 	return int(n), nil
 }
 
+// windowWidth is the values a row of a challenger's comparison window
+// takes: a one-view window holds the raw rows (the view's Dim), a
+// two-view window the prequential values of each pair (the model's and
+// the challenger's k values of both views: 4·K).
+func (h *Header) windowWidth() int {
+	if len(h.Views) == 2 {
+		return 4 * h.K
+	}
+	return h.Views[0].Dim
+}
+
 // SplitState splits a snapshot's learner state into the model's own and
-// its challenger's (Header.Challenger): the comparison window's rows and
-// the challenger as a snapshot of its own (sharing s's slices). Without
-// a challenger, window and challenger are nil.
+// its challenger's (Header.Challenger): the comparison window (see
+// Challenger) and the challenger as a snapshot of its own (sharing s's
+// slices). Without a challenger, window and challenger are nil.
 func (s *Snapshot) SplitState() (own, window []float64, challenger *Snapshot) {
 	n, _ := s.Header.ownStateLen()
 	own = s.State[:min(n, len(s.State)):min(n, len(s.State))]
@@ -552,13 +581,16 @@ func (s *Snapshot) SplitState() (own, window []float64, challenger *Snapshot) {
 		return own, nil, nil
 	}
 	rest := s.State[n:]
-	w := c.Rows * s.Header.Views[0].Dim
+	w := c.Rows * s.Header.windowWidth()
 	window, rest = rest[:w:w], rest[w:]
 	counts, _ := c.Model.coefCounts()
-	m := counts[0]
-	challenger = &Snapshot{Header: *c.Model, Coef: [][]float64{rest[:m:m]}}
-	if len(rest) > m {
-		challenger.State = rest[m:]
+	challenger = &Snapshot{Header: *c.Model}
+	for _, m := range counts {
+		challenger.Coef = append(challenger.Coef, rest[:m:m])
+		rest = rest[m:]
+	}
+	if len(rest) > 0 {
+		challenger.State = rest
 	}
 	return own, window, challenger
 }

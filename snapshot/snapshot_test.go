@@ -879,3 +879,57 @@ func TestChallengerStateRoundTripAndChecks(t *testing.T) {
 		t.Errorf("a challenger in a v3 file: %v, want ErrHeader", err)
 	}
 }
+
+// twoViewChallengerSample is a two-view kcca model (k = 2; view x of
+// dimension 2, one block of 4 features; view y of dimension 3, one block
+// of 2) with a challenger of the same shape and a window of 3 pairs. Its
+// learner state by snapshot/doc.go's layout, counted by hand: the window,
+// 3·4·k = 24 values (the model's u and v, the challenger's u and v, 3×2
+// each), then the challenger's coefficients, 4·2 for x and 2·2 for y:
+// 36 values, 0.5, 1.5, ….
+func twoViewChallengerSample() *Snapshot {
+	s := sample()
+	h := &s.Header
+	h.Algorithm, h.Seeds, h.MaxFeatures, h.Offsets = "kcca", Seeds{1}, 4, nil
+	h.Views = append(h.Views[:1:1], View{Dim: 3, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}, Seeds: Seeds{5}, BlockSize: 2})
+	s.Coef = [][]float64{make([]float64, 4*2), make([]float64, 2*2)}
+	ch := *h
+	ch.Seeds, ch.Views = Seeds{7}, slices.Clone(h.Views)
+	ch.Views[1].Seeds = Seeds{8}
+	h.Challenger = &Challenger{Rows: 3, Lead: []float64{0.1, 0.01}, Model: &ch}
+	s.State = make([]float64, 24+8+4)
+	for i := range s.State {
+		s.State[i] = float64(i) + 0.5
+	}
+	return s
+}
+
+// TestTwoViewChallengerStateSplits: a two-view model's challenger state
+// round-trips and splits into the window's 24 values and the
+// challenger's coefficients of each view at the offsets counted by hand
+// (twoViewChallengerSample); one value more or less is refused. Before
+// two-view learners had a challenger, such a header was refused.
+func TestTwoViewChallengerStateSplits(t *testing.T) {
+	s := twoViewChallengerSample()
+	_, got := roundTrip(t, s)
+	own, window, c := got.SplitState()
+	if len(own) != 0 || !slices.Equal(window, s.State[:24]) || c == nil {
+		t.Fatalf("split: own %v, window %v, challenger %v", own, window, c != nil)
+	}
+	if len(c.Coef) != 2 || !slices.Equal(c.Coef[0], s.State[24:32]) || !slices.Equal(c.Coef[1], s.State[32:36]) || c.State != nil {
+		t.Errorf("challenger coefficients %v, state %v; want %v and %v, none", c.Coef, c.State, s.State[24:32], s.State[32:36])
+	}
+	if l := got.Header.Challenger.Lead; !slices.Equal(l, []float64{0.1, 0.01}) {
+		t.Errorf("lead %v after the round trip", l)
+	}
+	for _, n := range []int{35, 37} {
+		bad := twoViewChallengerSample()
+		bad.State = bad.State[:0]
+		for i := range n {
+			bad.State = append(bad.State, float64(i))
+		}
+		if _, err := bad.MarshalBinary(); err == nil {
+			t.Errorf("%d learner-state values for a layout of 36: encoded without error", n)
+		}
+	}
+}

@@ -56,8 +56,11 @@ type conformanceCase struct {
 }
 
 // streamed learns rows as the service does (see conformanceCase.stream).
-func streamed(t *testing.T, cfg online.Config, x []float64, rows, d int) *snapshot.Snapshot {
+func streamed(t *testing.T, cfg online.Config, x []float64, rows, d, ycols int) *snapshot.Snapshot {
 	t.Helper()
+	if cfg.Algorithm.TwoView() {
+		return streamedPairs(t, cfg, x, rows, d, ycols)
+	}
 	l, err := online.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +78,38 @@ func streamed(t *testing.T, cfg online.Config, x []float64, rows, d int) *snapsh
 			t.Fatal(err)
 		}
 		if err := l.Update(x[off*d:(off+b)*d], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.Snapshot()
+}
+
+// streamedPairs is streamed for two-view learners: the last ycols
+// columns of x are view y.
+func streamedPairs(t *testing.T, cfg online.Config, x []float64, rows, d, ycols int) *snapshot.Snapshot {
+	t.Helper()
+	l, err := online.NewTwoView(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dx := d - ycols
+	split := func(from, to int, keep func(r int) bool) (xs, ys []float64) {
+		for r := from; r < to; r++ {
+			if keep(r) {
+				xs, ys = append(xs, x[r*d:r*d+dx]...), append(ys, x[r*d+dx:(r+1)*d]...)
+			}
+		}
+		return xs, ys
+	}
+	const b = 50
+	for off := 0; off+b <= rows; off += b {
+		hx, hy := split(off, off+b, func(r int) bool { return online.HeldOut(uint64(r), 16) })
+		if _, err := l.Assess(hx, hy, len(hx)/dx); err != nil {
+			t.Fatal(err)
+		}
+		bx, by := split(off, off+b, func(int) bool { return true })
+		if err := l.Update(bx, by, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +253,9 @@ func cases() []conformanceCase {
 	orthKCCA.cfg.Frequencies = online.FrequenciesOrthogonal
 	follow := kpca("challenger", g, func(c *online.Config) { c.BlockSize, c.MaxFeatures, c.Forget = 16, 128, online.ForgetFollow })
 	follow.stream = true
-	return append(out, blas, lap, follow,
+	followKCCA := two("challenger-kcca", online.AlgKCCA, g, paired)
+	followKCCA.cfg.Forget, followKCCA.stream = online.ForgetFollow, true
+	return append(out, blas, lap, follow, followKCCA,
 		two("kcca", online.AlgKCCA, g, paired),
 		two("ksvd-linear-y", online.AlgKSVD, features.Kernel{Family: features.Linear}, paired),
 		two("ksir", online.AlgKSIR, g, regression),
@@ -240,7 +277,9 @@ func TestPythonClientConformance(t *testing.T) {
 		var snap *snapshot.Snapshot
 		var err error
 		if c.stream {
-			snap = streamed(t, c.cfg, x, rows, d)
+			if snap = streamed(t, c.cfg, x, rows, d, ycols); snap.Header.Challenger == nil {
+				t.Fatalf("%s: streamed with a challenger, the snapshot holds none", c.name)
+			}
 		} else if snap, _, err = online.Fit(context.Background(), c.cfg, x, rows, d, online.FitOptions{Batch: 100, Epochs: 2, YCols: ycols}); err != nil {
 			t.Fatalf("%s: fit: %v", c.name, err)
 		}

