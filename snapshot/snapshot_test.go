@@ -458,6 +458,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(lm)
 	ch, _ := challengerSample().MarshalBinary()
 	f.Add(ch)
+	ch2, _ := twoViewChallengerSample().MarshalBinary()
+	f.Add(ch2)
 	f.Add(data[:30])
 	f.Add([]byte("SKPCASNP\x01\x00\x00\x00\xff\xff\xff\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
