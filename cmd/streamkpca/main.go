@@ -47,11 +47,11 @@ func main() {
 	var err error
 	switch verb {
 	case "fit":
-		err = filecli.Fit(ctx, args)
+		err = filecli.Std().Fit(ctx, args)
 	case "project":
-		err = filecli.Project(args)
+		err = filecli.Std().Project(args)
 	case "inspect":
-		err = filecli.Inspect(args)
+		err = filecli.Std().Inspect(args)
 	case "bench":
 		err = benchcli.Run(ctx, args)
 	case "plot":

@@ -24,15 +24,15 @@ func TestPlots(t *testing.T) {
 		}
 	}
 	must(cmdSynth([]string{"hermite", "--n", "6000", "--out", p("h.csv")}))
-	must(filecli.Fit(context.Background(), []string{"--input", p("h.csv"), "--k", "3", "--bandwidth", "1", "--epochs", "3", "--out", p("h.skpca")}))
+	must(filecli.Std().Fit(context.Background(), []string{"--input", p("h.csv"), "--k", "3", "--bandwidth", "1", "--epochs", "3", "--out", p("h.skpca")}))
 	must(cmdSynth([]string{"digits", "--n", "1500", "--out", p("d.csv")}))
 	must(cmdSynth([]string{"twoview", "--n", "3000", "--out", p("tv.csv")}))
-	must(filecli.Fit(context.Background(), []string{"--input", p("tv.csv"), "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "3", "--out", p("tv.skpca")}))
+	must(filecli.Std().Fit(context.Background(), []string{"--input", p("tv.csv"), "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "3", "--out", p("tv.skpca")}))
 	// digits: fit on the 64 pixel columns only (the label is column 64).
 	must(cmdSynth([]string{"digits", "--n", "1500", "--seed", "2", "--out", p("d2.csv")}))
 	noLabel := p("d-nolabel.csv")
 	stripLastColumn(t, p("d.csv"), noLabel)
-	must(filecli.Fit(context.Background(), []string{"--input", noLabel, "--k", "2", "--epochs", "3", "--out", p("d.skpca")}))
+	must(filecli.Std().Fit(context.Background(), []string{"--input", noLabel, "--k", "2", "--epochs", "3", "--out", p("d.skpca")}))
 	bench := captureStdout(t, func() error {
 		return benchcli.Run(context.Background(), []string{"hermite", "--points", "20000", "--max-features", "2048"})
 	})

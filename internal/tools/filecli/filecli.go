@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -25,15 +26,23 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
+// Files is where the file verbs write: their output (projections, the
+// inspected header) to Out, their messages (what fit chose, warnings,
+// a skipped header row) to Err.
+type Files struct{ Out, Err io.Writer }
+
+// Std is Files of the process's standard output and error.
+func Std() Files { return Files{Out: os.Stdout, Err: os.Stderr} }
+
 // Fit is `streamkpca fit`; args are its flags.
-func Fit(ctx context.Context, args []string) error {
+func (f Files) Fit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fit", flag.ContinueOnError)
 	learnerSets := configs.LearnerFlags(fs)
-	if f := fs.Lookup("k"); f != nil { // the service's default is not fit's: k is required
-		f.DefValue, f.Usage = "", "components to learn (required)"
+	if fl := fs.Lookup("k"); fl != nil { // the service's default is not fit's: k is required
+		fl.DefValue, fl.Usage = "", "components to learn (required)"
 	}
-	if f := fs.Lookup("features"); f != nil {
-		f.DefValue, f.Usage = "", "random or landmarks (default for fit: landmarks for kpca and gha — a file is a bounded data set — random for two views)"
+	if fl := fs.Lookup("features"); fl != nil {
+		fl.DefValue, fl.Usage = "", "random or landmarks (default for fit: landmarks for kpca and gha — a file is a bounded data set — random for two views)"
 	}
 	input := fs.String("input", "", "input file (csv, jsonl, f32le, f64le), - for stdin")
 	format := fs.String("format", "", "input format: csv, jsonl, f32le, f64le (default: from the extension)")
@@ -59,7 +68,7 @@ func Fit(ctx context.Context, args []string) error {
 	if !has("k") {
 		return errors.New("--k is required: the number of components to learn")
 	}
-	x, rows, d, err := readInput(*input, *format, *dim, *cols)
+	x, rows, d, err := f.readInput(*input, *format, *dim, *cols)
 	if err != nil {
 		return err
 	}
@@ -75,15 +84,15 @@ func Fit(ctx context.Context, args []string) error {
 				alg = v
 			}
 		}
-		if f, n := online.FitFeatures(online.Algorithm(alg), rows); f != "" {
-			sets = append(sets, "learner.features="+string(f))
+		if src, n := online.FitFeatures(online.Algorithm(alg), rows); src != "" {
+			sets = append(sets, "learner.features="+string(src))
 			if n > 0 && !has("max_features") {
 				sets = append(sets, "learner.max_features="+strconv.Itoa(n))
 			}
-			fmt.Fprintf(os.Stderr, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
+			fmt.Fprintf(f.Err, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
 		} else if !online.Algorithm(alg).TwoView() {
 			// Say why the README's default does not apply.
-			fmt.Fprintf(os.Stderr, "features: random (%d rows, fewer than one landmark block of %d: landmark features need a block of rows; with so few rows exact kernel PCA is the better tool)\n", rows, online.DefaultCovarianceBlockSize)
+			fmt.Fprintf(f.Err, "features: random (%d rows, fewer than one landmark block of %d: landmark features need a block of rows; with so few rows exact kernel PCA is the better tool)\n", rows, online.DefaultCovarianceBlockSize)
 		}
 	}
 	c, err := configs.Load("", nil, sets...)
@@ -96,7 +105,7 @@ func Fit(ctx context.Context, args []string) error {
 	if !has("max_features") && *yCols > 0 && *yCols < d && cfg.TakesCovarianceBudget() {
 		cfg.MaxFeatures = online.CovarianceBudget(online.OfflineCovariance{MaxBytes: c.Learner.MaxModelBytes, Limit: *budget, Passes: *epochs,
 			Rows: rows, K: cfg.K, Batch: c.Learner.Batch, Dims: [2]int{d - *yCols, *yCols}})
-		fmt.Fprintf(os.Stderr, "features: %d per view (what --time and learner.max_model_bytes pay for; --max-features to choose)\n", cfg.MaxFeatures)
+		fmt.Fprintf(f.Err, "features: %d per view (what --time and learner.max_model_bytes pay for; --max-features to choose)\n", cfg.MaxFeatures)
 	}
 	start := time.Now()
 	pr := progress.New()
@@ -122,28 +131,28 @@ func Fit(ctx context.Context, args []string) error {
 	if _, err := snapshot.WriteFile(*out, snap.Served()); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s: %s, %d rows (%d samples learned over the passes), %d features, bandwidth %.4g", *out, cfg.Algorithm, rows, rep.Samples, rep.Features, rep.Bandwidth)
+	fmt.Fprintf(f.Err, "wrote %s: %s, %d rows (%d samples learned over the passes), %d features, bandwidth %.4g", *out, cfg.Algorithm, rows, rep.Samples, rep.Features, rep.Bandwidth)
 	if len(rep.Eigenvalues) > 0 {
-		fmt.Fprintf(os.Stderr, ", eigenvalue estimates %.4g", rep.Eigenvalues)
+		fmt.Fprintf(f.Err, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
-	fmt.Fprintf(os.Stderr, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
+	fmt.Fprintf(f.Err, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
 	if w := kWarning(cfg.K, rows, rep.Eigenvalues); w != "" {
-		fmt.Fprintln(os.Stderr, "warning: "+w)
+		fmt.Fprintln(f.Err, "warning: "+w)
 	}
 	if len(rep.Scores) > 0 {
-		fmt.Fprintf(os.Stderr, "%d passes, stopped by %s; held-out score after each: %.4g\n", rep.Epochs, rep.Stop, rep.Scores)
+		fmt.Fprintf(f.Err, "%d passes, stopped by %s; held-out score after each: %.4g\n", rep.Epochs, rep.Stop, rep.Scores)
 	}
 	// The step rules need steps; the covariance solver's statistics are
 	// the file's after one pass.
 	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; *epochs > 0 && steps < 20 && cfg.Solver != online.SolverCovariance {
-		fmt.Fprintf(os.Stderr, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
+		fmt.Fprintf(f.Err, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
 			steps, rows, c.Learner.Batch, *epochs, max(20, 20**epochs/max(steps, 1)))
 	}
 	return nil
 }
 
 // Project is `streamkpca project`; args are its flags.
-func Project(args []string) error {
+func (f Files) Project(args []string) error {
 	fs := flag.NewFlagSet("project", flag.ContinueOnError)
 	modelPath := fs.String("model", "", "snapshot file")
 	input := fs.String("input", "-", "input file, - for stdin")
@@ -177,7 +186,7 @@ func Project(args []string) error {
 			width = *dim
 		}
 	}
-	x, rows, got, err := readInput(*input, *format, width, *cols)
+	x, rows, got, err := f.readInput(*input, *format, width, *cols)
 	if err != nil {
 		return err
 	}
@@ -187,7 +196,7 @@ func Project(args []string) error {
 	if got != d {
 		return fmt.Errorf("the input has %d columns, the model's view %s %d; choose them with --cols", got, *view, d)
 	}
-	w := bufio.NewWriter(os.Stdout)
+	w := bufio.NewWriter(f.Out)
 	defer w.Flush()
 	k := m.K()
 	const chunk = 1024
@@ -211,7 +220,7 @@ func Project(args []string) error {
 }
 
 // Inspect is `streamkpca inspect`; args are its flags and the file.
-func Inspect(args []string) error {
+func (f Files) Inspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON. A model\nwith landmark features holds rows of the data it learned from: the output\nsays how many (data_rows) and warns.")
@@ -242,16 +251,16 @@ func Inspect(args []string) error {
 	}
 	if out.DataRows > 0 {
 		out.Warning = fmt.Sprintf("this model holds %d rows of the data it learned from (its landmark points, standardised if standardize was on): treat the file as you treat the data", out.DataRows)
-		fmt.Fprintln(os.Stderr, "warning: "+out.Warning)
+		fmt.Fprintln(f.Err, "warning: "+out.Warning)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(f.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
 // readInput reads a file for fit or project, says once that a header row
 // was skipped, and keeps the columns --cols names.
-func readInput(path, format string, dim int, cols string) ([]float64, int, int, error) {
+func (f Files) readInput(path, format string, dim int, cols string) ([]float64, int, int, error) {
 	tb, err := ingest.ReadFile(path, ingest.Format(format), dim)
 	if err != nil {
 		return nil, 0, 0, err
@@ -261,7 +270,7 @@ func readInput(path, format string, dim int, cols string) ([]float64, int, int, 
 		if len(h) > 60 {
 			h = h[:60] + "…"
 		}
-		fmt.Fprintf(os.Stderr, "skipped the first line as a header row: %q\n", h)
+		fmt.Fprintf(f.Err, "skipped the first line as a header row: %q\n", h)
 	}
 	if cols == "" {
 		return tb.X, tb.Rows, tb.Dim, nil
