@@ -137,6 +137,11 @@ func (k Kernel) Validate() error {
 	return nil
 }
 
+// Identity reports whether the family's feature map is the identity (the
+// linear kernel): one block of exactly Dim features, no randomness,
+// nothing to grow and no landmarks.
+func (f Family) Identity() bool { return f == Linear }
+
 // HasBandwidth reports whether the family has a length scale (set by the
 // median trick when 0).
 func (f Family) HasBandwidth() bool {

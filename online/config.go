@@ -410,10 +410,10 @@ func (c Config) Validate() error {
 	if !(c.Ridge >= 0) || math.IsInf(c.Ridge, 0) {
 		return fmt.Errorf("%w: ridge must be > 0 (or 0: kcca chooses it on held-out pairs), got %v", ErrConfig, c.Ridge)
 	}
-	if c.Kernel.Family != features.Linear && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
+	if !c.Kernel.Family.Identity() && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)
 	}
-	if c.Kernel.Family != features.Linear && c.MaxFeatures < c.BlockSize {
+	if !c.Kernel.Family.Identity() && c.MaxFeatures < c.BlockSize {
 		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
 	}
 	if uint64(c.MaxFeatures)*uint64(c.K) > snapshot.MaxCoef {
@@ -457,7 +457,7 @@ func (c Config) Validate() error {
 		if c.Precision == Float32 || c.Compute == ComputeBLAS {
 			return fmt.Errorf("%w: landmark features compute in float64 with the exact kernels (precision float64, compute exact)", ErrConfig)
 		}
-		if c.Kernel.Family == features.Linear || c.Algorithm.TwoView() && c.KernelY.Family == features.Linear {
+		if c.Kernel.Family.Identity() || c.Algorithm.TwoView() && c.KernelY.Family.Identity() {
 			return fmt.Errorf("%w: the linear kernel has no landmark features (its identity map is exact)", ErrConfig)
 		}
 	default:

@@ -137,7 +137,7 @@ func (l *KPCA) RaiseBudget(n int) int {
 // first batch, for the subspace and oja solvers with random features of
 // a kernel that is not linear.
 func (l *KPCA) Grows() bool {
-	return l.t > 0 && l.cfg.Solver != SolverCovariance && !l.fm.Landmarks && l.fm.Kernel.Family != features.Linear
+	return l.t > 0 && l.cfg.Solver != SolverCovariance && !l.fm.Landmarks && !l.fm.Kernel.Family.Identity()
 }
 
 // MaxFeatures returns the feature budget (see RaiseBudget).

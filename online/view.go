@@ -66,7 +66,7 @@ func (v *view) setup(c Config, s viewSpec, x []float64, rows int) error {
 			return fmt.Errorf("%w: the median trick found bandwidth %v for view %d on the first batch (all points equal?); set a bandwidth", ErrInput, kern.Bandwidth, s.index)
 		}
 	}
-	if kern.Family == features.Linear {
+	if kern.Family.Identity() {
 		// The identity map: one block of d features, revisited every step.
 		nb, maxF = d, d
 	}
