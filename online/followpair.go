@@ -20,16 +20,17 @@ import (
 // followWins windows in a row by more than followMargin (advantage), it
 // replaces the model.
 //
-// With the paper's rule the model then grows back to its budget a block
-// a step, as KPCA does. The covariance solver (kcca's and ksir's
-// default) draws all its features before its first pair and cannot grow
-// its statistics: after a switch the model is the challenger, at an
-// eighth of the budget, and a successor — a learner at the full budget
-// started on the next batch — runs in the challenger's place (so the
-// learner holds a full model and an eighth, as before the switch); once
-// followLife steps old it replaces the model unless it scores worse (by
-// more than followMargin, or by the paired test) in one of followWins
-// windows in a row, and the eighth-size challengers resume. Until then a further change is
+// With the paper's rule (ksvd's and ksir's, kcca's with solver oja) the
+// model then grows back to its budget a block a step, as KPCA does. The
+// covariance solver (kcca's default) draws all its features before its
+// first pair and cannot grow its statistics: after a switch the model
+// is the challenger, at an eighth of the budget, and a successor — a
+// learner at the full budget started on the next batch — runs in the
+// challenger's place (so the learner holds a full model and an eighth,
+// as before the switch); once followLife steps old it replaces the
+// model unless it scores worse (by more than followMargin, or by the
+// paired test) in one of followWins windows in a row, and the
+// eighth-size challengers resume. Until then a further change is
 // followed by the successor itself, which learns only the stream after
 // the switch. A successor's replacement is not counted as a switch.
 
