@@ -561,18 +561,16 @@ func (c *Config) Validate() error {
 	}
 	if p := online.FeatureSource(c.Learner.Features); !slices.Contains(online.FeatureSources, p) {
 		bad("learner.features", "%q: want %s", p, online.OneOf(online.FeatureSources))
-	} else if p == online.FeaturesLandmarks && alg == online.AlgKSIR {
-		bad("learner.features", "landmarks: for kpca, gha, ksvd and kcca, not ksir")
+	} else if p == online.FeaturesLandmarks && !alg.TakesLandmarks() {
+		bad("learner.features", "landmarks: %s takes random features only", alg)
 	}
 	switch {
-	case solver == online.SolverCovariance && alg.TwoView() && alg != online.AlgKCCA:
-		bad("learner.solver", "covariance: for kpca, gha and kcca, not %s", alg)
-	case solver == online.SolverSubspace && alg == online.AlgKCCA:
-		bad("learner.solver", "subspace: for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)")
+	case solver != "" && !slices.Contains(online.Solvers, solver):
+		bad("learner.solver", "%q: want %s", solver, online.OneOf(online.Solvers))
+	case solver != "" && slices.Contains(online.Algorithms, alg) && !slices.Contains(alg.Solvers(), solver):
+		bad("learner.solver", "%s: learner.algorithm %s takes %s (its default first)", solver, alg, online.OneOf(alg.Solvers()))
 	case solver == online.SolverCovariance && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
 		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
-	case solver != "" && !slices.Contains(online.Solvers, solver):
-		bad("learner.solver", "%q: want %s (kpca, gha), covariance or oja (kcca)", solver, online.OneOf(online.Solvers))
 	}
 	if f := online.Forgetting(c.Learner.Forget); !slices.Contains(online.Forgettings, f) {
 		bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
@@ -659,8 +657,8 @@ func (c *Config) Validate() error {
 		switch {
 		case c.NATS.Disabled:
 			bad("cluster.enabled", "the instances exchange every step over NATS: nats.disabled must be false")
-		case alg != online.AlgKPCA && alg != online.AlgGHA:
-			bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for kpca and gha", alg)
+		case alg.TwoView():
+			bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for the one-view algorithms (kpca, gha)", alg)
 		case c.Learner.Solver != string(online.SolverSubspace):
 			bad("cluster.enabled", "learner.solver %s: one model on several instances takes the subspace solver", c.Learner.Solver)
 		case c.Learner.Features != string(online.FeaturesRandom):

@@ -24,23 +24,15 @@ const (
 )
 
 // TwoView reports whether the algorithm learns from (x, y) pairs.
-func (a Algorithm) TwoView() bool { return a == AlgKSVD || a == AlgKCCA || a == AlgKSIR }
+func (a Algorithm) TwoView() bool { return a.spec().twoView }
 
 // ScoreMeaning says, for people, what the algorithm's held-out score
 // (snapshot.Quality.Score, Assess) measures.
-func (a Algorithm) ScoreMeaning() string {
-	switch a {
-	case AlgKCCA, AlgKSIR:
-		return "sum of the k held-out correlations"
-	case AlgKSVD:
-		return "sum of the k held-out singular values"
-	}
-	return "share of the kernel's variance the k components capture"
-}
+func (a Algorithm) ScoreMeaning() string { return a.spec().score }
 
 // TargetY reports whether the algorithm's y is a regression target
 // (ksir: sliced, no kernel of its own) rather than a second view.
-func (a Algorithm) TargetY() bool { return a == AlgKSIR }
+func (a Algorithm) TargetY() bool { return a.spec().targetY }
 
 // Defaults. DefaultTheta0 and DefaultTheta1 are the oja solver's.
 const (
@@ -247,7 +239,7 @@ const (
 // the service's configuration (package configs) checks its YAML fields
 // against.
 var (
-	Algorithms     = []Algorithm{AlgKPCA, AlgGHA, AlgKSVD, AlgKCCA, AlgKSIR}
+	Algorithms     = []Algorithm{AlgKPCA, AlgGHA, AlgKSVD, AlgKCCA, AlgKSIR} // the keys of algorithms, in order
 	Solvers        = []Solver{SolverSubspace, SolverCovariance, SolverOja}
 	FeatureSources = []FeatureSource{FeaturesRandom, FeaturesLandmarks}
 	Precisions     = []Precision{Float64, Float32}
@@ -288,6 +280,7 @@ func (c *Config) setDefaults() {
 	if c.Algorithm == "" {
 		c.Algorithm = AlgKPCA
 	}
+	alg := c.Algorithm.spec()
 	if c.Precision == "" {
 		c.Precision = Float64
 	}
@@ -300,14 +293,10 @@ func (c *Config) setDefaults() {
 	if c.Kernel.Family == "" {
 		c.Kernel.Family = features.Gaussian
 	}
-	if c.Solver == "" {
-		switch {
-		case c.Algorithm == AlgKCCA || c.Features == FeaturesLandmarks && !c.Algorithm.TwoView():
-			c.Solver = SolverCovariance
-		case c.Algorithm.TwoView(): // ksvd, ksir: the paper's rules only
-			c.Solver = SolverOja
-		default:
-			c.Solver = SolverSubspace
+	if c.Solver == "" && len(alg.solvers) > 0 {
+		c.Solver = alg.solvers[0]
+		if c.Features == FeaturesLandmarks && !alg.twoView {
+			c.Solver = SolverCovariance // PCA of a landmark budget's statistics
 		}
 	}
 	if c.BlockSize == 0 {
@@ -319,7 +308,7 @@ func (c *Config) setDefaults() {
 			c.BlockSize = DefaultCovarianceBlockSize
 		}
 	}
-	if c.Ridge == 0 && !(c.Algorithm == AlgKCCA && c.Solver == SolverCovariance) {
+	if c.Ridge == 0 && !(alg.chooseRidge && c.Solver == SolverCovariance) {
 		c.Ridge = DefaultRidge
 	}
 	if c.Features == "" {
@@ -376,10 +365,11 @@ func (c Config) Validate() error {
 	if !slices.Contains(Algorithms, c.Algorithm) {
 		return fmt.Errorf("%w: algorithm %q (want %s)", ErrConfig, c.Algorithm, OneOf(Algorithms))
 	}
-	if c.Algorithm == AlgKSIR && c.Slices <= c.K {
+	alg := c.Algorithm.spec()
+	if alg.targetY && c.Slices <= c.K {
 		return fmt.Errorf("%w: ksir needs more slices (%d) than components (k=%d)", ErrConfig, c.Slices, c.K)
 	}
-	if c.Algorithm.TwoView() && c.Algorithm != AlgKSIR {
+	if alg.twoView && !alg.targetY {
 		ky := c.KernelY
 		if ky.Family.HasBandwidth() && ky.Bandwidth == 0 {
 			ky.Bandwidth = 1
@@ -391,21 +381,13 @@ func (c Config) Validate() error {
 	if c.K < 1 {
 		return fmt.Errorf("%w: k must be ≥ 1, got %d", ErrConfig, c.K)
 	}
-	switch c.Solver {
-	case SolverSubspace:
-		if c.Algorithm == AlgKCCA {
-			return fmt.Errorf("%w: the subspace solver is for kpca and gha; kcca takes covariance (its default) or oja (the paper's rule)", ErrConfig)
-		}
-	case SolverOja:
-	case SolverCovariance:
-		if c.Algorithm != AlgKCCA && c.Algorithm.TwoView() {
-			return fmt.Errorf("%w: the covariance solver is for kpca, gha and kcca, not %s", ErrConfig, c.Algorithm)
-		}
-		if c.MaxFeatures > MaxCovarianceFeatures {
-			return fmt.Errorf("%w: the covariance solver keeps m² statistics; max features must be ≤ %d, got %d", ErrConfig, MaxCovarianceFeatures, c.MaxFeatures)
-		}
-	default:
+	switch {
+	case !slices.Contains(Solvers, c.Solver):
 		return fmt.Errorf("%w: solver must be %s, got %q", ErrConfig, OneOf(Solvers), c.Solver)
+	case !slices.Contains(alg.solvers, c.Solver):
+		return fmt.Errorf("%w: %s takes the solver %s (its default first), not %s", ErrConfig, c.Algorithm, OneOf(alg.solvers), c.Solver)
+	case c.Solver == SolverCovariance && c.MaxFeatures > MaxCovarianceFeatures:
+		return fmt.Errorf("%w: the covariance solver keeps m² statistics; max features must be ≤ %d, got %d", ErrConfig, MaxCovarianceFeatures, c.MaxFeatures)
 	}
 	if !(c.Ridge >= 0) || math.IsInf(c.Ridge, 0) {
 		return fmt.Errorf("%w: ridge must be > 0 (or 0: kcca chooses it on held-out pairs), got %v", ErrConfig, c.Ridge)
@@ -451,8 +433,8 @@ func (c Config) Validate() error {
 	switch c.Features {
 	case FeaturesRandom:
 	case FeaturesLandmarks:
-		if c.Algorithm == AlgKSIR {
-			return fmt.Errorf("%w: landmark features are for kpca, gha, ksvd and kcca; ksir uses random features", ErrConfig)
+		if !alg.landmarks {
+			return fmt.Errorf("%w: landmark features are for %s; %s uses random features", ErrConfig, OneOf(algorithmsWhere(func(a algorithm) bool { return a.landmarks })), c.Algorithm)
 		}
 		if c.Precision == Float32 || c.Compute == ComputeBLAS {
 			return fmt.Errorf("%w: landmark features compute in float64 with the exact kernels (precision float64, compute exact)", ErrConfig)

@@ -152,7 +152,7 @@ func (l *TwoView) small() bool {
 // fullBlocks is view i's feature budget in blocks (ksir's target view:
 // its one block of slice indicators).
 func (l *TwoView) fullBlocks(i int) int {
-	if i == 1 && l.cfg.Algorithm == AlgKSIR {
+	if i == 1 && l.alg().targetY {
 		return 1
 	}
 	return l.cfg.MaxFeatures / l.cfg.BlockSize
@@ -240,7 +240,7 @@ func (l *TwoView) followAssess(x, y, u, v []float64, rows int) bool {
 	if f.rows < want {
 		return false
 	}
-	fit, chf, d, variance := pairedLead(f.vals, f.rows, k, l.cfg.Algorithm == AlgKSVD)
+	fit, chf, d, variance := pairedLead(f.vals, f.rows, k, !l.alg().correlated)
 	f.clearWindow()
 	if f.ch.t >= followMinAge {
 		f.lead.add(d, variance)

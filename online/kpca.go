@@ -286,7 +286,7 @@ func (l *KPCA) update(x []float64, rows int) error {
 
 	// Shrink: α ← α·(I − η·M'), M' = M (KPCA) or UT[M] (GHA).
 	copy(l.mUse, l.m)
-	if l.cfg.Algorithm == AlgGHA {
+	if l.cfg.Algorithm.spec().hebbian {
 		for a := 0; a < k; a++ {
 			for b := 0; b < a; b++ {
 				l.mUse[a*k+b] = 0

@@ -674,7 +674,7 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	m.grow(rows, k)
 	l.EvalTo(0, m.u, x, rows)
 	l.EvalTo(1, m.v, y, rows)
-	m.score(rows, k, l.cfg.Algorithm != AlgKSVD)
+	m.score(rows, k, l.alg().correlated)
 	restart := l.Forget
 	if l.following() {
 		restart = l.challengeNow
@@ -728,7 +728,7 @@ func (l *TwoView) Score(x, y []float64, rows int) (float64, error) {
 			svv += b * b
 		}
 		switch {
-		case l.cfg.Algorithm == AlgKSVD:
+		case !l.alg().correlated:
 			s += suv / n
 		case suu > 0 && svv > 0:
 			s += suv / math.Sqrt(suu*svv)

@@ -125,13 +125,16 @@ func (l *TwoView) Generated() []features.Generated {
 
 // Dims returns the input dimensions of x and y (y: 1 for ksir's target).
 func (l *TwoView) Dims() (int, int) {
-	if l.cfg.Algorithm == AlgKSIR {
+	if l.alg().targetY {
 		return l.v[0].fm.Dim, 1
 	}
 	return l.v[0].fm.Dim, l.v[1].fm.Dim
 }
 
 func (l *TwoView) centered() bool { return !l.cfg.Uncentered }
+
+// alg is the learner's algorithm's description.
+func (l *TwoView) alg() algorithm { return l.cfg.Algorithm.spec() }
 
 // StepSize returns η for the next batch.
 func (l *TwoView) StepSize() float64 {
@@ -141,7 +144,7 @@ func (l *TwoView) StepSize() float64 {
 	// KSIR); once the functions grow, ‖W‖ grows and a fixed η would flip
 	// and amplify them. Bound η·‖W‖ on every batch: in normal operation
 	// (‖W‖ ≤ 2λ̂ for KSVD, ≈ 2ρ ≤ 2 for KCCA) the step is unchanged.
-	if l.cfg.Algorithm == AlgKSVD {
+	if !l.alg().correlated {
 		s = math.Max(s, l.wnorm/2)
 	} else {
 		s *= math.Max(1, l.wnorm/2)
@@ -175,7 +178,7 @@ func (l *TwoView) scratch(rows int) {
 // inputs writes view i's feature-space inputs for the batch into v.xs.
 func (l *TwoView) inputs(i int, x []float64) {
 	v := &l.v[i]
-	if i == 1 && l.cfg.Algorithm == AlgKSIR {
+	if i == 1 && l.alg().targetY {
 		copy(v.xs, snapshot.SliceIndicators(l.slices, x))
 		return
 	}
@@ -279,7 +282,7 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 	for i := range l.v {
 		other, me, res := l.hc[1-i], l.hc[i], l.res[i]
 		copy(res, other)
-		if l.cfg.Algorithm != AlgKSVD { // KCCA, KSIR: other − self·W
+		if l.alg().correlated { // KCCA, KSIR: other − self·W
 			for r := 0; r < rows; r++ {
 				for c := 0; c < k; c++ {
 					var s float64
@@ -291,7 +294,7 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 			}
 		}
 	}
-	if l.cfg.Algorithm == AlgKSVD {
+	if !l.alg().correlated { // KSVD: α ← α(I − ηW)
 		for i := range l.w {
 			l.wUse[i] = float64(eta * l.w[i])
 		}
@@ -329,7 +332,7 @@ func (l *TwoView) checkDomain(x, y []float64, dx, dy int) error {
 	if err := l.v[0].fm.Kernel.CheckInput(x); err != nil {
 		return fmt.Errorf("%w: x: %w", ErrInput, err)
 	}
-	if l.cfg.Algorithm != AlgKSIR {
+	if !l.alg().targetY {
 		if err := l.v[1].fm.Kernel.CheckInput(y); err != nil {
 			return fmt.Errorf("%w: y: %w", ErrInput, err)
 		}
@@ -428,7 +431,7 @@ func (l *TwoView) init(x, y []float64, rows, dx, dy int) error {
 	if err := l.initView(0, l.cfg.Kernel, x, rows, dx, l.cfg.BlockSize, l.cfg.MaxFeatures, l.cfg.Standardize); err != nil {
 		return err
 	}
-	if l.cfg.Algorithm == AlgKSIR {
+	if l.alg().targetY {
 		if dy != 1 {
 			return fmt.Errorf("%w: ksir needs a scalar target, got %d values per row", ErrInput, dy)
 		}
@@ -476,7 +479,7 @@ func (l *TwoView) first(rows int) error {
 		}
 	}
 	ax, ay, top, err := initPair(l.v[0].phi, l.v[1].phi, rows, l.v[0].fm.BlockSize, l.v[1].fm.BlockSize, k,
-		l.centered(), l.cfg.Algorithm != AlgKSVD)
+		l.centered(), l.alg().correlated)
 	if err != nil {
 		return err
 	}
@@ -506,7 +509,7 @@ func (l *TwoView) first(rows int) error {
 func (l *TwoView) EvalTo(i int, dst, x []float64, rows int) {
 	v := &l.v[i]
 	var xs []float64
-	if i == 1 && l.cfg.Algorithm == AlgKSIR {
+	if i == 1 && l.alg().targetY {
 		xs = snapshot.SliceIndicators(l.slices, x)
 	} else {
 		xs = make([]float64, len(x))
