@@ -93,46 +93,12 @@ func (k Kernel) Validate() error {
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("%w: %s: "+f, append([]any{ErrKernel, k.Family}, a...)...)
 	}
-	switch k.Family {
-	case Gaussian, Laplacian, Cauchy:
-		if !positive(k.Bandwidth) {
-			return bad("bandwidth must be positive and finite, got %v", k.Bandwidth)
-		}
-	case Matern:
-		if !positive(k.Bandwidth) || !positive(k.Nu) {
-			return bad("bandwidth and nu must be positive, got %v and %v", k.Bandwidth, k.Nu)
-		}
-	case DotProduct:
-		if len(k.Coefficients) == 0 || len(k.Coefficients) > 13 {
-			return bad("needs 1 to 13 coefficients a_0…a_M, got %d", len(k.Coefficients))
-		}
-		for _, a := range k.Coefficients {
-			if !(a >= 0) || math.IsInf(a, 0) {
-				return bad("coefficients must be finite and ≥ 0, got %v", k.Coefficients)
-			}
-		}
-		if k.P != 0 && !(k.P > 1) {
-			return bad("p must be > 1, got %v", k.P)
-		}
-	case Polynomial:
-		if k.Degree < 1 || k.Degree > 8 || !(k.Offset >= 0) || math.IsInf(k.Offset, 0) {
-			return bad("degree must be in 1…8 and offset ≥ 0, got %d and %v", k.Degree, k.Offset)
-		}
-	case ExpSemigroup:
-		if !positive(k.Beta) {
-			return bad("beta must be positive, got %v", k.Beta)
-		}
-	case RecSemigroup:
-		if !positive(k.Lambda) {
-			return bad("lambda must be positive, got %v", k.Lambda)
-		}
-	case ArcCosine:
-		if k.Degree < 0 || k.Degree > 2 {
-			return bad("degree must be 0, 1 or 2, got %d", k.Degree)
-		}
-	case Linear:
-	default:
+	fam := k.Family.spec()
+	if fam == nil {
 		return fmt.Errorf("%w: unknown family %q (known: %v)", ErrKernel, k.Family, Families)
+	}
+	if fam.check != nil {
+		return fam.check(k, bad)
 	}
 	return nil
 }
@@ -140,18 +106,16 @@ func (k Kernel) Validate() error {
 // Identity reports whether the family's feature map is the identity (the
 // linear kernel): one block of exactly Dim features, no randomness,
 // nothing to grow and no landmarks.
-func (f Family) Identity() bool { return f == Linear }
+func (f Family) Identity() bool { return f.has(func(s *family) bool { return s.identity }) }
 
 // HasBandwidth reports whether the family has a length scale (set by the
 // median trick when 0).
-func (f Family) HasBandwidth() bool {
-	return f == Gaussian || f == Laplacian || f == Cauchy || f == Matern
-}
+func (f Family) HasBandwidth() bool { return f.has(func(s *family) bool { return s.bandwidth }) }
 
 // CheckInput reports an error for values outside the kernel's domain:
 // the semigroup kernels need x ≥ 0. Other kernels accept any finite x.
 func (k Kernel) CheckInput(x []float64) error {
-	if k.Family != ExpSemigroup && k.Family != RecSemigroup {
+	if !k.Family.has(func(s *family) bool { return s.nonnegative }) {
 		return nil
 	}
 	for i, v := range x {
@@ -177,76 +141,8 @@ func (k Kernel) Eval(x, y []float64) float64 {
 		nx += x[i] * x[i]
 		ny += y[i] * y[i]
 	}
-	l := k.Bandwidth
-	switch k.Family {
-	case Gaussian:
-		return math.Exp(-s / (2 * l * l))
-	case Laplacian:
-		var a float64
-		for i := range x {
-			a += math.Abs(x[i] - y[i])
-		}
-		return math.Exp(-a / l)
-	case Cauchy:
-		v := 1.0
-		for i := range x {
-			d := (x[i] - y[i]) / l
-			v /= 1 + d*d
-		}
-		return v
-	case Matern:
-		r := math.Sqrt(s) / l
-		switch k.Nu {
-		case 0.5:
-			return math.Exp(-r)
-		case 1.5:
-			return (1 + math.Sqrt(3)*r) * math.Exp(-math.Sqrt(3)*r)
-		case 2.5:
-			return (1 + math.Sqrt(5)*r + 5*r*r/3) * math.Exp(-math.Sqrt(5)*r)
-		}
-		return math.NaN()
-	case DotProduct:
-		var v float64
-		for n, a := range k.Coefficients {
-			v += a * math.Pow(dot, float64(n))
-		}
-		return v
-	case Polynomial:
-		return math.Pow(dot+k.Offset, float64(k.Degree))
-	case ExpSemigroup:
-		var a float64
-		for i := range x {
-			a += math.Sqrt(x[i] + y[i])
-		}
-		return math.Exp(-k.Beta * a)
-	case RecSemigroup:
-		v := 1.0
-		for i := range x {
-			v *= k.Lambda / (x[i] + y[i] + k.Lambda)
-		}
-		return v
-	case ArcCosine:
-		n1, n2 := math.Sqrt(nx), math.Sqrt(ny)
-		if n1 == 0 || n2 == 0 {
-			if k.Degree == 0 {
-				return 0.5
-			}
-			return 0
-		}
-		c := math.Max(-1, math.Min(1, dot/(n1*n2)))
-		th := math.Acos(c)
-		var j float64
-		switch k.Degree {
-		case 0:
-			j = math.Pi - th
-		case 1:
-			j = math.Sin(th) + (math.Pi-th)*c
-		case 2:
-			j = 3*math.Sin(th)*c + (math.Pi-th)*(1+2*c*c)
-		}
-		return math.Pow(n1*n2, float64(k.Degree)) * j / math.Pi
-	case Linear:
-		return dot
+	if fam := k.Family.spec(); fam != nil {
+		return fam.eval(k, x, y, s, dot, nx, ny)
 	}
 	panic("features: Eval on invalid kernel " + string(k.Family))
 }
@@ -342,7 +238,7 @@ func (m Map) Validate() error {
 			return fmt.Errorf("%w: a landmark block holds at most %d points (factoring B points costs B³/3), got %d", ErrKernel, MaxLandmarkBlock, m.BlockSize)
 		}
 	}
-	if m.Kernel.Family == Linear && m.BlockSize != m.Dim {
+	if m.Kernel.Family.Identity() && m.BlockSize != m.Dim {
 		return fmt.Errorf("%w: the linear map has exactly Dim = %d features per block, got block size %d", ErrKernel, m.Dim, m.BlockSize)
 	}
 	return nil
@@ -350,7 +246,7 @@ func (m Map) Validate() error {
 
 // inDim is the dimension the product x·Ω sees (x plus √c for TensorSketch).
 func (m Map) inDim() int {
-	if m.Kernel.Family == Polynomial {
+	if m.Kernel.Family.has(func(s *family) bool { return s.offsetInput }) {
 		return m.Dim + 1
 	}
 	return m.Dim
@@ -359,11 +255,8 @@ func (m Map) inDim() int {
 // cols is the number of columns of Ω: the intermediate values z = x·Ω per
 // row before the family's map to the B features.
 func (m Map) cols() int {
-	switch m.Kernel.Family {
-	case DotProduct:
-		return m.BlockSize * (len(m.Kernel.Coefficients) - 1)
-	case Polynomial:
-		return m.BlockSize * m.Kernel.Degree
+	if fam := m.Kernel.Family.spec(); fam != nil && fam.cols != nil {
+		return fam.cols(m)
 	}
 	return m.BlockSize
 }
@@ -405,9 +298,7 @@ func (m Map) BlockBytes() int {
 
 // ShiftInvariant reports whether the family is one of the shift-invariant
 // kernels, whose features are cos(2π(x·ω + b)).
-func (f Family) ShiftInvariant() bool {
-	return f == Gaussian || f == Laplacian || f == Cauchy || f == Matern
-}
+func (f Family) ShiftInvariant() bool { return f.has(func(s *family) bool { return s.shiftInvariant }) }
 
 // Block is one generated block: Omega (inDim × cols, row-major:
 // Omega[c*cols+j]) and Phase (cols). For shift-invariant families Omega is
@@ -458,109 +349,11 @@ func (m Map) Generate(dst *Block, seed uint64) {
 	k := m.Kernel
 	ko := Key(seed, StreamOmega)
 	set := func(c, j int, v float64) { dst.Omega[c*cols+j] = v }
-	switch k.Family {
-	case Gaussian:
-		scale := 1 / (2 * math.Pi * k.Bandwidth)
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				set(c, f, float64(Normal(ko, uint64(f*d+c))*scale))
-			}
-		}
-	case Laplacian:
-		// Cauchy(0, 1/ℓ) = tan(π(u − ½))/ℓ, in turns.
-		scale := 1 / (2 * math.Pi * k.Bandwidth)
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				h := float64(Uniform(Word(ko, uint64(f*d+c)))-0.5) / 2 // θ/(2π), θ = π(u−½)
-				t := Cos2Pi(h-0.25) / Cos2Pi(h)                        // sin θ / cos θ
-				set(c, f, float64(t*scale))
-			}
-		}
-	case Cauchy:
-		// Laplace(0, 1/ℓ) by inversion: −sign(u−½)·log(1 − 2|u−½|)/ℓ.
-		scale := 1 / (2 * math.Pi * k.Bandwidth)
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				u := Uniform(Word(ko, uint64(f*d+c))) - 0.5
-				w := -Log(1 - 2*math.Abs(u))
-				if u < 0 {
-					w = -w
-				}
-				set(c, f, float64(w*scale))
-			}
-		}
-	case Matern:
-		kg := Key(seed, StreamExtra1)
-		for f := 0; f < nb; f++ {
-			g := 2 * gammaDraw(Key(Word(kg, uint64(f)), 0), k.Nu) // χ²(2ν)
-			scale := math.Sqrt(2*k.Nu/g) / (2 * math.Pi * k.Bandwidth)
-			for c := 0; c < d; c++ {
-				set(c, f, float64(Normal(ko, uint64(f*d+c))*scale))
-			}
-		}
-	case DotProduct:
-		// Degree N_f ~ P[N = n] = (p−1)/p^(n+1)·(p/(p−1))... see degreeOf;
-		// Rademacher ω_{f,i} in columns f·M + i.
-		mdeg := len(k.Coefficients) - 1
-		if cap(dst.Degree) < nb {
-			dst.Degree = make([]int, nb)
-		}
-		dst.Degree = dst.Degree[:nb]
-		kn := Key(seed, StreamExtra1)
-		for f := 0; f < nb; f++ {
-			dst.Degree[f] = degreeOf(Uniform(Word(kn, uint64(f))), k.p())
-			for i := 0; i < mdeg; i++ {
-				for c := 0; c < d; c++ {
-					v := 1.0
-					if Word(ko, uint64((f*mdeg+i)*d+c))>>63 == 1 {
-						v = -1
-					}
-					set(c, f*mdeg+i, v)
-				}
-			}
-		}
-	case Polynomial:
-		// Sketch j: coordinate c goes to bucket h_j(c) with sign s_j(c):
-		// column j·B + h_j(c) of row c holds s_j(c).
-		for j := 0; j < k.Degree; j++ {
-			for c := 0; c < din; c++ {
-				w := Word(ko, uint64(j*din+c))
-				h := int((w >> 1) % uint64(nb))
-				s := 1.0
-				if w&1 == 1 {
-					s = -1
-				}
-				set(c, j*nb+h, s)
-			}
-		}
-	case ExpSemigroup:
-		// Lévy(0, β²/2): ω = β²/(2z²).
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				z := Normal(ko, uint64(f*d+c))
-				set(c, f, float64(k.Beta*k.Beta)/float64(2*float64(z*z)))
-			}
-		}
-	case RecSemigroup:
-		// Exponential(rate λ): −log(u)/λ.
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				set(c, f, -Log(Uniform(Word(ko, uint64(f*d+c))))/k.Lambda)
-			}
-		}
-	case ArcCosine:
-		for f := 0; f < nb; f++ {
-			for c := 0; c < d; c++ {
-				set(c, f, Normal(ko, uint64(f*d+c)))
-			}
-		}
-	case Linear:
-		for c := 0; c < d; c++ {
-			set(c, c, 1)
-		}
-	default:
+	fam := k.Family.spec()
+	if fam == nil {
 		panic("features: Generate on invalid kernel " + string(k.Family))
 	}
+	fam.draw(k, seed, ko, d, nb, din, dst, set)
 	if k.Family.ShiftInvariant() {
 		kp := Key(seed, StreamPhase)
 		for f := 0; f < nb; f++ {
@@ -782,72 +575,7 @@ func oneRow[T float32 | float64](z, x, om []T, d, cols int) {
 
 // activate maps the n rows of z (n×cols) to features (n×B).
 func (m Map) activate(dst, z []float64, n int, b *Block, tmp []float64) {
-	nb, cols := m.BlockSize, m.cols()
-	k := m.Kernel
-	switch k.Family {
-	case Gaussian, Laplacian, Cauchy, Matern:
-		cosScale(m.SIMD.level(), dst, z, math.Sqrt(2/float64(nb)))
-	case ExpSemigroup, RecSemigroup:
-		s := 1 / math.Sqrt(float64(nb))
-		for i, v := range z {
-			dst[i] = float64(s * ExpNeg(v))
-		}
-	case ArcCosine:
-		s := math.Sqrt(2 / float64(nb))
-		for i, v := range z {
-			switch {
-			case v <= 0:
-				dst[i] = 0
-			case k.Degree == 0:
-				dst[i] = s
-			case k.Degree == 1:
-				dst[i] = float64(s * v)
-			default:
-				dst[i] = float64(float64(s*v) * v)
-			}
-		}
-	case Linear:
-		copy(dst, z)
-	case DotProduct:
-		mdeg := len(k.Coefficients) - 1
-		p := k.p()
-		for r := 0; r < n; r++ {
-			for f := 0; f < nb; f++ {
-				deg := b.Degree[f]
-				if deg > mdeg || k.Coefficients[deg] == 0 {
-					dst[r*nb+f] = 0
-					continue
-				}
-				// weight √(a_N / P[N]) / √B with P[N = n] = (1−1/p)·p^(−n).
-				v := math.Sqrt(k.Coefficients[deg]/((1-1/p)*math.Pow(p, -float64(deg)))) / math.Sqrt(float64(nb))
-				zr := z[r*cols+f*mdeg : r*cols+f*mdeg+deg]
-				for _, zi := range zr {
-					v = float64(v * zi)
-				}
-				dst[r*nb+f] = v
-			}
-		}
-	case Polynomial:
-		// Circular convolution of the sketches, in sketch order.
-		for r := 0; r < n; r++ {
-			out := dst[r*nb : (r+1)*nb]
-			copy(out, z[r*cols:r*cols+nb])
-			for j := 1; j < k.Degree; j++ {
-				sk := z[r*cols+j*nb : r*cols+(j+1)*nb]
-				t := tmp[:nb]
-				clear(t)
-				for a, va := range out {
-					if va == 0 {
-						continue
-					}
-					for c, vc := range sk {
-						t[(a+c)%nb] += float64(va * vc)
-					}
-				}
-				copy(out, t)
-			}
-		}
-	}
+	m.Kernel.Family.spec().activate(m, dst, z, n, m.cols(), b, tmp)
 }
 
 // tile4Go is the portable tile4: z_q[j] += x_q[c]·Ω[c,j], c in order.

@@ -41,13 +41,8 @@ var ErrLandmarks = fmt.Errorf("%w: landmark block", ErrKernel)
 // landmarkFamily reports whether k can be evaluated exactly (Kernel.Eval)
 // for landmark features.
 func landmarkFamily(k Kernel) error {
-	switch k.Family {
-	case Linear:
-		return fmt.Errorf("%w: the linear kernel has its identity map; landmarks add nothing", ErrKernel)
-	case Matern:
-		if k.Nu != 0.5 && k.Nu != 1.5 && k.Nu != 2.5 {
-			return fmt.Errorf("%w: landmark features need the closed-form Matérn kernel (nu 0.5, 1.5 or 2.5), got nu %v", ErrKernel, k.Nu)
-		}
+	if fam := k.Family.spec(); fam != nil && fam.landmark != nil {
+		return fam.landmark(k)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ const StreamExtra2 uint64 = 6
 // keep their kernel when frequencies are drawn as orthogonal directions
 // with independent norms; the product kernels (laplacian, cauchy, the
 // semigroups) do not.
-func (f Family) Radial() bool { return f == Gaussian || f == Matern || f == ArcCosine }
+func (f Family) Radial() bool { return f.has(func(s *family) bool { return s.radial }) }
 
 // StructuredPad is the transform length p of a structured map on inputs
 // of dimension d: the least power of two ≥ d.
