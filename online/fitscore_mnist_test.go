@@ -66,14 +66,7 @@ func TestFitScoreOnMNISTChanges(t *testing.T) {
 		{"ramp", func(step int) float64 { return min(1, max(0, float64(step-40)/40)) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Config{K: k, BlockSize: 128, MaxFeatures: 1024, Kernel: kern, Workers: 1, Forget: ForgetOff}
-			stale, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stale.Close()
-			fresh, _ := New(cfg)
-			defer fresh.Close()
+			stale, fresh := staleAndFresh(t, Config{K: k, BlockSize: 128, MaxFeatures: 1024, Kernel: kern, Workers: 1, Forget: ForgetOff})
 			rng := rand.New(rand.NewPCG(7, 7))
 			x := make([]float64, b*d)
 			for step := range 120 {

@@ -67,6 +67,23 @@ func TestSubspaceFitClosedForm(t *testing.T) {
 	}
 }
 
+// staleAndFresh returns two learners of cfg, closed when the test ends:
+// one to go on learning through a change, one to start at it.
+func staleAndFresh(t *testing.T, cfg Config) (stale, fresh *KPCA) {
+	t.Helper()
+	stale, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stale.Close)
+	fresh, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fresh.Close)
+	return stale, fresh
+}
+
 // TestFitScoreRanksFreshAboveStale: 16-D hermite whose axes are reversed
 // after 60 batches (the top eigenfunctions move to other axes). Twelve
 // batches later a model that kept learning (Forget off) is far from the
@@ -77,14 +94,7 @@ func TestSubspaceFitClosedForm(t *testing.T) {
 func TestFitScoreRanksFreshAboveStale(t *testing.T) {
 	h := synth.Hermite16()
 	const d, b, k, before, after = 16, 512, 5, 60, 12
-	cfg := Config{K: k, BlockSize: 256, MaxFeatures: 4096, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: h.L}, Workers: 1, Forget: ForgetOff}
-	stale, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stale.Close()
-	fresh, _ := New(cfg)
-	defer fresh.Close()
+	stale, fresh := staleAndFresh(t, Config{K: k, BlockSize: 256, MaxFeatures: 4096, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: h.L}, Workers: 1, Forget: ForgetOff})
 	rng := rand.New(rand.NewPCG(5, 5))
 	reverse := func(x []float64) {
 		for r := 0; r < len(x); r += d {
