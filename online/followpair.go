@@ -51,6 +51,8 @@ type pairFollower struct {
 	vals      [4][]float64
 	successor bool // ch is a covariance model at the full budget (above)
 	lead      lead // the paired differences of the windows it was compared in
+	// uc, vc: scratch, the challenger's values at a batch's held-out pairs
+	uc, vc []float64
 	duel
 }
 
@@ -230,7 +232,8 @@ func (l *TwoView) followAssess(x, y, u, v []float64, rows int) bool {
 	k := l.cfg.K
 	want := max(followWindow, 2*k)
 	take := min(rows, want-f.rows)
-	uc, vc := make([]float64, rows*k), make([]float64, rows*k)
+	f.uc, f.vc = sized(f.uc, rows*k), sized(f.vc, rows*k)
+	uc, vc := f.uc, f.vc
 	f.ch.EvalTo(0, uc, x, rows)
 	f.ch.EvalTo(1, vc, y, rows)
 	for i, src := range [][]float64{u, v, uc, vc} {
