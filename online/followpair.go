@@ -139,11 +139,11 @@ func (l *TwoView) challengeNow() {
 	l.mon.restart()
 }
 
-// RestartsOnChange reports whether a change the detector finds restarts
-// the model (Forget detect, and one view with follow) or starts a
-// challenger that may replace it (two views with follow); false with
-// Forget off.
-func (l *TwoView) RestartsOnChange() bool { return l.cfg.Forget != ForgetOff && !l.following() }
+// ChallengesOnChange reports whether a change the detector finds starts
+// a challenger that may replace the model (Forget follow with random
+// features) rather than restarting it (Forget detect, landmark features)
+// or keeping it (Forget off).
+func (l *TwoView) ChallengesOnChange() bool { return l.following() }
 
 // small reports whether the model holds fewer features than its budget
 // after a switch of the covariance solver: its challenger is a successor.

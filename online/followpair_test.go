@@ -378,3 +378,31 @@ func TestPairFollowAbruptChange(t *testing.T) {
 		t.Errorf("follow: error %.3g after %d changes and %d switches; want within 2× of the fresh learner's %.3g", ef, fol.Changes(), fol.Switches(), er)
 	}
 }
+
+// TestPairChallengesOnChange: a detected change starts a challenger only
+// where one runs: random features with Forget follow; landmark features
+// restart the model, Forget off keeps it. (The service's log said a
+// challenger starts for every two-view model with follow, landmark ones
+// too.)
+func TestPairChallengesOnChange(t *testing.T) {
+	for _, c := range []struct {
+		forget Forgetting
+		src    FeatureSource
+		want   bool
+	}{{ForgetFollow, FeaturesRandom, true}, {ForgetFollow, FeaturesLandmarks, false}, {ForgetDetect, FeaturesRandom, false}, {ForgetOff, FeaturesRandom, false}} {
+		cfg := pairCfg(SolverCovariance, c.forget)
+		cfg.Features = c.src
+		l, err := NewTwoView(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := newPairs(1, 256)
+		if err := l.Update(x, y, 256); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.ChallengesOnChange(); got != c.want {
+			t.Errorf("forget %s, features %s: challenges on change %v, want %v", c.forget, c.src, got, c.want)
+		}
+		l.Close()
+	}
+}

@@ -243,7 +243,8 @@ func (c *clusterLearner) raiseBudget(maxBytes int64, rows int) (int, bool) {
 	return n, true
 }
 
-func (c *clusterLearner) twoView() bool { return false }
+func (c *clusterLearner) twoView() bool            { return false }
+func (c *clusterLearner) challengesOnChange() bool { return false }
 func (c *clusterLearner) switches() uint64 {
 	return either(c, (*online.KPCA).Switches, func(h *snapshot.Header) uint64 { return h.Diagnostics.Switches })
 }

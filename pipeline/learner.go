@@ -30,6 +30,9 @@ type learner interface {
 	// switches counts the challengers that replaced the model
 	// (learner.forget: follow; 0 where there is none).
 	switches() uint64
+	// challengesOnChange: a detected change starts a challenger rather
+	// than restarting the model (two views, learner.forget: follow).
+	challengesOnChange() bool
 	// holdGrowth stops or resumes adding feature blocks (load shedding).
 	holdGrowth(hold bool)
 	// budget is the feature budget; raiseBudget raises it by a block
@@ -59,6 +62,7 @@ func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 }
 func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
 func (o oneView) switches() uint64           { return o.l.Switches() }
+func (o oneView) challengesOnChange() bool   { return false }
 func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
 func (o oneView) budget() int                { return o.l.MaxFeatures() }
 func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
@@ -104,6 +108,7 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 }
 func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
 func (t twoViews) switches() uint64           { return t.l.Switches() }
+func (t twoViews) challengesOnChange() bool   { return t.l.ChallengesOnChange() }
 func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
 
 // The two-view learners keep their budget (learner.budget: stream grows

@@ -402,7 +402,7 @@ func (l *loop) assess() {
 		switch {
 		case p.cfg.Learner.Forget == string(online.ForgetOff):
 			ev.Msg("the stream changed: the held-out score dropped (learner.forget is off: the model is kept)")
-		case p.learner.twoView() && p.cfg.Learner.Forget == string(online.ForgetFollow):
+		case p.learner.challengesOnChange():
 			ev.Msg("the stream changed: the held-out score dropped; a challenger starts on the pairs from here and replaces the model if it fits them better (learner.forget: detect restarts the model instead)")
 		default:
 			ev.Msg("the stream changed: the held-out score dropped; the model restarts with this batch (learner.forget: off keeps it)")
