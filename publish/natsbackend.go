@@ -289,24 +289,24 @@ func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyU
 		return nil, fmt.Errorf("publish: watch %v: %w", keys, err)
 	}
 	out := make(chan KeyUpdate)
-	go watchSupervised(ctx, kv, keys, w, out)
+	go watchSupervised(ctx, kv, keys, w, out, watchCheck)
 	return out, nil
 }
 
 // watchCheck is how often a watch compares the keys' revisions with what
 // it delivered.
-var watchCheck = 5 * time.Second
+const watchCheck = 5 * time.Second
 
 // watchSupervised forwards w's updates to out until ctx ends, and starts
 // the watch again when it has fallen silent behind the keys: every
-// watchCheck it reads the keys, and a key whose revision is past what
+// interval it reads the keys, and a key whose revision is past what
 // the watch delivered at two checks in a row means the watch's consumer
 // was lost and not recreated (a server of the cluster gone with it, a
 // leader elected meanwhile: nats.go's ordered consumer does not always
 // recover). The new watch's initial values go out as updates (the reader
 // dedups by version), and a key it no longer holds as deleted; the
 // initial marker is sent once, for the first watch.
-func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, w jetstream.KeyWatcher, out chan<- KeyUpdate) {
+func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, w jetstream.KeyWatcher, out chan<- KeyUpdate, interval time.Duration) {
 	defer close(out)
 	defer func() { w.Stop() }()
 	send := func(u KeyUpdate) bool {
@@ -320,14 +320,14 @@ func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, 
 	seen := map[string]uint64{}   // the revision delivered, per key
 	behind := map[string]uint64{} // a revision past it found at the last check
 	var present map[string]bool   // keys a restarted watch's initial values hold (nil: not restarting)
-	check := time.NewTicker(watchCheck)
+	check := time.NewTicker(interval)
 	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-check.C:
-			if !watchBehind(ctx, kv, keys, seen, behind) {
+			if !watchBehind(ctx, kv, keys, seen, behind, interval) {
 				continue
 			}
 			nw, err := kv.WatchFiltered(ctx, keys)
@@ -374,10 +374,10 @@ func watchSupervised(ctx context.Context, kv jetstream.KeyValue, keys []string, 
 // watchBehind reads the keys and reports whether one has been at a
 // revision past the delivered one at this check and the one before
 // (behind holds what the last check found).
-func watchBehind(ctx context.Context, kv jetstream.KeyValue, keys []string, seen, behind map[string]uint64) bool {
+func watchBehind(ctx context.Context, kv jetstream.KeyValue, keys []string, seen, behind map[string]uint64, wait time.Duration) bool {
 	stale := false
 	for _, k := range keys {
-		gctx, cancel := context.WithTimeout(ctx, watchCheck)
+		gctx, cancel := context.WithTimeout(ctx, wait)
 		e, err := kv.Get(gctx, k)
 		cancel()
 		if err == nil && e.Revision() < seen[k] {

@@ -73,8 +73,6 @@ func (kv *fakeKV) WatchFiltered(_ context.Context, keys []string, _ ...jetstream
 // version is delivered, a key gone meanwhile (an unpin) is delivered as
 // deleted, and the initial marker comes once.
 func TestWatchRecoversWhenItsConsumerIsLost(t *testing.T) {
-	defer func(d time.Duration) { watchCheck = d }(watchCheck)
-	watchCheck = 20 * time.Millisecond
 	kv := &fakeKV{keys: map[string]fakeEntry{
 		"m":     {key: "m", value: "v1", rev: 1},
 		"m.pin": {key: "m.pin", value: "p", rev: 2},
@@ -83,7 +81,7 @@ func TestWatchRecoversWhenItsConsumerIsLost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := make(chan KeyUpdate)
-	go watchSupervised(ctx, kv, []string{"m", "m.pin"}, w, out)
+	go watchSupervised(ctx, kv, []string{"m", "m.pin"}, w, out, 20*time.Millisecond)
 	next := func() KeyUpdate {
 		t.Helper()
 		select {
