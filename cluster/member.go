@@ -182,8 +182,7 @@ func settings(c online.Config) string {
 		t := v.Type()
 		for i := range t.NumField() {
 			f := t.Field(i)
-			switch f.Name {
-			case "Workers", "CacheBytes", "KeepBytes":
+			if online.Runtime(f) {
 				continue
 			}
 			if f.Type.Kind() == reflect.Struct {

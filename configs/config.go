@@ -23,24 +23,28 @@ import (
 )
 
 // Config is the whole service configuration. Every field documents its
-// default; the zero value means "use the default".
+// default; the zero value means "use the default". A field's tags are
+// the one declaration of a setting: `yaml` its key (and so its
+// STREAMKPCA_ variable and, for the learner, its flag), `doc` its line
+// in configs/streamkpca.yaml and --help (generated from them: Example),
+// `online` where the learner takes it (online.go).
 type Config struct {
 	// Model is the model's name (subjects, file names). Default: "default".
-	Model    string   `yaml:"model"`
-	Kafka    Kafka    `yaml:"kafka"`
-	Learner  Learner  `yaml:"learner"`
-	Snapshot Snapshot `yaml:"snapshot"`
-	NATS     NATS     `yaml:"nats"`
-	HTTP     HTTP     `yaml:"http"`
-	Log      Log      `yaml:"log"`
-	Cluster  Cluster  `yaml:"cluster"`
+	Model string `yaml:"model" online:"Model" doc:"name used in subjects, file names and URLs"`
 	// ShutdownTimeout bounds a graceful stop from the signal on: the
 	// final snapshot's wait for its dead letters, the final publish, the
 	// HTTP requests in flight, the dead letters' flush and NATS's drain
 	// share it (a final snapshot whose dead letters cannot be written is
 	// not taken: its messages are read again after the restart). Default:
 	// 30s.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" doc:"a graceful stop's bound from the signal on: final snapshot, publish, HTTP, dead letters, NATS drain"`
+	Kafka           Kafka         `yaml:"kafka"`
+	Learner         Learner       `yaml:"learner"`
+	Snapshot        Snapshot      `yaml:"snapshot"`
+	NATS            NATS          `yaml:"nats"`
+	HTTP            HTTP          `yaml:"http"`
+	Log             Log           `yaml:"log"`
+	Cluster         Cluster       `yaml:"cluster"`
 }
 
 // Cluster makes the instances of one consumer group learn one model
@@ -51,12 +55,12 @@ type Cluster struct {
 	// model settings. Needs NATS, learner.algorithm kpca or gha with the
 	// subspace solver and random features. Default: false (each instance
 	// learns its own model from its partitions).
-	Enabled bool `yaml:"enabled"`
+	Enabled bool `yaml:"enabled" doc:"true: the instances of kafka.group learn one model together"`
 	// StepTimeout: an instance that has not sent its part of a step by
 	// then is gone, and the group waits for the next generation. Must
 	// exceed learner.linger (an instance without data steps every linger).
 	// Default: 30s.
-	StepTimeout time.Duration `yaml:"step_timeout"`
+	StepTimeout time.Duration `yaml:"step_timeout" doc:"an instance silent this long is gone; must exceed learner.linger"`
 }
 
 // Kafka is the input side.
@@ -69,22 +73,22 @@ type Kafka struct {
 	// instances in a group split the partitions; each learns its own model
 	// unless cluster.enabled, when they learn one together (see
 	// docs/operations.md).
-	Group string `yaml:"group"`
+	Group string `yaml:"group" doc:"one model per consumer group (see docs/operations.md)"`
 	// Start for partitions the model has never seen: earliest or latest.
 	// Default: earliest.
-	Start string `yaml:"start"`
+	Start string `yaml:"start" doc:"where a partition the model never saw starts: earliest | latest"`
 	// Format of messages: json, csv, f32le, f64le. Default: json.
-	Format string `yaml:"format"`
+	Format string `yaml:"format" doc:"json ([1,2] or {\"x\":[..],\"y\":[..]}) | csv | f32le | f64le"`
 	// Dim is the input dimension; 0 = from the first valid message.
-	Dim int `yaml:"dim"`
+	Dim int `yaml:"dim" online:"Dim" doc:"0 = fixed by the first valid message"`
 	// DeadLetterTopic receives refused messages. Default: "<topic>.dlq".
-	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	DeadLetterTopic string `yaml:"dead_letter_topic" shown:"\"\"" doc:"default: <topic>.dlq"`
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
-	MaxMessageBytes int `yaml:"max_message_bytes"`
+	MaxMessageBytes int `yaml:"max_message_bytes" doc:"larger messages are dead-lettered as \"oversized\""`
 	// MaxAbs dead-letters a message holding a value whose magnitude
 	// exceeds it (reason out_of_range): one huge finite value overflows
 	// unbounded kernels and would spoil its whole batch. Default: 1e12.
-	MaxAbs float64 `yaml:"max_abs"`
+	MaxAbs float64 `yaml:"max_abs" doc:"values beyond ± this are dead-lettered as \"out_of_range\""`
 	// QueueSize and QueueBytes bound fetched-but-unlearned messages, in
 	// count and in bytes of values; the lag metric counts them. Fetched
 	// messages hold at most queue_bytes plus, per assigned partition, one
@@ -92,15 +96,15 @@ type Kafka struct {
 	// the learner holds a second budget of queue_bytes (raw messages and
 	// their parsed values), so the whole is about twice queue_bytes.
 	// Defaults: 4096, 64 MiB.
-	QueueSize  int   `yaml:"queue_size"`
-	QueueBytes int64 `yaml:"queue_bytes"`
+	QueueSize  int   `yaml:"queue_size" doc:"fetched-but-unlearned messages (backpressure bound)..."`
+	QueueBytes int64 `yaml:"queue_bytes" doc:"...and their bytes (64 MiB)"`
 	// FetchMaxWait bounds one fetch: a broker slower than min(1 s,
 	// fetch_max_wait/4) to answer is never read, and shutdown and
 	// rebalances wait up to this long for a fetch in flight. Default: 1.5s.
-	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait" doc:"a broker slower than min(1s, this/4) to answer a fetch is never read"`
 	// SessionTimeout: a crashed instance holds its partitions this long
 	// before the group reassigns them. Default: 10s.
-	SessionTimeout time.Duration `yaml:"session_timeout"`
+	SessionTimeout time.Duration `yaml:"session_timeout" doc:"a crashed instance holds its partitions this long"`
 	// RebalanceTimeout: how long a rebalance waits for members. Default: 10s.
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	TLS              TLS           `yaml:"tls"`
@@ -116,15 +120,15 @@ type TLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// InsecureSkipVerify disables verification (tests only).
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify" doc:"verify nothing (tests only)"`
 }
 
 // SASL configures Kafka authentication.
 type SASL struct {
 	// Mechanism: "", plain, scram-sha-256, scram-sha-512. Default: none.
-	Mechanism    string `yaml:"mechanism"`
+	Mechanism    string `yaml:"mechanism" doc:"plain | scram-sha-256 | scram-sha-512"`
 	User         string `yaml:"user"`
-	Password     string `yaml:"password"`
+	Password     string `yaml:"password" doc:"or password_file: /run/secrets/kafka"`
 	PasswordFile string `yaml:"password_file"`
 }
 
@@ -132,58 +136,58 @@ type SASL struct {
 type Learner struct {
 	// Algorithm: kpca, gha, ksvd, kcca or ksir (the last three learn
 	// from (x, y) pairs; kcca by its covariance solver). Default: kpca.
-	Algorithm string `yaml:"algorithm"`
+	Algorithm string `yaml:"algorithm" online:"Algorithm,filled" doc:"kpca (subspace, Alg. 1-2) | gha (ordered eigenfunctions, Sec. 5.1)\n| ksvd (Alg. 3) | kcca (Alg. 4) | ksir (Sec. 5.4); the last three read\n{\"x\":[...],\"y\":[...]} (ksir: {\"x\":[...],\"target\":[t]}) json messages"`
 	// K components. Default: 3.
-	K int `yaml:"k"`
+	K int `yaml:"k" online:"K" doc:"components"`
 	// Kernel family: gaussian, laplacian, cauchy, matern, dotproduct,
 	// polynomial, expsemigroup, recsemigroup, arccosine, linear.
 	// Default: gaussian.
-	Kernel string `yaml:"kernel"`
+	Kernel string `yaml:"kernel" online:"Kernel.Family,filled" doc:"gaussian | laplacian | cauchy | matern | dotproduct | polynomial\n| expsemigroup | recsemigroup | arccosine | linear (paper Table 1)"`
 	// Bandwidth ℓ (gaussian, laplacian, cauchy, matern); 0 = median trick
 	// on the first batch.
-	Bandwidth float64 `yaml:"bandwidth"`
+	Bandwidth float64 `yaml:"bandwidth" online:"Kernel.Bandwidth" doc:"ℓ of gaussian/laplacian/cauchy/matern; 0 = median trick on the first batch"`
 	// Nu: Matérn smoothness ν.
-	Nu float64 `yaml:"nu"`
+	Nu float64 `yaml:"nu" online:"Kernel.Nu" doc:"matern ν (e.g. 1.5)"`
 	// Degree: polynomial p, or arc-cosine n (0, 1, 2).
-	Degree int `yaml:"degree"`
+	Degree int `yaml:"degree" online:"Kernel.Degree" doc:"polynomial p, or arccosine n (0, 1, 2)"`
 	// Offset: polynomial c.
-	Offset float64 `yaml:"offset"`
+	Offset float64 `yaml:"offset" online:"Kernel.Offset" doc:"polynomial c"`
 	// Coefficients a_0…a_M of the dot-product kernel.
-	Coefficients []float64 `yaml:"coefficients"`
+	Coefficients []float64 `yaml:"coefficients" online:"Kernel.Coefficients" example:"[1, 1, 0.5]" doc:"dotproduct a_0…a_M (no default: required for dotproduct)"`
 	// P of the dot-product kernel's degree distribution. 0 = 2.
-	P float64 `yaml:"p"`
+	P float64 `yaml:"p" online:"Kernel.P" doc:"dotproduct degree law parameter (0 = 2)"`
 	// Beta of the exp-semigroup kernel; Lambda of the rec-semigroup kernel.
-	Beta   float64 `yaml:"beta"`
-	Lambda float64 `yaml:"lambda"`
+	Beta   float64 `yaml:"beta" online:"Kernel.Beta" doc:"expsemigroup β (inputs must be ≥ 0)"`
+	Lambda float64 `yaml:"lambda" online:"Kernel.Lambda" doc:"recsemigroup λ (inputs must be ≥ 0)"`
 	// KernelY, BandwidthY: the second view's kernel (ksvd, kcca). Defaults:
 	// gaussian, median trick.
-	KernelY    string  `yaml:"kernel_y"`
-	BandwidthY float64 `yaml:"bandwidth_y"`
+	KernelY    string  `yaml:"kernel_y" online:"KernelY.Family,filled" doc:"ksvd/kcca: kernel of the y view"`
+	BandwidthY float64 `yaml:"bandwidth_y" online:"KernelY.Bandwidth" doc:"ksvd/kcca: its bandwidth; 0 = median trick"`
 	// Slices of the target for ksir. Default: 10.
-	Slices int `yaml:"slices"`
+	Slices int `yaml:"slices" online:"Slices,filled" doc:"ksir: target slices (> k)"`
 	// Uncentered turns off the two-view algorithms' default centring.
-	Uncentered bool `yaml:"uncentered"`
+	Uncentered bool `yaml:"uncentered" online:"Uncentered" doc:"ksvd/kcca/ksir: turn off the default centring"`
 	// Batch is the mini-batch size b. Default: 512.
-	Batch int `yaml:"batch"`
+	Batch int `yaml:"batch" doc:"data mini-batch b"`
 	// Linger: a partial batch is learned after waiting this long for more
 	// data. Default: 2s.
-	Linger time.Duration `yaml:"linger"`
+	Linger time.Duration `yaml:"linger" doc:"learn a partial batch after waiting this long"`
 	// Block is the features per block B. Default: 512 for kpca/gha with the
 	// subspace solver (features must join while the step is still large to
 	// be learned) and for the covariance solver, 128 otherwise (the
 	// paper's).
-	Block int `yaml:"block"`
+	Block int `yaml:"block" online:"BlockSize,filled" doc:"random features per block B (≥ k); default 512 for kpca/gha with the subspace solver and kcca's covariance solver, 128 otherwise"`
 	// MaxFeatures is the feature budget. Default: 32768 with the subspace
 	// solver, 4096 landmarks with it; 2048 (per view for kcca) under the
 	// covariance solver.
-	MaxFeatures int `yaml:"max_features"`
+	MaxFeatures int `yaml:"max_features" online:"MaxFeatures,filled" doc:"feature budget (2048, per view for kcca, under the covariance solver; fit's kcca: what --time and max_model_bytes pay for); past it blocks are revisited in turn"`
 	// Features: random (random features from a seed per block, the
 	// paper's) or landmarks (each block is Block points of the stream and
 	// the Nyström map they define: far more accurate per feature when the
 	// spectrum decays fast, about five times the cost per feature, and
 	// snapshots then hold those points — rows of your data). kpca, gha,
 	// ksvd and kcca (not ksir). Part of the model. Default: random.
-	Features string `yaml:"features"`
+	Features string `yaml:"features" online:"Features,filled" doc:"random (from seeds), or landmarks (points of the stream; snapshots then hold data rows; not ksir)"`
 	// Solver of kpca/gha: subspace (stochastic orthogonal iteration over
 	// all feature blocks; needs no tuning), covariance (PCA of the running
 	// covariance of a fixed feature budget, 2,048 by default: with
@@ -193,29 +197,29 @@ type Learner struct {
 	// Alg. 4). ksvd and ksir have the paper's rule only. Part of the
 	// model: a restored snapshot keeps its own. Default: covariance for
 	// kcca and for kpca/gha with landmark features, subspace otherwise.
-	Solver string `yaml:"solver"`
+	Solver string `yaml:"solver" online:"Solver,filled" doc:"kpca/gha: subspace (no tuning needed), covariance (streaming Nyström PCA with features: landmarks: set it when you switch) or oja (the paper's rule); kcca: covariance (its default: set it when you switch to kcca) or oja"`
 	// Ridge of the covariance solver, relative to each view's mean
 	// feature variance. Default: for kcca 0, chosen by the learner on
 	// held-out pairs (from 1e-3 to 1: docs/learners.md); 0.01 for kpca
 	// and gha.
-	Ridge float64 `yaml:"ridge"`
+	Ridge float64 `yaml:"ridge" online:"Ridge,filled" shown:"0" doc:"covariance solver: ridge relative to each view's mean feature variance; 0 = kcca chooses it on held-out pairs (kpca/gha: 0.01)"`
 	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 1, 0.05
 	// for the subspace solver; 0.5, 0.01 for oja; 1, 0.001 for
 	// ksvd/kcca/ksir.
-	Theta0 float64 `yaml:"theta0"`
-	Theta1 float64 `yaml:"theta1"`
+	Theta0 float64 `yaml:"theta0" online:"Theta0" doc:"unitless initial step; 0 = 1 (subspace; 5 with center: true), 0.5 (oja, capped at 1) or 1 (two-view)"`
+	Theta1 float64 `yaml:"theta1" online:"Theta1" doc:"decay η_t ∝ 1/(1 + θ₁·t); 0 = 0.05 (subspace), 0.01 (oja) or 0.001 (two-view)"`
 	// Average: the subspace solver serves the average of its iterates
 	// over about this fraction of the steps so far (Polyak–Ruppert
 	// averaging), in (0, 1]; negative serves the last iterate. Part of
 	// the model. Default: 0.3 with the subspace solver.
-	Average float64 `yaml:"average"`
+	Average float64 `yaml:"average" online:"Average,filled" doc:"subspace solver: serve the average of its iterates over about this fraction of the steps so far (0 = 0.3); negative: the last iterate"`
 	// Holdout: one message in this many (chosen by a hash of partition
 	// and offset, so a restart chooses the same) is scored by the served
 	// model before it is learned: the quality figure of the status page,
 	// /metrics, snapshots and notices, and the signal of the change
 	// detector. The held-out messages are learned too. 1 scores none
 	// (and so detects no change). Default: 16.
-	Holdout int `yaml:"holdout"`
+	Holdout int `yaml:"holdout" doc:"one message in this many is scored before it is learned: the quality figure and the change detector's signal (1 = none)"`
 	// Forget: follow (a challenger learned on the recent stream replaces
 	// the model when it fits the held-out points better: gradual change;
 	// an abrupt change restarts a one-view model, as detect does, and
@@ -226,7 +230,7 @@ type Learner struct {
 	// detector on the held-out score: a change restarts the model) or
 	// off (never: for streams known to be stationary).
 	// docs/learners.md. Default: follow.
-	Forget string `yaml:"forget"`
+	Forget string `yaml:"forget" online:"Forget,filled" doc:"follow: a challenger on the recent stream replaces the model when it fits better (a one-view model also restarts on an abrupt change); detect: restart on an abrupt change only; off: never"`
 	// LoadShedding: auto (when the learner cannot keep up with the
 	// stream, learn a deterministic fraction of its messages, chosen by
 	// a hash of partition and offset, and stop adding features, so that
@@ -234,10 +238,10 @@ type Learner struct {
 	// is dead-lettered for load) or off (learn every message; lag grows
 	// when the stream is faster than the learner). In cluster mode each
 	// member sheds its own share and the group counts it. Default: auto.
-	LoadShedding string `yaml:"load_shedding"`
+	LoadShedding string `yaml:"load_shedding" doc:"auto: when the learner cannot keep up, learn a fraction of the messages (hash of partition and offset) and stop adding features, so lag stays bounded; off: learn all, lag may grow"`
 	// TargetLoad is the share of the loop's time the learner may take
 	// before load shedding learns a fraction, in (0, 1]. Default: 0.8.
-	TargetLoad float64 `yaml:"target_load"`
+	TargetLoad float64 `yaml:"target_load" doc:"share of the loop's time the learner may take before load shedding starts"`
 	// Budget: stream (once MaxFeatures is reached, the feature budget
 	// keeps growing, a block a step, while the stream leaves the learner
 	// under 0.4 of TargetLoad, up to MaxModelBytes: a slow stream buys
@@ -245,43 +249,43 @@ type Learner struct {
 	// oja solver and random features; in cluster mode the group grows
 	// when every member votes for it) or fixed
 	// (MaxFeatures is the budget). Default: stream.
-	Budget string `yaml:"budget"`
+	Budget string `yaml:"budget" doc:"stream: past max_features the budget keeps growing (a block a step) while the stream leaves the learner under 0.4 of target_load, up to max_model_bytes (kpca/gha, subspace or oja solver, random features); fixed: max_features is the budget"`
 	// MaxModelBytes bounds a budget that grows with the stream: counted
 	// are the coefficients and their working copies (about 32·k bytes a
 	// feature), the batch's kept features and the cached blocks. Default:
 	// 1 GiB (half a container's memory limit when that is lower).
-	MaxModelBytes int64 `yaml:"max_model_bytes"`
+	MaxModelBytes int64 `yaml:"max_model_bytes" doc:"bound on a budget that grows with the stream: about 32·k bytes per feature"`
 	// Seed of the model. Default: 1.
-	Seed uint64 `yaml:"seed"`
+	Seed uint64 `yaml:"seed" online:"Seed,filled" doc:"model seed: every block's random features (and landmark choices) derive from it"`
 	// Center learns the centred operator. Default: false.
-	Center bool `yaml:"center"`
+	Center bool `yaml:"center" online:"Center" doc:"learn the centred covariance operator"`
 	// Standardize each input dimension. Default: false.
-	Standardize bool `yaml:"standardize"`
+	Standardize bool `yaml:"standardize" online:"Standardize" doc:"per-dimension z-scores (first-batch statistics)"`
 	// Precision of the product x·Ω: float64 or float32 (twice the SIMD
 	// lanes and cached blocks; shift-invariant kernels only; everything
 	// after the product stays float64). Part of the model: a restored
 	// snapshot keeps its own. Default: float64.
-	Precision string `yaml:"precision"`
+	Precision string `yaml:"precision" online:"Precision,filled" doc:"of x·Ω: float64, or float32 (faster for large d; shift-invariant kernels)"`
 	// Compute: exact (own kernels, bit-identical everywhere) or blas (the
 	// BLAS linked into the binary, OpenBLAS with the openblas build tag;
 	// projections agree to rounding). Part of the model. Default: exact.
-	Compute string `yaml:"compute"`
+	Compute string `yaml:"compute" online:"Compute,filled" doc:"exact (own kernels, same bits everywhere) or blas (OpenBLAS in -tags openblas builds)"`
 	// Frequencies of random features: auto (orthogonal where it applies:
 	// radial kernels, random features, float64, exact compute), iid (the
 	// paper's independent draws) or orthogonal (structured orthogonal
 	// random features). Part of the model: a restored snapshot keeps its
 	// own. Default: auto.
-	Frequencies string `yaml:"frequencies"`
+	Frequencies string `yaml:"frequencies" online:"Frequencies,filled" doc:"random features: auto (orthogonal for gaussian, matern and arccosine kernels in float64 with exact compute), iid (independent draws, the paper's) or orthogonal (structured orthogonal: lower-variance kernel estimates at O(log d) a feature)"`
 	// Workers evaluating features. Default: number of CPUs.
-	Workers int `yaml:"workers"`
+	Workers int `yaml:"workers" online:"Workers" doc:"0 = number of CPUs"`
 	// CacheBytes for generated features. Default: 1 GiB.
-	CacheBytes int64 `yaml:"cache_bytes"`
+	CacheBytes int64 `yaml:"cache_bytes" online:"CacheBytes" doc:"generated feature blocks kept in memory"`
 	// KeepBytes bounds the batch's features kept between evaluating the
 	// functions and the gradient (batch × features × 8 bytes); past it a
 	// step evaluates them twice. -1 keeps none. Default (0): 512 MiB for
 	// inputs of at least k dimensions, none below (re-evaluating them
 	// costs a small share of such a step; online.Config.KeepBytes).
-	KeepBytes int64 `yaml:"keep_bytes"`
+	KeepBytes int64 `yaml:"keep_bytes" online:"KeepBytes" doc:"a batch's features kept for the gradient; 0: 512 MiB when the input has at least k dimensions, none below; -1: none (each step evaluates twice)"`
 }
 
 // Snapshot configures persistence.
@@ -299,30 +303,30 @@ type Snapshot struct {
 // NATS configures the output side.
 type NATS struct {
 	// URL of the servers (comma-separated). Default: nats://127.0.0.1:4222.
-	URL string `yaml:"url"`
+	URL string `yaml:"url" doc:"a cluster: every server, comma-separated (nats://a:4222,nats://b:4222,nats://c:4222)"`
 	// Disabled turns publishing off (snapshots stay local).
-	Disabled bool `yaml:"disabled"`
+	Disabled bool `yaml:"disabled" doc:"true: learn and snapshot locally only"`
 	// Prefix of subjects. Default: "streamkpca".
 	Prefix string `yaml:"prefix"`
 	// AllowPin enables the pin endpoint (<prefix>.<model>.pin), which
 	// changes the version every client is served. Grant it to operators
 	// only, with NATS permissions on that subject. Default: false.
-	AllowPin bool `yaml:"allow_pin"`
+	AllowPin bool `yaml:"allow_pin" doc:"the pin endpoint (restrict its subject with NATS permissions)"`
 	// ObjectBucket, KVBucket: JetStream buckets. Defaults:
 	// streamkpca-snapshots, streamkpca-latest.
 	ObjectBucket string `yaml:"object_bucket"`
 	KVBucket     string `yaml:"kv_bucket"`
 	// Keep versions in the object store. Default: 10.
-	Keep int `yaml:"keep"`
+	Keep int `yaml:"keep" doc:"versions kept in the object store"`
 	// Replicas: how many servers of a NATS cluster hold each bucket
 	// (JetStream replicas, 1–5). Default: 1 (a single server); 3 on a
 	// cluster of three or more servers.
-	Replicas int `yaml:"replicas"`
+	Replicas int `yaml:"replicas" doc:"servers holding each bucket: 3 on a NATS cluster of three or more"`
 	// LeaseTTL is the period of the model name's ownership lease (a KV
 	// key renewed every third of it): one service publishes a model name
 	// at a time, another with the same name stands by and takes over
 	// once the lease has not been renewed for this long. Default: 15s.
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	LeaseTTL time.Duration `yaml:"lease_ttl" doc:"one service per model name; another stands by and takes over after this"`
 	// Authentication: user/password, token, creds file or nkey seed file.
 	User         string `yaml:"user"`
 	Password     string `yaml:"password"`
@@ -339,19 +343,19 @@ type HTTP struct {
 	// Addr to listen on; "off" disables. Default: "127.0.0.1:8080"
 	// (this machine only). An address beyond loopback needs a token, or
 	// AllowUnauthenticated.
-	Addr string `yaml:"addr"`
+	Addr string `yaml:"addr" doc:"\"off\" disables; beyond loopback needs a token..."`
 	// AllowUnauthenticated lets Addr serve beyond loopback without a
 	// token (behind a trusted proxy, say). Default: false.
-	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated" doc:"...or this"`
 	// Token, if set, is required as "Authorization: Bearer <token>" on
 	// /v1/ endpoints. TokenFile reads it from a file.
-	Token     string `yaml:"token"`
+	Token     string `yaml:"token" doc:"require \"Authorization: Bearer <token>\" on /v1/"`
 	TokenFile string `yaml:"token_file"`
 	// ProtectAll puts /metrics, /healthz and /readyz behind the token too.
 	// Default: false (open, for probes and scrapers).
-	ProtectAll bool `yaml:"protect_all"`
+	ProtectAll bool `yaml:"protect_all" doc:"true: /metrics and health need the token too"`
 	// TLSCertFile and TLSKeyFile (PEM) serve HTTPS instead of HTTP.
-	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSCertFile string `yaml:"tls_cert_file" doc:"PEM; with tls_key_file, serve HTTPS"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// MaxVectors per project request. Default: 10000.
 	MaxVectors int `yaml:"max_vectors"`
@@ -362,9 +366,9 @@ type HTTP struct {
 // Log configures logging.
 type Log struct {
 	// Level: debug, info, warn, error. Default: info.
-	Level string `yaml:"level"`
+	Level string `yaml:"level" doc:"debug | info | warn | error"`
 	// Format: console or json. Default: console on a terminal, else json.
-	Format string `yaml:"format"`
+	Format string `yaml:"format" doc:"console | json; default console on a terminal"`
 }
 
 // Default returns the configuration with every default filled in.
@@ -430,15 +434,9 @@ func (c *Config) SetDefaults() {
 		c.Learner.Linger = 2 * time.Second
 	}
 	// Everything the learner defaults itself comes from online: one
-	// statement of each default (online.Config.WithDefaults).
-	o := c.Learner.Online(c.Model, 0).WithDefaults()
-	c.Learner.Algorithm = string(o.Algorithm)
-	c.Learner.Kernel, c.Learner.KernelY = string(o.Kernel.Family), string(o.KernelY.Family)
-	c.Learner.Slices, c.Learner.Block, c.Learner.MaxFeatures = o.Slices, o.BlockSize, o.MaxFeatures
-	c.Learner.Solver, c.Learner.Features, c.Learner.Seed = string(o.Solver), string(o.Features), o.Seed
-	c.Learner.Ridge, c.Learner.Average, c.Learner.Forget = o.Ridge, o.Average, string(o.Forget)
-	c.Learner.Precision, c.Learner.Compute = string(o.Precision), string(o.Compute)
-	c.Learner.Frequencies = string(o.Frequencies)
+	// statement of each default (online.Config.WithDefaults; the fields
+	// tagged online:",filled").
+	c.Learner.fillFromOnline(c.Learner.Online(c.Model, 0).WithDefaults())
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
 	}
@@ -980,62 +978,4 @@ func (n NATS) ConnectConfig() (publish.ConnectConfig, error) {
 		return publish.ConnectConfig{}, err
 	}
 	return publish.ConnectConfig{URL: n.URL, User: n.User, Password: pass, Token: tok, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, TLS: tc}, nil
-}
-
-// Online is the learner's configuration for these settings: the one
-// mapping from the service's (and fit's) configuration to package online.
-// dim is the input dimension (0: from the first batch). Zero fields stay
-// zero: online fills its defaults.
-func (l Learner) Online(model string, dim int) online.Config {
-	return online.Config{
-		Model: model, Algorithm: online.Algorithm(l.Algorithm), K: l.K, Dim: dim,
-		Kernel: l.KernelSpec(), KernelY: l.KernelYSpec(), Slices: l.Slices, Uncentered: l.Uncentered,
-		BlockSize: l.Block, MaxFeatures: l.MaxFeatures, Features: online.FeatureSource(l.Features),
-		Solver: online.Solver(l.Solver), Ridge: l.Ridge, Theta0: l.Theta0, Theta1: l.Theta1, Average: l.Average, Forget: online.Forgetting(l.Forget), Seed: l.Seed,
-		Standardize: l.Standardize, Center: l.Center,
-		Precision: online.Precision(l.Precision), Compute: online.Compute(l.Compute), Frequencies: online.Frequencies(l.Frequencies),
-		Workers: l.Workers, CacheBytes: l.CacheBytes, KeepBytes: l.KeepBytes,
-	}
-}
-
-// OnlineKey names the setting of this file that sets online.Config's
-// field (as cluster.Difference names it: Kernel.Bandwidth for a kernel's
-// field): the inverse of Online. A field it does not know is returned as
-// it is.
-func OnlineKey(field string) string {
-	keys := map[string]string{
-		"Model": "model", "Dim": "kafka.dim", "Algorithm": "learner.algorithm", "K": "learner.k",
-		"Kernel.Family": "learner.kernel", "Kernel.Bandwidth": "learner.bandwidth", "Kernel.Nu": "learner.nu",
-		"Kernel.Degree": "learner.degree", "Kernel.Offset": "learner.offset", "Kernel.Coefficients": "learner.coefficients",
-		"Kernel.P": "learner.p", "Kernel.Beta": "learner.beta", "Kernel.Lambda": "learner.lambda",
-		"KernelY.Family": "learner.kernel_y", "KernelY.Bandwidth": "learner.bandwidth_y",
-		"Slices": "learner.slices", "Uncentered": "learner.uncentered", "BlockSize": "learner.block",
-		"MaxFeatures": "learner.max_features", "Features": "learner.features", "Solver": "learner.solver",
-		"Ridge": "learner.ridge", "Theta0": "learner.theta0", "Theta1": "learner.theta1", "Average": "learner.average",
-		"Forget": "learner.forget", "Seed": "learner.seed", "Standardize": "learner.standardize", "Center": "learner.center",
-		"Precision": "learner.precision", "Compute": "learner.compute", "Frequencies": "learner.frequencies",
-	}
-	if k, ok := keys[field]; ok {
-		return k
-	}
-	if strings.HasPrefix(field, "KernelY.") {
-		return "learner.kernel_y" // its only other setting: bandwidth_y
-	}
-	if field == "DimY" {
-		return "the dimension of the messages' y"
-	}
-	return field
-}
-
-// KernelSpec returns the learner's kernel as online/features describes it.
-func (l Learner) KernelSpec() features.Kernel {
-	return features.Kernel{
-		Family: features.Family(l.Kernel), Bandwidth: l.Bandwidth, Nu: l.Nu, Degree: l.Degree,
-		Offset: l.Offset, Coefficients: l.Coefficients, P: l.P, Beta: l.Beta, Lambda: l.Lambda,
-	}
-}
-
-// KernelYSpec returns the second view's kernel.
-func (l Learner) KernelYSpec() features.Kernel {
-	return features.Kernel{Family: features.Family(l.KernelY), Bandwidth: l.BandwidthY}
 }

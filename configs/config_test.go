@@ -2,6 +2,7 @@ package configs
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamkpca/streamkpca/internal/settingtest"
 	"github.com/streamkpca/streamkpca/online"
 )
 
@@ -22,6 +24,25 @@ func TestExampleIsTheDefault(t *testing.T) {
 	}
 	if d := Default(); !reflect.DeepEqual(c, d) {
 		t.Errorf("example file differs from the defaults:\n file %+v\n want %+v", c, d)
+	}
+}
+
+// TestExampleIsGenerated: configs/streamkpca.yaml is what the settings'
+// declarations generate (Example): a setting added, or its default or
+// doc changed, in config.go without go generate fails here, in CI.
+func TestExampleIsGenerated(t *testing.T) {
+	file, err := os.ReadFile("streamkpca.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Example(); string(file) != string(want) {
+		fl, wl := strings.Split(string(file), "\n"), strings.Split(string(want), "\n")
+		for i := range min(len(fl), len(wl)) {
+			if fl[i] != wl[i] {
+				t.Fatalf("configs/streamkpca.yaml is not what config.go generates (run go generate ./configs); line %d:\n file %q\n want %q", i+1, fl[i], wl[i])
+			}
+		}
+		t.Fatalf("configs/streamkpca.yaml has %d lines, config.go generates %d (run go generate ./configs)", len(fl), len(wl))
 	}
 }
 
@@ -380,36 +401,69 @@ func TestLearnerAverage(t *testing.T) {
 
 // TestOnlineKeyNamesEveryModelSetting: every field of online.Config that
 // defines the model (those cluster members must share) is named by a
-// key of this file, and that key's last part is a yaml tag here.
+// key of this file, that key's setting reaches the field through Online
+// (a changed value comes out changed, in the field's terms) and
+// SetDefaults keeps it. The fields of online.Config are walked: one added
+// there without a setting here fails.
 func TestOnlineKeyNamesEveryModelSetting(t *testing.T) {
-	tags := map[string]bool{"model": true}
-	for _, typ := range []reflect.Type{reflect.TypeOf(Learner{}), reflect.TypeOf(Kafka{})} {
-		for i := range typ.NumField() {
-			tags[strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0]] = true
-		}
-	}
+	base := Default()
 	var walk func(prefix string, typ reflect.Type)
 	walk = func(prefix string, typ reflect.Type) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
-			switch f.Name {
-			case "Workers", "CacheBytes", "KeepBytes", "Incarnation", "DimY":
-				continue // runtime settings, the incarnation a cluster leaves empty, y's width from the messages
-			}
-			if f.Type.Kind() == reflect.Struct {
+			switch {
+			case online.Runtime(f):
+				continue
+			case f.Name == "Incarnation", f.Name == "DimY":
+				continue // the incarnation a cluster leaves empty, y's width from the messages
+			case prefix == "KernelY." && f.Name != "Family" && f.Name != "Bandwidth":
+				continue // the second view's kernel takes a family and a bandwidth only
+			case f.Type.Kind() == reflect.Struct:
 				walk(prefix+f.Name+".", f.Type)
 				continue
 			}
-			key := OnlineKey(prefix + f.Name)
-			if key == prefix+f.Name {
-				t.Errorf("online.Config's %s%s has no key", prefix, f.Name)
+			field := prefix + f.Name
+			key := OnlineKey(field)
+			if key == field {
+				t.Errorf("online.Config's %s has no key", field)
 				continue
 			}
-			parts := strings.Split(key, ".")
-			if !tags[parts[len(parts)-1]] {
-				t.Errorf("%s%s's key %s is not a setting of this file", prefix, f.Name, key)
+			if key == "model" || key == "kafka.dim" {
+				continue // Online's arguments
+			}
+			c := base
+			v := settingValue(t, &c, key)
+			if !v.IsValid() {
+				continue
+			}
+			before := fmt.Sprint(at(reflect.ValueOf(base.Learner.Online("m", 0)), strings.Split(field, ".")))
+			if !settingtest.Change(v) {
+				t.Errorf("%s: no other value to try", key)
+				continue
+			}
+			after := fmt.Sprint(at(reflect.ValueOf(c.Learner.Online("m", 0)), strings.Split(field, ".")))
+			if after == before || after != fmt.Sprint(v) {
+				t.Errorf("%s = %v reaches online.Config's %s as %s (before: %s)", key, v, field, after, before)
 			}
 		}
 	}
-	walk("", reflect.TypeOf(online.Config{}))
+	walk("", reflect.TypeFor[online.Config]())
+}
+
+// settingValue returns the field of c whose YAML path is key.
+func settingValue(t *testing.T, c *Config, key string) reflect.Value {
+	t.Helper()
+	v := reflect.ValueOf(c).Elem()
+outer:
+	for _, part := range strings.Split(key, ".") {
+		for i := range v.NumField() {
+			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == part {
+				v = v.Field(i)
+				continue outer
+			}
+		}
+		t.Errorf("%s: not a setting of this file", key)
+		return reflect.Value{}
+	}
+	return v
 }

@@ -1,25 +1,17 @@
 package configs
 
 import (
-	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 )
 
-// example is configs/streamkpca.yaml: every setting with its default and
-// a one-line description, the text the learner flags' help is taken from.
-//
-//go:embed streamkpca.yaml
-var example string
-
 // LearnerFlags registers on fs one flag per learner setting, named after
 // its YAML key (max_features → --max-features), with the default and the
-// description of configs/streamkpca.yaml; --algo is kept as another name
+// `doc` tag configs/streamkpca.yaml shows too; --algo is kept as another name
 // for --algorithm and "auto" for a bandwidth means the median trick. The
 // returned function lists the settings given on the command line as
 // "learner.key=value" overrides for Load: `streamkpca fit` and `run` then
@@ -27,7 +19,6 @@ var example string
 // learner (Learner.Online).
 func LearnerFlags(fs *flag.FlagSet) func() []string {
 	var sets []string
-	docs := learnerDocs()
 	def := reflect.ValueOf(Default().Learner)
 	t := def.Type()
 	for i := 0; i < t.NumField(); i++ {
@@ -42,7 +33,7 @@ func LearnerFlags(fs *flag.FlagSet) func() []string {
 		case reflect.Slice:
 			f.def = strings.Trim(strings.ReplaceAll(f.def, " ", ","), "[]")
 		}
-		fs.Var(f, strings.ReplaceAll(key, "_", "-"), docs[key])
+		fs.Var(f, strings.ReplaceAll(key, "_", "-"), strings.ReplaceAll(t.Field(i).Tag.Get("doc"), "\n", " "))
 		if key == "algorithm" {
 			fs.Var(f, "algo", "the same as --algorithm")
 		}
@@ -95,28 +86,4 @@ func (f *settingFlag) Set(v string) error {
 	f.set = true
 	*f.sets = append(*f.sets, "learner."+f.key+"="+v)
 	return nil
-}
-
-var exampleLine = regexp.MustCompile(`^  #? ?([a-z_0-9]+):[^#]*(?:#\s*(.*))?$`)
-
-// learnerDocs returns each learner key's comment in the example file.
-func learnerDocs() map[string]string {
-	docs := map[string]string{}
-	in, last := false, ""
-	for _, line := range strings.Split(example, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case !strings.HasPrefix(line, " ") && trimmed != "":
-			in, last = strings.HasPrefix(line, "learner:"), ""
-		case !in:
-		case strings.HasPrefix(line, "    ") && strings.HasPrefix(trimmed, "#") && last != "":
-			docs[last] += " " + strings.TrimSpace(strings.TrimPrefix(trimmed, "#")) // a continued comment
-		default:
-			if m := exampleLine.FindStringSubmatch(line); m != nil {
-				last = m[1]
-				docs[last] = m[2]
-			}
-		}
-	}
-	return docs
 }

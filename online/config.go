@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -52,6 +53,15 @@ const (
 var ErrConfig = errors.New("online: invalid config")
 
 // Config configures a learner. Zero values mean the default.
+//
+// A field's `setting` tag says what kind of setting it is, the one
+// statement of it every use reads: untagged, it defines the model (a
+// restored learner takes it from its snapshot; cluster members must
+// agree on it); "runtime", it is this process's resources (Restore takes
+// it from its runtime Config, members may differ); "group", it is how
+// the model is run, chosen anew at each start (Restore takes it from the
+// runtime Config) yet one decision for a cluster's members (they must
+// agree on it).
 type Config struct {
 	// Model is the model's name. Default: "model".
 	Model string
@@ -104,7 +114,7 @@ type Config struct {
 	// restarts the model on an abrupt change and replaces it with a
 	// challenger on a gradual one (see follower), detect only restarts
 	// it, off does neither. Default: follow.
-	Forget Forgetting
+	Forget Forgetting `setting:"group"`
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64
 	// Standardize scales each input dimension to zero mean and unit
@@ -157,9 +167,9 @@ type Config struct {
 	// Default: random.
 	Features FeatureSource
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
-	Workers int
+	Workers int `setting:"runtime"`
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.
-	CacheBytes int64
+	CacheBytes int64 `setting:"runtime"`
 	// KeepBytes bounds the batch's features the subspace and covariance
 	// solvers keep from evaluating the functions for the gradient of every
 	// block (b × features × 8 bytes); past it each step evaluates the
@@ -167,7 +177,24 @@ type Config struct {
 	// features.DefaultKeepBytes (512 MiB) for inputs of at least k
 	// dimensions, none below (see keepBytes). Negative: keep none. A
 	// runtime setting, not part of the model.
-	KeepBytes int64
+	KeepBytes int64 `setting:"runtime"`
+}
+
+// Runtime reports whether f, a field of Config, is a runtime setting:
+// this process's resources, not part of the model (its `setting` tag).
+func Runtime(f reflect.StructField) bool { return f.Tag.Get("setting") == "runtime" }
+
+// takeRuntime sets c's runtime and group settings (see Config) to rt's:
+// what a restored learner takes from the process that restores it
+// rather than from its snapshot.
+func (c *Config) takeRuntime(rt Config) {
+	cv, rv := reflect.ValueOf(c).Elem(), reflect.ValueOf(rt)
+	t := cv.Type()
+	for i := range t.NumField() {
+		if k := t.Field(i).Tag.Get("setting"); k == "runtime" || k == "group" {
+			cv.Field(i).Set(rv.Field(i))
+		}
+	}
 }
 
 // FeatureSource names where feature blocks come from.

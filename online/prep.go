@@ -83,8 +83,8 @@ func standardizer(x []float64, rows, d int) snapshot.Preprocess {
 	return p
 }
 
-// Restore returns a learner that continues from snap. Runtime settings
-// (Workers, CacheBytes, KeepBytes, Forget) come from rt; everything that
+// Restore returns a learner that continues from snap. Runtime and group
+// settings (Config's `setting` tags) come from rt; everything that
 // defines the model comes from the snapshot.
 func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if err := snap.Validate(); err != nil {
@@ -100,8 +100,8 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
 		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
 		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
-		Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Forget: rt.Forget,
 	}
+	cfg.takeRuntime(rt)
 	if h.Averaged != nil {
 		cfg.Average = h.Averaged.Window
 	}

@@ -41,7 +41,6 @@ func keptAfterRestore(t *testing.T, name string, l restorable, restore func(*sna
 // without a line here fails the test, so a setting Restore forgets
 // cannot silently reset on restart.
 func TestRestoreKeepsEveryModelSetting(t *testing.T) {
-	runtime := map[string]bool{"Workers": true, "CacheBytes": true, "KeepBytes": true, "Forget": true}
 	twoView := map[string]bool{"KernelY": true, "DimY": true, "Uncentered": true, "Slices": true}
 	// A value other than the default for each model setting, with what
 	// else the value needs; d is the inputs' dimension.
@@ -75,7 +74,7 @@ func TestRestoreKeepsEveryModelSetting(t *testing.T) {
 	for i := range ct.NumField() {
 		name := ct.Field(i).Name
 		_, isModel := model[name]
-		if !isModel && !runtime[name] && !twoView[name] {
+		if !isModel && ct.Field(i).Tag.Get("setting") == "" && !twoView[name] {
 			t.Errorf("Config.%s is not listed here: say whether it is a runtime, a two-view or a model setting (and make Restore keep it)", name)
 			continue
 		}
@@ -102,12 +101,60 @@ func TestRestoreKeepsEveryModelSetting(t *testing.T) {
 		}
 		keptAfterRestore(t, name, l, func(s *snapshot.Snapshot) (restorable, error) { return Restore(s, Config{Forget: ForgetOff}) })
 	}
+	l, err := New(Config{K: 2, BlockSize: 32, MaxFeatures: 64, Forget: ForgetOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, 64*4)
+	for j := range x {
+		x[j] = float64(j%5) - 2
+	}
+	if err := l.Update(x, 64); err != nil {
+		t.Fatal(err)
+	}
+	takesRuntime(t, l, func(s *snapshot.Snapshot, rt Config) (restorable, error) { return Restore(s, rt) })
+}
+
+// takesRuntime checks that a learner restored from l's snapshot takes
+// every runtime and group setting (Config's `setting` tags) from the
+// restoring process's Config, not from the snapshot nor a default; it
+// closes l. The fields are walked by their tags: a setting tagged
+// without a value here fails the test.
+func takesRuntime(t *testing.T, l restorable, restore func(*snapshot.Snapshot, Config) (restorable, error)) {
+	t.Helper()
+	values := map[string]any{"Workers": 3, "CacheBytes": int64(5 << 20), "KeepBytes": int64(-1), "Forget": ForgetDetect}
+	var rt Config
+	rv := reflect.ValueOf(&rt).Elem()
+	ct := rv.Type()
+	for i := range ct.NumField() {
+		if ct.Field(i).Tag.Get("setting") == "" {
+			continue
+		}
+		v, ok := values[ct.Field(i).Name]
+		if !ok {
+			t.Errorf("Config.%s is tagged %q: give it a value other than its default here", ct.Field(i).Name, ct.Field(i).Tag.Get("setting"))
+			continue
+		}
+		rv.Field(i).Set(reflect.ValueOf(v))
+	}
+	snap := l.Snapshot()
+	l.Close()
+	r, err := restore(snap, rt)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	defer r.Close()
+	got := reflect.ValueOf(r.Config())
+	for name, want := range values {
+		if g := got.FieldByName(name).Interface(); g != want {
+			t.Errorf("Config.%s: %v after a restore, want the restoring process's %v", name, g, want)
+		}
+	}
 }
 
 // TestRestoreTwoViewKeepsEveryModelSetting is the same walk for
 // NewTwoView and RestoreTwoView (kcca; ksir for its slices).
 func TestRestoreTwoViewKeepsEveryModelSetting(t *testing.T) {
-	runtime := map[string]bool{"Workers": true, "CacheBytes": true, "KeepBytes": true, "Forget": true}
 	oneView := map[string]bool{"Center": true, "Average": true} // ignored by the two-view algorithms
 	type change struct{ set func(*Config) }
 	model := map[string]change{
@@ -138,7 +185,7 @@ func TestRestoreTwoViewKeepsEveryModelSetting(t *testing.T) {
 	for i := range ct.NumField() {
 		name := ct.Field(i).Name
 		ch, isModel := model[name]
-		if !isModel && !runtime[name] && !oneView[name] {
+		if !isModel && ct.Field(i).Tag.Get("setting") == "" && !oneView[name] {
 			t.Errorf("Config.%s is not listed here: say whether it is a runtime, a one-view or a two-view model setting (and make RestoreTwoView keep it)", name)
 			continue
 		}
@@ -183,4 +230,16 @@ func TestRestoreTwoViewKeepsEveryModelSetting(t *testing.T) {
 		}
 		keptAfterRestore(t, name, l, func(s *snapshot.Snapshot) (restorable, error) { return RestoreTwoView(s, Config{Forget: ForgetOff}) })
 	}
+	l, err := NewTwoView(Config{Algorithm: AlgKCCA, K: 2, BlockSize: 32, MaxFeatures: 64, Forget: ForgetOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, 64*3)
+	for j := range x {
+		x[j] = float64(j%7) - 3
+	}
+	if err := l.Update(x, x, 64); err != nil {
+		t.Fatal(err)
+	}
+	takesRuntime(t, l, func(s *snapshot.Snapshot, rt Config) (restorable, error) { return RestoreTwoView(s, rt) })
 }

@@ -591,7 +591,7 @@ func (l *TwoView) Ridge() (float64, bool) {
 }
 
 // RestoreTwoView returns a two-view learner that continues from snap.
-// Runtime settings (Workers, CacheBytes, KeepBytes, Forget) come from rt.
+// Runtime and group settings (Config's `setting` tags) come from rt.
 func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if err := snap.Validate(); err != nil {
 		return nil, err
@@ -609,9 +609,9 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		Model: h.Model, Incarnation: h.Incarnation, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
 		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
 		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
-		Slices: h.Settings.Slices, Workers: rt.Workers, CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Forget: rt.Forget,
-		Solver: SolverOja, Ridge: h.Schedule.Ridge,
+		Slices: h.Settings.Slices, Solver: SolverOja, Ridge: h.Schedule.Ridge,
 	}
+	cfg.takeRuntime(rt)
 	if Solver(h.Schedule.Solver) == SolverCovariance {
 		cfg.Solver = SolverCovariance
 	}
