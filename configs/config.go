@@ -37,7 +37,7 @@ type Config struct {
 	// share it (a final snapshot whose dead letters cannot be written is
 	// not taken: its messages are read again after the restart). Default:
 	// 30s.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" doc:"a graceful stop's bound from the signal on: final snapshot, publish, HTTP, dead letters, NATS drain"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" min:"0s" doc:"a graceful stop's bound from the signal on: final snapshot, publish, HTTP, dead letters, NATS drain"`
 	Kafka           Kafka         `yaml:"kafka"`
 	Learner         Learner       `yaml:"learner"`
 	Snapshot        Snapshot      `yaml:"snapshot"`
@@ -60,7 +60,7 @@ type Cluster struct {
 	// then is gone, and the group waits for the next generation. Must
 	// exceed learner.linger (an instance without data steps every linger).
 	// Default: 30s.
-	StepTimeout time.Duration `yaml:"step_timeout" doc:"an instance silent this long is gone; must exceed learner.linger"`
+	StepTimeout time.Duration `yaml:"step_timeout" min:"0s" zero:"refused" doc:"an instance silent this long is gone; must exceed learner.linger"`
 }
 
 // Kafka is the input side.
@@ -80,15 +80,15 @@ type Kafka struct {
 	// Format of messages: json, csv, f32le, f64le. Default: json.
 	Format string `yaml:"format" doc:"json ([1,2] or {\"x\":[..],\"y\":[..]}) | csv | f32le | f64le"`
 	// Dim is the input dimension; 0 = from the first valid message.
-	Dim int `yaml:"dim" online:"Dim" doc:"0 = fixed by the first valid message"`
+	Dim int `yaml:"dim" min:"0" max:"1048576" online:"Dim" doc:"0 = fixed by the first valid message"`
 	// DeadLetterTopic receives refused messages. Default: "<topic>.dlq".
 	DeadLetterTopic string `yaml:"dead_letter_topic" shown:"\"\"" doc:"default: <topic>.dlq"`
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
-	MaxMessageBytes int `yaml:"max_message_bytes" doc:"larger messages are dead-lettered as \"oversized\""`
+	MaxMessageBytes int `yaml:"max_message_bytes" min:"8" zero:"refused" doc:"larger messages are dead-lettered as \"oversized\""`
 	// MaxAbs dead-letters a message holding a value whose magnitude
 	// exceeds it (reason out_of_range): one huge finite value overflows
 	// unbounded kernels and would spoil its whole batch. Default: 1e12.
-	MaxAbs float64 `yaml:"max_abs" doc:"values beyond ± this are dead-lettered as \"out_of_range\""`
+	MaxAbs float64 `yaml:"max_abs" zero:"refused" doc:"values beyond ± this are dead-lettered as \"out_of_range\""`
 	// QueueSize and QueueBytes bound fetched-but-unlearned messages, in
 	// count and in bytes of values; the lag metric counts them. Fetched
 	// messages hold at most queue_bytes plus, per assigned partition, one
@@ -96,12 +96,12 @@ type Kafka struct {
 	// the learner holds a second budget of queue_bytes (raw messages and
 	// their parsed values), so the whole is about twice queue_bytes.
 	// Defaults: 4096, 64 MiB.
-	QueueSize  int   `yaml:"queue_size" doc:"fetched-but-unlearned messages (backpressure bound)..."`
-	QueueBytes int64 `yaml:"queue_bytes" doc:"...and their bytes (64 MiB)"`
+	QueueSize  int   `yaml:"queue_size" min:"1" zero:"refused" doc:"fetched-but-unlearned messages (backpressure bound)..."`
+	QueueBytes int64 `yaml:"queue_bytes" min:"1" zero:"refused" doc:"...and their bytes (64 MiB)"`
 	// FetchMaxWait bounds one fetch: a broker slower than min(1 s,
 	// fetch_max_wait/4) to answer is never read, and shutdown and
 	// rebalances wait up to this long for a fetch in flight. Default: 1.5s.
-	FetchMaxWait time.Duration `yaml:"fetch_max_wait" doc:"a broker slower than min(1s, this/4) to answer a fetch is never read"`
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait" min:"10ms" zero:"refused" doc:"a broker slower than min(1s, this/4) to answer a fetch is never read"`
 	// SessionTimeout: a crashed instance holds its partitions this long
 	// before the group reassigns them. Default: 10s.
 	SessionTimeout time.Duration `yaml:"session_timeout" doc:"a crashed instance holds its partitions this long"`
@@ -138,7 +138,7 @@ type Learner struct {
 	// from (x, y) pairs; kcca by its covariance solver). Default: kpca.
 	Algorithm string `yaml:"algorithm" online:"Algorithm,filled" doc:"kpca (subspace, Alg. 1-2) | gha (ordered eigenfunctions, Sec. 5.1)\n| ksvd (Alg. 3) | kcca (Alg. 4) | ksir (Sec. 5.4); the last three read\n{\"x\":[...],\"y\":[...]} (ksir: {\"x\":[...],\"target\":[t]}) json messages"`
 	// K components. Default: 3.
-	K int `yaml:"k" online:"K" doc:"components"`
+	K int `yaml:"k" min:"1" zero:"refused" online:"K" doc:"components"`
 	// Kernel family: gaussian, laplacian, cauchy, matern, dotproduct,
 	// polynomial, expsemigroup, recsemigroup, arccosine, linear.
 	// Default: gaussian.
@@ -168,19 +168,19 @@ type Learner struct {
 	// Uncentered turns off the two-view algorithms' default centring.
 	Uncentered bool `yaml:"uncentered" online:"Uncentered" doc:"ksvd/kcca/ksir: turn off the default centring"`
 	// Batch is the mini-batch size b. Default: 512.
-	Batch int `yaml:"batch" doc:"data mini-batch b"`
+	Batch int `yaml:"batch" min:"1" max:"1048576" zero:"refused" doc:"data mini-batch b"`
 	// Linger: a partial batch is learned after waiting this long for more
 	// data. Default: 2s.
-	Linger time.Duration `yaml:"linger" doc:"learn a partial batch after waiting this long"`
+	Linger time.Duration `yaml:"linger" min:"1ns" doc:"learn a partial batch after waiting this long"`
 	// Block is the features per block B. Default: 512 for kpca/gha with the
 	// subspace solver (features must join while the step is still large to
 	// be learned) and for the covariance solver, 128 otherwise (the
 	// paper's).
-	Block int `yaml:"block" online:"BlockSize,filled" doc:"random features per block B (≥ k); default 512 for kpca/gha with the subspace solver and kcca's covariance solver, 128 otherwise"`
+	Block int `yaml:"block" zero:"refused" online:"BlockSize,filled" doc:"random features per block B (≥ k); default 512 for kpca/gha with the subspace solver and kcca's covariance solver, 128 otherwise"`
 	// MaxFeatures is the feature budget. Default: 32768 with the subspace
 	// solver, 4096 landmarks with it; 2048 (per view for kcca) under the
 	// covariance solver.
-	MaxFeatures int `yaml:"max_features" online:"MaxFeatures,filled" doc:"feature budget (2048, per view for kcca, under the covariance solver; fit's kcca: what --time and max_model_bytes pay for); past it blocks are revisited in turn"`
+	MaxFeatures int `yaml:"max_features" max:"16777216" zero:"refused" online:"MaxFeatures,filled" doc:"feature budget (2048, per view for kcca, under the covariance solver; fit's kcca: what --time and max_model_bytes pay for); past it blocks are revisited in turn"`
 	// Features: random (random features from a seed per block, the
 	// paper's) or landmarks (each block is Block points of the stream and
 	// the Nyström map they define: far more accurate per feature when the
@@ -254,7 +254,7 @@ type Learner struct {
 	// are the coefficients and their working copies (about 32·k bytes a
 	// feature), the batch's kept features and the cached blocks. Default:
 	// 1 GiB (half a container's memory limit when that is lower).
-	MaxModelBytes int64 `yaml:"max_model_bytes" doc:"bound on a budget that grows with the stream: about 32·k bytes per feature"`
+	MaxModelBytes int64 `yaml:"max_model_bytes" min:"0" doc:"bound on a budget that grows with the stream: about 32·k bytes per feature"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed" online:"Seed,filled" doc:"model seed: every block's random features (and landmark choices) derive from it"`
 	// Center learns the centred operator. Default: false.
@@ -277,15 +277,15 @@ type Learner struct {
 	// own. Default: auto.
 	Frequencies string `yaml:"frequencies" online:"Frequencies,filled" doc:"random features: auto (orthogonal for gaussian, matern and arccosine kernels in float64 with exact compute), iid (independent draws, the paper's) or orthogonal (structured orthogonal: lower-variance kernel estimates at O(log d) a feature)"`
 	// Workers evaluating features. Default: number of CPUs.
-	Workers int `yaml:"workers" online:"Workers" doc:"0 = number of CPUs"`
+	Workers int `yaml:"workers" min:"0" online:"Workers" doc:"0 = number of CPUs"`
 	// CacheBytes for generated features. Default: 1 GiB.
-	CacheBytes int64 `yaml:"cache_bytes" online:"CacheBytes" doc:"generated feature blocks kept in memory"`
+	CacheBytes int64 `yaml:"cache_bytes" min:"0" online:"CacheBytes" doc:"generated feature blocks kept in memory"`
 	// KeepBytes bounds the batch's features kept between evaluating the
 	// functions and the gradient (batch × features × 8 bytes); past it a
 	// step evaluates them twice. -1 keeps none. Default (0): 512 MiB for
 	// inputs of at least k dimensions, none below (re-evaluating them
 	// costs a small share of such a step; online.Config.KeepBytes).
-	KeepBytes int64 `yaml:"keep_bytes" online:"KeepBytes" doc:"a batch's features kept for the gradient; 0: 512 MiB when the input has at least k dimensions, none below; -1: none (each step evaluates twice)"`
+	KeepBytes int64 `yaml:"keep_bytes" min:"-1" online:"KeepBytes" doc:"a batch's features kept for the gradient; 0: 512 MiB when the input has at least k dimensions, none below; -1: none (each step evaluates twice)"`
 }
 
 // Snapshot configures persistence.
@@ -293,11 +293,11 @@ type Snapshot struct {
 	// Dir of snapshot files. Default: "./snapshots".
 	Dir string `yaml:"dir"`
 	// Keep snapshots. Default: 5.
-	Keep int `yaml:"keep"`
+	Keep int `yaml:"keep" min:"1" zero:"refused"`
 	// EveryBatches: snapshot after this many batches. Default: 50.
-	EveryBatches int `yaml:"every_batches"`
+	EveryBatches int `yaml:"every_batches" min:"1" zero:"refused"`
 	// Every: snapshot at least this often while learning. Default: 30s.
-	Every time.Duration `yaml:"every"`
+	Every time.Duration `yaml:"every" min:"0s"`
 }
 
 // NATS configures the output side.
@@ -317,7 +317,7 @@ type NATS struct {
 	ObjectBucket string `yaml:"object_bucket"`
 	KVBucket     string `yaml:"kv_bucket"`
 	// Keep versions in the object store. Default: 10.
-	Keep int `yaml:"keep" doc:"versions kept in the object store"`
+	Keep int `yaml:"keep" min:"1" zero:"refused" doc:"versions kept in the object store"`
 	// Replicas: how many servers of a NATS cluster hold each bucket
 	// (JetStream replicas, 1–5). Default: 1 (a single server); 3 on a
 	// cluster of three or more servers.
@@ -326,7 +326,7 @@ type NATS struct {
 	// key renewed every third of it): one service publishes a model name
 	// at a time, another with the same name stands by and takes over
 	// once the lease has not been renewed for this long. Default: 15s.
-	LeaseTTL time.Duration `yaml:"lease_ttl" doc:"one service per model name; another stands by and takes over after this"`
+	LeaseTTL time.Duration `yaml:"lease_ttl" zero:"refused" doc:"one service per model name; another stands by and takes over after this"`
 	// Authentication: user/password, token, creds file or nkey seed file.
 	User         string `yaml:"user"`
 	Password     string `yaml:"password"`
@@ -358,9 +358,9 @@ type HTTP struct {
 	TLSCertFile string `yaml:"tls_cert_file" doc:"PEM; with tls_key_file, serve HTTPS"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// MaxVectors per project request. Default: 10000.
-	MaxVectors int `yaml:"max_vectors"`
+	MaxVectors int `yaml:"max_vectors" min:"1" zero:"refused"`
 	// MaxBodyBytes of a request. Default: 8388608.
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes" min:"1" zero:"refused"`
 }
 
 // Log configures logging.
@@ -480,6 +480,12 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	// Ranges: the fields' min and max tags (an upper bound is where a
+	// value cannot be what the user meant and would exhaust memory at the
+	// first batch instead of failing here).
+	for _, r := range outOfRange(c) {
+		bad(r.key, "%v: must be %s %v", r.value, r.rel, r.bound)
+	}
 	name("model", c.Model)
 	name("nats.prefix", c.NATS.Prefix)
 	for i, b := range c.Kafka.Brokers {
@@ -494,21 +500,6 @@ func (c *Config) Validate() error {
 	case "json", "csv", "f32le", "f64le":
 	default:
 		bad("kafka.format", "%q: want json, csv, f32le or f64le", c.Kafka.Format)
-	}
-	if c.Kafka.Dim < 0 {
-		bad("kafka.dim", "%d: must be ≥ 0", c.Kafka.Dim)
-	}
-	if c.Kafka.MaxMessageBytes < 8 {
-		bad("kafka.max_message_bytes", "%d: must be ≥ 8", c.Kafka.MaxMessageBytes)
-	}
-	if c.Kafka.QueueSize < 1 {
-		bad("kafka.queue_size", "%d: must be ≥ 1", c.Kafka.QueueSize)
-	}
-	if c.Kafka.QueueBytes < 1 {
-		bad("kafka.queue_bytes", "%d: must be ≥ 1", c.Kafka.QueueBytes)
-	}
-	if c.Kafka.FetchMaxWait < 10*time.Millisecond {
-		bad("kafka.fetch_max_wait", "%v: must be ≥ 10ms", c.Kafka.FetchMaxWait)
 	}
 	if !(c.Kafka.MaxAbs > 0) {
 		bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
@@ -528,9 +519,6 @@ func (c *Config) Validate() error {
 	if !slices.Contains(online.Algorithms, alg) {
 		bad("learner.algorithm", "%q: want %s", alg, online.OneOf(online.Algorithms))
 	}
-	if c.Learner.K < 1 {
-		bad("learner.k", "%d: must be ≥ 1", c.Learner.K)
-	}
 	if k := c.Learner.KernelSpec(); true {
 		if k.Family.HasBandwidth() && k.Bandwidth == 0 {
 			k.Bandwidth = 1 // median trick
@@ -541,9 +529,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Learner.Bandwidth < 0 {
 		bad("learner.bandwidth", "%v: must be > 0, or 0 for the median trick", c.Learner.Bandwidth)
-	}
-	if c.Learner.Batch < 1 {
-		bad("learner.batch", "%d: must be ≥ 1", c.Learner.Batch)
 	}
 	if c.Learner.Block < c.Learner.K {
 		bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
@@ -576,14 +561,8 @@ func (c *Config) Validate() error {
 	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
 		bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
 	}
-	if c.ShutdownTimeout < 0 {
-		bad("shutdown_timeout", "%v: must be positive", c.ShutdownTimeout)
-	}
 	if c.Learner.Budget != "stream" && c.Learner.Budget != "fixed" {
 		bad("learner.budget", "%q: want stream or fixed", c.Learner.Budget)
-	}
-	if c.Learner.MaxModelBytes < 0 {
-		bad("learner.max_model_bytes", "%d: must be positive", c.Learner.MaxModelBytes)
 	}
 	if !(c.Learner.TargetLoad > 0) || c.Learner.TargetLoad > 1 {
 		bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)
@@ -603,41 +582,8 @@ func (c *Config) Validate() error {
 	if c.Learner.Theta0 < 0 || c.Learner.Theta1 < 0 {
 		bad("learner.theta0/theta1", "%v/%v: must be ≥ 0 (0 = the algorithm's default)", c.Learner.Theta0, c.Learner.Theta1)
 	}
-	// Upper bounds: a value past them cannot be what the user meant and
-	// would exhaust memory at the first batch instead of failing here.
-	const maxBatch, maxDim, maxFeatures = 1 << 20, 1 << 20, 1 << 24
 	if c.Learner.Kernel == "linear" && c.Kafka.Dim > 0 && c.Learner.K > c.Kafka.Dim {
 		bad("learner.k", "%d: the linear kernel has kafka.dim = %d features; k must be ≤ %d", c.Learner.K, c.Kafka.Dim, c.Kafka.Dim)
-	}
-	if c.Learner.Batch > maxBatch {
-		bad("learner.batch", "%d: must be ≤ %d", c.Learner.Batch, maxBatch)
-	}
-	if c.Kafka.Dim > maxDim {
-		bad("kafka.dim", "%d: must be ≤ %d", c.Kafka.Dim, maxDim)
-	}
-	if c.Learner.MaxFeatures > maxFeatures {
-		bad("learner.max_features", "%d: must be ≤ %d", c.Learner.MaxFeatures, maxFeatures)
-	}
-	for _, r := range []struct {
-		field  string
-		v, min int64
-	}{
-		{"learner.workers", int64(c.Learner.Workers), 0}, // 0 = one per CPU
-		{"learner.cache_bytes", c.Learner.CacheBytes, 0},
-		{"learner.keep_bytes", c.Learner.KeepBytes, -1},
-		{"learner.linger", int64(c.Learner.Linger), 1},
-		{"nats.keep", int64(c.NATS.Keep), 1},
-		{"http.max_vectors", int64(c.HTTP.MaxVectors), 1},
-		{"http.max_body_bytes", c.HTTP.MaxBodyBytes, 1},
-		{"snapshot.keep", int64(c.Snapshot.Keep), 1},
-		{"snapshot.every_batches", int64(c.Snapshot.EveryBatches), 1},
-	} {
-		if r.v < r.min {
-			bad(r.field, "%d: must be ≥ %d", r.v, r.min)
-		}
-	}
-	if c.Snapshot.Every < 0 {
-		bad("snapshot.every", "%v: must be ≥ 0", c.Snapshot.Every)
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		bad("nats.replicas", "%d: JetStream holds a bucket on 1 to 5 servers (3 on a cluster of three)", c.NATS.Replicas)
@@ -665,9 +611,6 @@ func (c *Config) Validate() error {
 		if c.Cluster.StepTimeout <= c.Learner.Linger {
 			bad("cluster.step_timeout", "%v: must exceed learner.linger (%v): an instance without data steps every linger", c.Cluster.StepTimeout, c.Learner.Linger)
 		}
-	}
-	if c.Cluster.StepTimeout < 0 {
-		bad("cluster.step_timeout", "%v: must be > 0", c.Cluster.StepTimeout)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -751,13 +694,73 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 }
 
 // noZero lists the settings where 0 would mean "the default" but is never
-// what a user who writes it means: an explicit 0 is an error, not the
-// default.
-var noZero = []string{
-	"learner.k", "learner.block", "learner.batch", "learner.max_features",
-	"snapshot.keep", "snapshot.every_batches", "nats.keep", "nats.lease_ttl",
-	"kafka.queue_size", "kafka.queue_bytes", "kafka.max_message_bytes", "kafka.max_abs", "kafka.fetch_max_wait",
-	"http.max_vectors", "http.max_body_bytes", "cluster.step_timeout",
+// what a user who writes it means (tagged zero:"refused"): an explicit 0
+// is an error, not the default.
+var noZero = func() (keys []string) {
+	walkSettings(reflect.ValueOf(Config{}), "", func(key string, f reflect.StructField, _ reflect.Value) {
+		if f.Tag.Get("zero") == "refused" {
+			keys = append(keys, key)
+		}
+	})
+	return keys
+}()
+
+// walkSettings calls fn on every setting of v (a Config or a part of
+// one) with its YAML path.
+func walkSettings(v reflect.Value, prefix string, fn func(key string, f reflect.StructField, v reflect.Value)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := prefix + strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if f.Type.Kind() == reflect.Struct {
+			walkSettings(v.Field(i), key+".", fn)
+			continue
+		}
+		fn(key, f, v.Field(i))
+	}
+}
+
+// rangeError is a setting outside its min or max tag.
+type rangeError struct {
+	key          string
+	value, bound any
+	rel          string
+}
+
+// outOfRange lists c's settings outside their min and max tags (whole
+// numbers, and durations written as durations).
+func outOfRange(c *Config) []rangeError {
+	var out []rangeError
+	walkSettings(reflect.ValueOf(*c), "", func(key string, f reflect.StructField, v reflect.Value) {
+		for _, b := range []struct{ tag, rel string }{{"min", "≥"}, {"max", "≤"}} {
+			s, ok := f.Tag.Lookup(b.tag)
+			if !ok {
+				continue
+			}
+			var x, bound int64
+			var shown any
+			switch {
+			case f.Type == reflect.TypeFor[time.Duration]():
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					panic(fmt.Sprintf("configs: %s: %s tag %q: %v", key, b.tag, s, err)) // a declaration's typo: every test fails
+				}
+				x, bound, shown = v.Int(), int64(d), d
+			case v.CanInt():
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil {
+					panic(fmt.Sprintf("configs: %s: %s tag %q: %v", key, b.tag, s, err))
+				}
+				x, bound, shown = v.Int(), n, n
+			default:
+				panic(fmt.Sprintf("configs: %s: a %s tag on a %s", key, b.tag, f.Type))
+			}
+			if b.tag == "min" && x < bound || b.tag == "max" && x > bound {
+				out = append(out, rangeError{key: key, value: v.Interface(), bound: shown, rel: b.rel})
+			}
+		}
+	})
+	return out
 }
 
 // envName is the environment variable of a YAML path.

@@ -467,3 +467,29 @@ outer:
 	}
 	return v
 }
+
+// TestRangesAreTheDeclaredOnes: a value just outside a setting's range
+// (its min or max tag) is refused with the range in the error, and the
+// value at the bound is taken.
+func TestRangesAreTheDeclaredOnes(t *testing.T) {
+	for _, c := range []struct{ out, want, at string }{
+		{"learner.batch=1048577", "learner.batch: 1048577: must be ≤ 1048576", "learner.batch=1048576"},
+		{"kafka.fetch_max_wait=9ms", "kafka.fetch_max_wait: 9ms: must be ≥ 10ms", "kafka.fetch_max_wait=10ms"},
+		{"learner.keep_bytes=-2", "learner.keep_bytes: -2: must be ≥ -1", "learner.keep_bytes=-1"},
+		{"kafka.dim=-1", "kafka.dim: -1: must be ≥ 0", "kafka.dim=1048576"},
+		{"kafka.dim=1048577", "kafka.dim: 1048577: must be ≤ 1048576", "kafka.dim=1"},
+		{"snapshot.every=-1s", "snapshot.every: -1s: must be ≥ 0s", "snapshot.every=1ms"},
+		{"learner.max_features=16777217", "learner.max_features: 16777217: must be ≤ 16777216", "learner.max_features=16777216"},
+		{"kafka.max_message_bytes=7", "kafka.max_message_bytes: 7: must be ≥ 8", "kafka.max_message_bytes=8"},
+	} {
+		if _, err := Load("", nil, c.out); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.out, err, c.want)
+		}
+		if _, err := Load("", nil, c.at); err != nil {
+			t.Errorf("%s refused: %v", c.at, err)
+		}
+	}
+	if !slices.Contains(noZero, "learner.k") || !slices.Contains(noZero, "cluster.step_timeout") || slices.Contains(noZero, "learner.seed") {
+		t.Errorf("settings refusing an explicit 0: %v", noZero)
+	}
+}
