@@ -215,7 +215,32 @@ func build(opt Options) (*Pipeline, error) {
 		parsed: make(chan []parsed, 1),
 		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow,
 	}
-	reg.MustRegister(
+	p.registerGauges()
+	if err := p.openStore(); err != nil {
+		return p, err
+	}
+	lc := cfg.Learner.Online(cfg.Model, cfg.Kafka.Dim)
+	snap, err := p.restore(&lc)
+	if err != nil {
+		return p, err
+	}
+	p.newDecoder()
+	if err := p.readHTTPToken(); err != nil {
+		return p, err
+	}
+	if err := p.connectKafka(opt); err != nil {
+		return p, err
+	}
+	if err := p.connectNATS(opt, lc.Incarnation, snap); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// registerGauges registers the metrics read from the pipeline's state
+// when scraped.
+func (p *Pipeline) registerGauges() {
+	p.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},
 			func() float64 {
 				if p.consumer == nil {
@@ -246,6 +271,12 @@ func build(opt Options) (*Pipeline, error) {
 				return time.Since(p.status.LastSnapshot).Seconds()
 			}),
 	)
+}
+
+// openStore opens the snapshot directory: one process a snapshot.dir
+// (and model), leftover temporary files removed.
+func (p *Pipeline) openStore() error {
+	cfg, log := p.cfg, p.log
 	p.store = &snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model, Keep: cfg.Snapshot.Keep,
 		OnSkip: func(path string, err error) {
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
@@ -257,29 +288,33 @@ func build(opt Options) (*Pipeline, error) {
 	lock, err := p.store.Lock()
 	switch {
 	case errors.Is(err, snapshot.ErrLocked):
-		return p, fmt.Errorf("pipeline: %w", err)
+		return fmt.Errorf("pipeline: %w", err)
 	case err != nil:
 		log.Warn().Err(err).Msg("the snapshot directory cannot be locked yet; learning starts, snapshots wait for it")
 	}
 	p.lock = lock
 	p.versions = publish.NewStoreVersions(p.store)
-	lc := cfg.Learner.Online(cfg.Model, cfg.Kafka.Dim)
-	if err := p.store.Clean(); err != nil {
-		log.Warn().Err(err).Msg("leftover temporary snapshot files could not be removed")
-	}
+	return nil
+}
+
+// restore makes the learner: the newest snapshot's, with the offsets it
+// covers and its model served, or a new model (lc's incarnation set).
+// It returns the snapshot restored (nil: a new model).
+func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
+	cfg, log := p.cfg, p.log
 	snap, data, err := p.store.Latest()
 	switch {
 	case err == nil:
 		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
-			return p, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
+			return nil, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
 		}
 		if cfg.Cluster.Enabled {
-			p.learner = &clusterLearner{cfg: lc, local: snap}
+			p.learner = &clusterLearner{cfg: *lc, local: snap}
 		} else {
-			p.learner, err = newLearner(lc, snap)
+			p.learner, err = newLearner(*lc, snap)
 		}
 		if err != nil {
-			return p, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
+			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
 		}
 		if v := snap.Header.Views[0]; v.Float32() != (lc.Precision == online.Float32) || v.BLAS() != (lc.Compute == online.ComputeBLAS) {
 			log.Warn().Str("learner.precision", cfg.Learner.Precision).Str("learner.compute", cfg.Learner.Compute).
@@ -293,10 +328,10 @@ func build(opt Options) (*Pipeline, error) {
 		}
 		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{})
 		if err != nil {
-			return p, err
+			return nil, err
 		}
 		if data, err = publish.PublishedBytes(snap, data); err != nil {
-			return p, err
+			return nil, err
 		}
 		p.cur.Set(m, data)
 		p.status.Version = snap.Header.Version()
@@ -306,16 +341,16 @@ func build(opt Options) (*Pipeline, error) {
 		if cfg.Cluster.Enabled {
 			// The members must write one model bit for bit: no random
 			// incarnation (docs/api.md).
-			p.learner = &clusterLearner{cfg: lc}
+			p.learner = &clusterLearner{cfg: *lc}
 		} else {
 			lc.Incarnation = newIncarnation()
-			if p.learner, err = newLearner(lc, nil); err != nil {
-				return p, err
+			if p.learner, err = newLearner(*lc, nil); err != nil {
+				return nil, err
 			}
 		}
 		log.Info().Str("dir", cfg.Snapshot.Dir).Str("incarnation", lc.Incarnation).Msg("no snapshot found; starting a new model")
 	default:
-		return p, err
+		return nil, err
 	}
 	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
 	p.status.LearnedFraction = 1
@@ -326,28 +361,47 @@ func build(opt Options) (*Pipeline, error) {
 		p.status.Shed = snap.Header.Diagnostics.Shed
 	}
 	p.startSamples = p.status.Samples
+	return snap, nil
+}
+
+// newDecoder makes the messages' decoder for the learner's dimensions.
+func (p *Pipeline) newDecoder() {
+	cfg := p.cfg
 	dx, dy := p.learner.dims()
 	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs,
 		OneView: !online.Algorithm(cfg.Learner.Algorithm).TwoView()}
 	if p.dec.Dim == 0 {
 		p.dec.Dim = cfg.Kafka.Dim
 	}
+}
 
-	if cfg.HTTP.Addr != "off" {
-		if p.httpToken, err = configs.Secret("http.token", cfg.HTTP.Token, cfg.HTTP.TokenFile); err != nil {
-			return p, fmt.Errorf("pipeline: %w", err)
-		}
-		if cfg.HTTP.ProtectAll && p.httpToken == "" {
-			return p, errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
-		}
+// readHTTPToken reads the HTTP token (an unusable one stops start-up).
+func (p *Pipeline) readHTTPToken() error {
+	h := p.cfg.HTTP
+	if h.Addr == "off" {
+		return nil
 	}
+	var err error
+	if p.httpToken, err = configs.Secret("http.token", h.Token, h.TokenFile); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if h.ProtectAll && p.httpToken == "" {
+		return errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
+	}
+	return nil
+}
+
+// connectKafka reads the Kafka secrets and makes the consumer
+// (opt.Source unless nil) and the dead-letter queue.
+func (p *Pipeline) connectKafka(opt Options) error {
+	cfg, log := p.cfg, p.log
 	kt, err := cfg.Kafka.TLS.Config()
 	if err != nil {
-		return p, err
+		return err
 	}
 	pass, err := configs.Secret("kafka.sasl.password", cfg.Kafka.SASL.Password, cfg.Kafka.SASL.PasswordFile)
 	if err != nil {
-		return p, err
+		return err
 	}
 	cc := ingest.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, GroupID: cfg.Kafka.Group, Start: cfg.Kafka.Start,
@@ -363,16 +417,16 @@ func build(opt Options) (*Pipeline, error) {
 	p.consumer = opt.Source
 	if p.consumer == nil {
 		if p.consumer, err = ingest.NewConsumer(cc); err != nil {
-			return p, err
+			return err
 		}
 	}
 	if _, ok := p.consumer.(groupSource); p.clu != nil && !ok {
-		return p, errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)") // New releases the consumer
+		return errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)") // New releases the consumer
 	}
 	dw := opt.DeadLetters
 	if dw == nil {
 		if dw, err = ingest.NewDeadLetter(cc, cfg.Kafka.DeadLetterTopic); err != nil {
-			return p, err
+			return err
 		}
 	}
 	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, func(recs []ingest.DeadLetterRecord, err error) {
@@ -382,40 +436,48 @@ func build(opt Options) (*Pipeline, error) {
 				Msg("dead-letter write failed; retrying, and snapshots wait until it is stored")
 		}
 	})
+	return nil
+}
+
+// connectNATS makes the publisher (opt.Publish, or a NATS connection
+// unless nats.disabled) and takes the model name's lease.
+func (p *Pipeline) connectNATS(opt Options, incarnation string, snap *snapshot.Snapshot) error {
+	cfg, log := p.cfg, p.log
+	var err error
 	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep, Replicas: cfg.NATS.Replicas}
 	switch {
 	case opt.Publish != nil:
 		if p.pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
-			return p, err
+			return err
 		}
 	case !cfg.NATS.Disabled:
 		p.nc = opt.NATS
 		if p.nc == nil {
 			cc, err := cfg.NATS.ConnectConfig()
 			if err != nil {
-				return p, err
+				return err
 			}
 			if p.nc, err = publish.Connect(cc, log); err != nil {
-				return p, err
+				return err
 			}
 			p.ownNC = true
 		}
 		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
-			return p, err
+			return err
 		}
 		p.svcCfg = pc
 	}
 	if p.pub != nil {
 		host, _ := os.Hostname()
-		me := publish.Owner{ID: p.ownerID(lc.Incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
+		me := publish.Owner{ID: p.ownerID(incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
 		if p.lease, err = p.pub.Own(me, nil); err != nil {
-			return p, err
+			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
 		p.leaseChanged(p.lease.Hold(ctx))
 		cancel()
 	}
-	return p, nil
+	return nil
 }
 
 // ownerID names this service in the model name's lease (publish.Owner):
@@ -641,16 +703,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return nil
 	})
 
-	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace(), run: ctx}
-	if f := p.status.LearnedFraction; f < 1 {
-		l.holding = true
-		p.learner.holdGrowth(true)
-		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
-	}
-	l.model, _ = p.cur.Get() // a restored version: its blocks are reused by the next
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	l.linger = linger
+	l := p.newLoop(ctx)
+	linger := l.linger
 	generations := p.coord.generations() // cluster mode: the consumer's new generations
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -688,25 +742,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			stopPub()
 			return errKilled
 		case <-ctx.Done():
-			// From here one deadline bounds the stop (shutdown_timeout):
-			// the final snapshot's wait for its dead letters, the final
-			// publish, the HTTP server, the dead letters' flush, NATS's
-			// drain.
-			p.mu.Lock()
-			p.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
-			p.mu.Unlock()
-			p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
-			stopFetch()
-			if p.coord.learnsAtStop() {
-				l.learn()
-			}
-			l.snapshot(true)
-			close(p.pubFinal)
-			select {
-			case <-pubDone:
-			case <-time.After(time.Until(p.stopBy)):
-				p.log.Warn().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("the final publish did not finish within shutdown_timeout; the snapshot is on disk and will be published on the next start")
-			}
+			l.stop(stopFetch, pubDone)
 			stopPub()
 			return nil
 		case pending = <-inbox:
@@ -720,6 +756,47 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				l.snapshot(false)
 			}
 		}
+	}
+}
+
+// newLoop makes the learning loop's state: a batch's room, the version
+// served (a restored one's blocks are reused by the next), a linger
+// timer stopped, and growth held when the restored model was shedding.
+func (p *Pipeline) newLoop(ctx context.Context) *loop {
+	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace(), run: ctx}
+	if f := p.status.LearnedFraction; f < 1 {
+		l.holding = true
+		p.learner.holdGrowth(true)
+		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
+	}
+	l.model, _ = p.cur.Get()
+	l.linger = time.NewTimer(time.Hour)
+	l.linger.Stop()
+	return l
+}
+
+// stop is the graceful stop: fetching stopped (stopFetch), the partial batch
+// learned (where the coordinator allows), a final snapshot, and its
+// publish awaited (pubDone) until shutdown_timeout. From here one
+// deadline bounds the stop: the final snapshot's wait for its dead
+// letters, the final publish, the HTTP server, the dead letters' flush,
+// NATS's drain.
+func (l *loop) stop(stopFetch func(), pubDone <-chan struct{}) {
+	p := l.p
+	p.mu.Lock()
+	p.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
+	p.mu.Unlock()
+	p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
+	stopFetch()
+	if p.coord.learnsAtStop() {
+		l.learn()
+	}
+	l.snapshot(true)
+	close(p.pubFinal)
+	select {
+	case <-pubDone:
+	case <-time.After(time.Until(p.stopBy)):
+		p.log.Warn().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("the final publish did not finish within shutdown_timeout; the snapshot is on disk and will be published on the next start")
 	}
 }
 
