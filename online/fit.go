@@ -88,96 +88,16 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		return nil, FitReport{}, fmt.Errorf("%w: %d values for %d rows of %d, %d epochs, batch %d", ErrInput, len(x), rows, d, opt.Epochs, opt.Batch)
 	}
 	b := min(opt.Batch, rows)
-	var (
-		update  func(epoch int, perm []int) error
-		done    func() (*snapshot.Snapshot, FitReport)
-		release func()
-		scorer  fitScore
-		feats   func() int
-		finish  = func() error { return nil } // after the last batch
-		onePass bool                          // the one-view covariance solver: its statistics are the file's after a pass
-	)
-	if cfg.Algorithm.TwoView() {
-		yc := opt.YCols
-		if yc < 1 || yc >= d {
-			return nil, FitReport{}, fmt.Errorf("%w: %s needs the y columns (1 ≤ N < %d): the last N columns of each row are y", ErrConfig, cfg.Algorithm, d)
-		}
-		l, err := NewTwoView(cfg)
-		if err != nil {
-			return nil, FitReport{}, err
-		}
-		dx := d - yc
-		bx, by := make([]float64, b*dx), make([]float64, b*yc)
-		update = func(epoch int, perm []int) error {
-			for r, p := range perm {
-				row := x[p*d : p*d+d]
-				copy(bx[r*dx:(r+1)*dx], row[:dx])
-				copy(by[r*yc:(r+1)*yc], row[dx:])
-			}
-			n := len(perm)
-			err := l.Update(bx[:n*dx], by[:n*yc], n)
-			if opt.Progress != nil {
-				opt.Progress(epoch, l.SamplesSeen(), l.Features())
-			}
-			return err
-		}
-		done = func() (*snapshot.Snapshot, FitReport) {
-			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.v[0].fm.Kernel.Bandwidth}
-		}
-		release = l.Close
-		scorer.two, feats = l.Score, l.Features
-	} else {
-		l, err := New(cfg)
-		if err != nil {
-			return nil, FitReport{}, err
-		}
-		batch := make([]float64, b*d)
-		var grow *Growth
-		if opt.Grow && opt.Budget > 0 {
-			grow = &Growth{Limit: opt.Budget}
-		}
-		update = func(epoch int, perm []int) error {
-			for r, p := range perm {
-				copy(batch[r*d:r*d+d], x[p*d:p*d+d])
-			}
-			n := len(perm)
-			t0 := time.Now()
-			err := l.Update(batch[:n*d], n)
-			if grow != nil {
-				grow.Step(l, time.Since(t0))
-			}
-			if opt.Progress != nil {
-				opt.Progress(epoch, l.SamplesSeen(), l.Features())
-			}
-			return err
-		}
-		done = func() (*snapshot.Snapshot, FitReport) {
-			eig, _ := l.Eigenvalues()
-			return l.Snapshot(), FitReport{Samples: l.SamplesSeen(), Features: l.Features(), Bandwidth: l.Kernel().Bandwidth, Eigenvalues: eig}
-		}
-		release = l.Close
-		scorer.one, feats = l.Score, l.Features
-		onePass = l.Config().Solver == SolverCovariance
-		// One pass, then the model: the statistics are solved once,
-		// after the last batch, not after each (see KPCA.lazy).
-		l.lazy = onePass
-		finish = func() error {
-			if !l.lazy || len(l.seeds) == 0 {
-				return nil
-			}
-			// Every batch may have become a landmark block, leaving no
-			// covariance step to make the statistics (a file of exactly
-			// one block's rows): make them from the blocks.
-			l.ensureCov()
-			return l.solveCov()
-		}
+	fl, err := newFitLearner(cfg, x, d, b, opt)
+	if err != nil {
+		return nil, FitReport{}, err
 	}
-	defer release()
+	defer fl.close()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	auto := opt.Epochs == 0
 	epochs := opt.Epochs
 	rep := FitReport{Stop: "the passes asked for"}
-	if auto && onePass {
+	if auto && fl.onePass() {
 		// Every row is in the statistics once after a pass, and the
 		// solve is exact for them: more passes only count rows twice.
 		auto, epochs = false, 1
@@ -192,17 +112,20 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 	perm, held := fitSplit(rows, cfg.Seed, auto)
 	var score func() (float64, error)
 	if auto {
-		score = fitScorer(cfg, x, d, opt.YCols, held, perm, scorer)
+		score = fl.scorer(fitScored(held, perm))
 	}
-	start := time.Now()
+	rule := fitRule{best: math.Inf(-1), budget: opt.Budget, start: time.Now(), epochs: epochs}
 	var rejected int
-	best, bestAt := math.Inf(-1), 0
 	learn := func(e int, idx []int) error {
 		for s := 0; s < len(idx); s += b {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := update(e, idx[s:min(s+b, len(idx))]); err != nil {
+			err := fl.learnRows(idx[s:min(s+b, len(idx))])
+			if opt.Progress != nil {
+				opt.Progress(e, fl.samples(), fl.features())
+			}
+			if err != nil {
 				if errors.Is(err, ErrDiverged) {
 					rejected++
 					continue
@@ -216,7 +139,7 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 		if e > 0 {
 			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		}
-		before := feats()
+		before := fl.features()
 		if err := learn(e, perm); err != nil {
 			return nil, FitReport{}, err
 		}
@@ -229,34 +152,193 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			return nil, FitReport{}, err
 		}
 		rep.Scores = append(rep.Scores, sc)
-		// While blocks join, the score is not comparable from pass to
-		// pass (the served average holds a young block at less than its
-		// share, and a model with few features captures a larger share of
-		// their span): the rule counts passes with the budget full.
-		if sc > best+fitTolerance*math.Abs(best) || feats() != before {
-			best, bestAt = sc, e
-		}
-		if e-bestAt >= fitPatience {
-			rep.Stop = fmt.Sprintf("the held-out score rose by less than %g%% in %d passes", 100*fitTolerance, fitPatience)
+		if why := rule.after(e, sc, fl.features() != before); why != "" {
+			rep.Stop = why
 			break
-		}
-		if opt.Budget > 0 && time.Since(start) >= opt.Budget {
-			rep.Stop = fmt.Sprintf("the time budget (%s)", opt.Budget)
-			break
-		}
-		if e == epochs-1 {
-			rep.Stop = fmt.Sprintf("the most passes (%d)", epochs)
 		}
 	}
 	if err := learn(rep.Epochs-1, held); err != nil {
 		return nil, FitReport{}, err
 	}
-	if err := finish(); err != nil {
+	if err := fl.finish(); err != nil {
 		return nil, FitReport{}, err
 	}
-	snap, r := done()
+	snap, r := fl.result()
 	r.Rejected, r.Epochs, r.Scores, r.Stop = rejected, rep.Epochs, rep.Scores, rep.Stop
 	return snap, r, nil
+}
+
+// fitRule is Fit's stopping rule over the passes' held-out scores.
+type fitRule struct {
+	best   float64 // the best score, at pass bestAt
+	bestAt int
+	budget time.Duration
+	start  time.Time
+	epochs int // the most passes
+}
+
+// after takes pass e's score (grew: blocks joined during the pass) and
+// says why the passes stop after it ("": they go on).
+func (r *fitRule) after(e int, sc float64, grew bool) string {
+	// While blocks join, the score is not comparable from pass to pass
+	// (the served average holds a young block at less than its share,
+	// and a model with few features captures a larger share of their
+	// span): the rule counts passes with the budget full.
+	if sc > r.best+fitTolerance*math.Abs(r.best) || grew {
+		r.best, r.bestAt = sc, e
+	}
+	switch {
+	case e-r.bestAt >= fitPatience:
+		return fmt.Sprintf("the held-out score rose by less than %g%% in %d passes", 100*fitTolerance, fitPatience)
+	case r.budget > 0 && time.Since(r.start) >= r.budget:
+		return fmt.Sprintf("the time budget (%s)", r.budget)
+	case e == r.epochs-1:
+		return fmt.Sprintf("the most passes (%d)", r.epochs)
+	}
+	return ""
+}
+
+// fitLearner is what Fit asks of a one-view or a two-view learner over
+// the rows of a file.
+type fitLearner interface {
+	// learnRows learns the file's rows idx (at most a batch) as a batch.
+	learnRows(idx []int) error
+	// scorer returns the served model's score of the rows idx
+	// (KPCA.Score, TwoView.Score).
+	scorer(idx []int) func() (float64, error)
+	features() int
+	samples() uint64
+	// onePass: the learner's statistics hold every row after a pass and
+	// its solve is exact for them (the one-view covariance solver).
+	onePass() bool
+	// finish ends the passes: a learner that solves once solves.
+	finish() error
+	result() (*snapshot.Snapshot, FitReport)
+	close()
+}
+
+// newFitLearner makes cfg's learner for rows of d values (two-view: the
+// last opt.YCols are y) in batches of at most b.
+func newFitLearner(cfg Config, x []float64, d, b int, opt FitOptions) (fitLearner, error) {
+	if cfg.Algorithm.TwoView() {
+		yc := opt.YCols
+		if yc < 1 || yc >= d {
+			return nil, fmt.Errorf("%w: %s needs the y columns (1 ≤ N < %d): the last N columns of each row are y", ErrConfig, cfg.Algorithm, d)
+		}
+		l, err := NewTwoView(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dx := d - yc
+		return &fitTwoView{l: l, x: x, d: d, yc: yc, bx: make([]float64, b*dx), by: make([]float64, b*yc)}, nil
+	}
+	l, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f := &fitOneView{l: l, x: x, d: d, batch: make([]float64, b*d)}
+	if opt.Grow && opt.Budget > 0 {
+		f.grow = &Growth{Limit: opt.Budget}
+	}
+	// One pass, then the model: the statistics are solved once, after
+	// the last batch, not after each (see KPCA.lazy).
+	l.lazy = f.onePass()
+	return f, nil
+}
+
+// fitOneView is Fit's one-view learner.
+type fitOneView struct {
+	l     *KPCA
+	x     []float64
+	d     int
+	batch []float64
+	grow  *Growth // nil: the feature budget is Config.MaxFeatures
+}
+
+func (f *fitOneView) learnRows(idx []int) error {
+	d := f.d
+	for r, p := range idx {
+		copy(f.batch[r*d:r*d+d], f.x[p*d:p*d+d])
+	}
+	n := len(idx)
+	t0 := time.Now()
+	err := f.l.Update(f.batch[:n*d], n)
+	if f.grow != nil {
+		f.grow.Step(f.l, time.Since(t0))
+	}
+	return err
+}
+
+func (f *fitOneView) scorer(idx []int) func() (float64, error) {
+	d, n := f.d, len(idx)
+	hx := make([]float64, 0, n*d)
+	for _, i := range idx {
+		hx = append(hx, f.x[i*d:i*d+d]...)
+	}
+	return func() (float64, error) { return f.l.Score(hx, n) }
+}
+
+func (f *fitOneView) features() int   { return f.l.Features() }
+func (f *fitOneView) samples() uint64 { return f.l.SamplesSeen() }
+func (f *fitOneView) onePass() bool   { return f.l.Config().Solver == SolverCovariance }
+func (f *fitOneView) close()          { f.l.Close() }
+
+func (f *fitOneView) finish() error {
+	l := f.l
+	if !l.lazy || len(l.seeds) == 0 {
+		return nil
+	}
+	// Every batch may have become a landmark block, leaving no
+	// covariance step to make the statistics (a file of exactly one
+	// block's rows): make them from the blocks.
+	l.ensureCov()
+	return l.solveCov()
+}
+
+func (f *fitOneView) result() (*snapshot.Snapshot, FitReport) {
+	eig, _ := f.l.Eigenvalues()
+	return f.l.Snapshot(), FitReport{Samples: f.l.SamplesSeen(), Features: f.l.Features(), Bandwidth: f.l.Kernel().Bandwidth, Eigenvalues: eig}
+}
+
+// fitTwoView is Fit's two-view learner: a row's last yc values are y.
+type fitTwoView struct {
+	l      *TwoView
+	x      []float64
+	d, yc  int
+	bx, by []float64
+}
+
+func (f *fitTwoView) learnRows(idx []int) error {
+	d, yc := f.d, f.yc
+	dx := d - yc
+	for r, p := range idx {
+		row := f.x[p*d : p*d+d]
+		copy(f.bx[r*dx:(r+1)*dx], row[:dx])
+		copy(f.by[r*yc:(r+1)*yc], row[dx:])
+	}
+	n := len(idx)
+	return f.l.Update(f.bx[:n*dx], f.by[:n*yc], n)
+}
+
+func (f *fitTwoView) scorer(idx []int) func() (float64, error) {
+	d, yc, n := f.d, f.yc, len(idx)
+	dx := d - yc
+	hx, hy := make([]float64, 0, n*dx), make([]float64, 0, n*yc)
+	for _, i := range idx {
+		hx = append(hx, f.x[i*d:i*d+dx]...)
+		hy = append(hy, f.x[i*d+dx:i*d+d]...)
+	}
+	return func() (float64, error) { return f.l.Score(hx, hy, n) }
+}
+
+func (f *fitTwoView) features() int   { return f.l.Features() }
+func (f *fitTwoView) samples() uint64 { return f.l.SamplesSeen() }
+func (f *fitTwoView) onePass() bool   { return false }
+func (f *fitTwoView) finish() error   { return nil }
+func (f *fitTwoView) close()          { f.l.Close() }
+
+func (f *fitTwoView) result() (*snapshot.Snapshot, FitReport) {
+	return f.l.Snapshot(), FitReport{Samples: f.l.SamplesSeen(), Features: f.l.Features(), Bandwidth: f.l.v[0].fm.Kernel.Bandwidth}
 }
 
 // fit's stopping rule (see Fit).
@@ -289,37 +371,19 @@ func fitSplit(rows int, seed uint64, auto bool) (learn, held []int) {
 	return learn, held
 }
 
-// fitScorer returns the score of the held-out rows, or, with none, of up
-// to fitHoldoutMax of the learned rows spread over the file.
-func fitScorer(cfg Config, x []float64, d, yc int, held, learned []int, s fitScore) func() (float64, error) {
-	idx := held
-	if len(idx) == 0 {
-		step := max(1, len(learned)/fitHoldoutMax)
-		for i := 0; i < len(learned); i += step {
-			idx = append(idx, learned[i])
-		}
+// fitScored returns the rows scored after each pass: the held-out ones,
+// or, with none, up to fitHoldoutMax of the learned rows spread over the
+// file.
+func fitScored(held, learned []int) []int {
+	if len(held) > 0 {
+		return held
 	}
-	n := len(idx)
-	if !cfg.Algorithm.TwoView() {
-		hx := make([]float64, 0, n*d)
-		for _, i := range idx {
-			hx = append(hx, x[i*d:i*d+d]...)
-		}
-		return func() (float64, error) { return s.one(hx, n) }
+	var idx []int
+	step := max(1, len(learned)/fitHoldoutMax)
+	for i := 0; i < len(learned); i += step {
+		idx = append(idx, learned[i])
 	}
-	dx := d - yc
-	hx, hy := make([]float64, 0, n*dx), make([]float64, 0, n*yc)
-	for _, i := range idx {
-		hx = append(hx, x[i*d:i*d+dx]...)
-		hy = append(hy, x[i*d+dx:i*d+d]...)
-	}
-	return func() (float64, error) { return s.two(hx, hy, n) }
-}
-
-// fitScore is the learner's Score, one view or two.
-type fitScore struct {
-	one func(x []float64, rows int) (float64, error)
-	two func(x, y []float64, rows int) (float64, error)
+	return idx
 }
 
 // FitFeatures is fit's feature source for a file of rows rows when the
