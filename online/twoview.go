@@ -197,19 +197,9 @@ func (l *TwoView) Update(x, y []float64, rows int) error {
 
 // update is Update for the model alone.
 func (l *TwoView) update(x, y []float64, rows int) error {
-	if rows < 1 || len(x)%rows != 0 || len(y)%rows != 0 || len(x) == 0 || len(y) == 0 {
-		return fmt.Errorf("%w: %d x values and %d y values for %d rows", ErrInput, len(x), len(y), rows)
-	}
-	dx, dy := len(x)/rows, len(y)/rows
-	if err := checkValues(x, "x "); err != nil {
+	dx, dy, err := l.checkBatch(x, y, rows)
+	if err != nil {
 		return err
-	}
-	if err := checkValues(y, "y "); err != nil {
-		return err
-	}
-	if l.cfg.Features == FeaturesLandmarks && len(l.v[0].seeds) == 0 && rows < l.cfg.BlockSize {
-		// Not an error in the data: the first landmark blocks need B pairs.
-		return fmt.Errorf("%w: the first landmark blocks need %d pairs, the batch has %d (send more, or lower the block size)", ErrInput, l.cfg.BlockSize, rows)
 	}
 	if l.v[0].ev == nil {
 		if err := l.init(x, y, rows, dx, dy); err != nil {
@@ -219,7 +209,6 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 	if err := l.checkDomain(x, y, dx, dy); err != nil {
 		return err
 	}
-	k := l.cfg.K
 	l.scratch(rows)
 	l.inputs(0, x)
 	l.inputs(1, y)
@@ -232,6 +221,72 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 	if l.cfg.Solver == SolverCovariance && l.budgetFull() {
 		return l.covStep(rows)
 	}
+	return l.ojaStep(rows)
+}
+
+// checkBatch checks a batch's shape and values and returns the views'
+// dimensions.
+func (l *TwoView) checkBatch(x, y []float64, rows int) (dx, dy int, err error) {
+	if rows < 1 || len(x)%rows != 0 || len(y)%rows != 0 || len(x) == 0 || len(y) == 0 {
+		return 0, 0, fmt.Errorf("%w: %d x values and %d y values for %d rows", ErrInput, len(x), len(y), rows)
+	}
+	if err := checkValues(x, "x "); err != nil {
+		return 0, 0, err
+	}
+	if err := checkValues(y, "y "); err != nil {
+		return 0, 0, err
+	}
+	if l.cfg.Features == FeaturesLandmarks && len(l.v[0].seeds) == 0 && rows < l.cfg.BlockSize {
+		// Not an error in the data: the first landmark blocks need B pairs.
+		return 0, 0, fmt.Errorf("%w: the first landmark blocks need %d pairs, the batch has %d (send more, or lower the block size)", ErrInput, l.cfg.BlockSize, rows)
+	}
+	return len(x) / rows, len(y) / rows, nil
+}
+
+// ojaStep is the paper's rule on a batch whose inputs are in place
+// (Alg. 3 for ksvd, Alg. 4 for kcca, and ksir (Sec. 5.4) as kcca): the
+// functions evaluated and centred, the divergence guard,
+// W = (ŨᵀṼ + ṼᵀŨ)/b, the residuals that multiply the new block, ksvd's
+// shrinking, the new block's terms and the centres' running means.
+func (l *TwoView) ojaStep(rows int) error {
+	tr := l.evalCentred(rows)
+	if math.IsNaN(tr) || math.IsInf(tr, 0) || tr > 100*math.Max(l.trace0, l.trRun) {
+		l.refused(rows, true)
+		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
+	}
+	l.crossMoment(rows)
+	if l.trRun == 0 {
+		l.trRun = tr
+	}
+	l.trRun += 0.05 * (tr - l.trRun)
+	eta := l.StepSize()
+	l.residuals(rows, eta)
+	k := l.cfg.K
+	for i := range l.v {
+		// The new-block term, added as a new block of view i or to the
+		// block revisited in turn once the view's budget is reached.
+		v := &l.v[i]
+		j, seed, revisit := v.next(l.age(), rows)
+		v.blockTerm(rows, k, j, seed, eta/float64(rows), l.res[i])
+		v.commit(k, j, seed, revisit)
+	}
+	rho := math.Max(1/float64(l.age()+1), 0.01)
+	for i := range l.v {
+		if c := l.v[i].center; c != nil {
+			for q := range c {
+				c[q] += rho * (l.mean[i][q] - c[q])
+			}
+		}
+	}
+	l.learned(rows)
+	return nil
+}
+
+// evalCentred evaluates both views' functions on the batch into v.h,
+// their batch means into l.mean and the centred values (when centring)
+// into l.hc, and returns the centred values' summed variance.
+func (l *TwoView) evalCentred(rows int) float64 {
+	k := l.cfg.K
 	var tr float64
 	for i := range l.v {
 		v, hc, mean := &l.v[i], l.hc[i], l.mean[i]
@@ -254,11 +309,12 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 			tr += float64(h*h) / float64(rows)
 		}
 	}
-	if math.IsNaN(tr) || math.IsInf(tr, 0) || tr > 100*math.Max(l.trace0, l.trRun) {
-		l.refused(rows, true)
-		return fmt.Errorf("%w: step %d, step size now %.3g", ErrDiverged, l.t, l.StepSize())
-	}
-	// W = (ŨᵀṼ + ṼᵀŨ)/b.
+	return tr
+}
+
+// crossMoment sets W = (ŨᵀṼ + ṼᵀŨ)/b and its norm.
+func (l *TwoView) crossMoment(rows int) {
+	k := l.cfg.K
 	u, vv := l.hc[0], l.hc[1]
 	clear(l.w)
 	for r := 0; r < rows; r++ {
@@ -273,16 +329,17 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 		l.w[i] /= float64(rows)
 	}
 	l.wnorm = symNorm(l.w, l.pv, l.pw, k)
-	if l.trRun == 0 {
-		l.trRun = tr
-	}
-	l.trRun += 0.05 * (tr - l.trRun)
-	eta := l.StepSize()
-	// Residuals that multiply the new features.
+}
+
+// residuals sets the residuals that multiply each view's new features
+// (kcca, ksir: the other view's values − its own·W; ksvd: the other
+// view's values) and, for ksvd, shrinks the coefficients: α ← α(I − ηW).
+func (l *TwoView) residuals(rows int, eta float64) {
+	k := l.cfg.K
 	for i := range l.v {
 		other, me, res := l.hc[1-i], l.hc[i], l.res[i]
 		copy(res, other)
-		if l.alg().correlated { // KCCA, KSIR: other − self·W
+		if l.alg().correlated {
 			for r := 0; r < rows; r++ {
 				for c := 0; c < k; c++ {
 					var s float64
@@ -294,7 +351,7 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 			}
 		}
 	}
-	if !l.alg().correlated { // KSVD: α ← α(I − ηW)
+	if !l.alg().correlated {
 		for i := range l.w {
 			l.wUse[i] = float64(eta * l.w[i])
 		}
@@ -302,24 +359,6 @@ func (l *TwoView) update(x, y []float64, rows int) error {
 			shrink(l.v[i].coef, l.wUse, l.tmp, k)
 		}
 	}
-	for i := range l.v {
-		// The new-block term, added as a new block of view i or to the
-		// block revisited in turn once the view's budget is reached.
-		v := &l.v[i]
-		j, seed, revisit := v.next(l.age(), rows)
-		v.blockTerm(rows, k, j, seed, eta/float64(rows), l.res[i])
-		v.commit(k, j, seed, revisit)
-	}
-	rho := math.Max(1/float64(l.age()+1), 0.01)
-	for i := range l.v {
-		if c := l.v[i].center; c != nil {
-			for q := range c {
-				c[q] += rho * (l.mean[i][q] - c[q])
-			}
-		}
-	}
-	l.learned(rows)
-	return nil
 }
 
 // checkDomain reports an error for pairs of the wrong dimensions (dx, dy
