@@ -468,161 +468,185 @@ func (c *Config) SetDefaults() {
 
 // Validate reports every invalid field, each named by its YAML path.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, a...)...))
-	}
-	name := func(field, v string) {
-		for _, r := range v {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				bad(field, "%q: use letters, digits, '-' and '_'", v)
-				return
-			}
-		}
-	}
+	var pb problems
 	// Ranges: the fields' min and max tags (an upper bound is where a
 	// value cannot be what the user meant and would exhaust memory at the
 	// first batch instead of failing here).
 	for _, r := range outOfRange(c) {
-		bad(r.key, "%v: must be %s %v", r.value, r.rel, r.bound)
+		pb.bad(r.key, "%v: must be %s %v", r.value, r.rel, r.bound)
 	}
-	name("model", c.Model)
-	name("nats.prefix", c.NATS.Prefix)
+	c.validateInput(&pb)
+	c.validateLearner(&pb)
+	c.validateOutputs(&pb)
+	return errors.Join(pb...)
+}
+
+// problems gathers Validate's errors, each named by its YAML path.
+type problems []error
+
+func (pb *problems) bad(field, format string, a ...any) {
+	*pb = append(*pb, fmt.Errorf("%s: "+format, append([]any{field}, a...)...))
+}
+
+// name checks a name used in subjects and file names.
+func (pb *problems) name(field, v string) {
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			pb.bad(field, "%q: use letters, digits, '-' and '_'", v)
+			return
+		}
+	}
+}
+
+// validateInput checks the model's name and the Kafka side.
+func (c *Config) validateInput(pb *problems) {
+	pb.name("model", c.Model)
+	pb.name("nats.prefix", c.NATS.Prefix)
 	for i, b := range c.Kafka.Brokers {
 		if !strings.Contains(b, ":") {
-			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q: want host:port", b)
+			pb.bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q: want host:port", b)
 		}
 	}
 	if c.Kafka.Start != "earliest" && c.Kafka.Start != "latest" {
-		bad("kafka.start", "%q: want earliest or latest", c.Kafka.Start)
+		pb.bad("kafka.start", "%q: want earliest or latest", c.Kafka.Start)
 	}
 	switch c.Kafka.Format {
 	case "json", "csv", "f32le", "f64le":
 	default:
-		bad("kafka.format", "%q: want json, csv, f32le or f64le", c.Kafka.Format)
+		pb.bad("kafka.format", "%q: want json, csv, f32le or f64le", c.Kafka.Format)
 	}
 	if !(c.Kafka.MaxAbs > 0) {
-		bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
+		pb.bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
 	}
-	alg, solver := online.Algorithm(c.Learner.Algorithm), online.Solver(c.Learner.Solver)
+	alg := online.Algorithm(c.Learner.Algorithm)
 	if alg.TwoView() {
 		if c.Kafka.Format != "json" {
-			bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", c.Kafka.Format, c.Learner.Algorithm)
+			pb.bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", c.Kafka.Format, c.Learner.Algorithm)
 		}
 	}
 	switch c.Kafka.SASL.Mechanism {
 	case "", "plain", "scram-sha-256", "scram-sha-512":
 	default:
-		bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
+		pb.bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
 	}
+}
+
+// validateLearner checks the learner's settings: the enumerations are
+// online's lists, under the YAML names.
+func (c *Config) validateLearner(pb *problems) {
+	alg, solver := online.Algorithm(c.Learner.Algorithm), online.Solver(c.Learner.Solver)
 	// Enumerations: the learner's lists (online), under the YAML names.
 	if !slices.Contains(online.Algorithms, alg) {
-		bad("learner.algorithm", "%q: want %s", alg, online.OneOf(online.Algorithms))
+		pb.bad("learner.algorithm", "%q: want %s", alg, online.OneOf(online.Algorithms))
 	}
 	if k := c.Learner.KernelSpec(); true {
 		if k.Family.HasBandwidth() && k.Bandwidth == 0 {
 			k.Bandwidth = 1 // median trick
 		}
 		if err := k.Validate(); err != nil {
-			bad("learner.kernel", "%v", err)
+			pb.bad("learner.kernel", "%v", err)
 		}
 	}
 	if c.Learner.Bandwidth < 0 {
-		bad("learner.bandwidth", "%v: must be > 0, or 0 for the median trick", c.Learner.Bandwidth)
+		pb.bad("learner.bandwidth", "%v: must be > 0, or 0 for the median trick", c.Learner.Bandwidth)
 	}
 	if c.Learner.Block < c.Learner.K {
-		bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
+		pb.bad("learner.block", "%d: must be ≥ learner.k (%d)", c.Learner.Block, c.Learner.K)
 	}
 	if p := online.Precision(c.Learner.Precision); !slices.Contains(online.Precisions, p) {
-		bad("learner.precision", "%q: want %s", p, online.OneOf(online.Precisions))
+		pb.bad("learner.precision", "%q: want %s", p, online.OneOf(online.Precisions))
 	}
 	if p := online.Compute(c.Learner.Compute); !slices.Contains(online.Computes, p) {
-		bad("learner.compute", "%q: want %s", p, online.OneOf(online.Computes))
+		pb.bad("learner.compute", "%q: want %s", p, online.OneOf(online.Computes))
 	}
 	if p := online.Frequencies(c.Learner.Frequencies); !slices.Contains(online.FrequencyDraws, p) {
-		bad("learner.frequencies", "%q: want %s", p, online.OneOf(online.FrequencyDraws))
+		pb.bad("learner.frequencies", "%q: want %s", p, online.OneOf(online.FrequencyDraws))
 	}
 	if p := online.FeatureSource(c.Learner.Features); !slices.Contains(online.FeatureSources, p) {
-		bad("learner.features", "%q: want %s", p, online.OneOf(online.FeatureSources))
+		pb.bad("learner.features", "%q: want %s", p, online.OneOf(online.FeatureSources))
 	} else if p == online.FeaturesLandmarks && !alg.TakesLandmarks() {
-		bad("learner.features", "landmarks: %s takes random features only", alg)
+		pb.bad("learner.features", "landmarks: %s takes random features only", alg)
 	}
 	switch {
 	case solver != "" && !slices.Contains(online.Solvers, solver):
-		bad("learner.solver", "%q: want %s", solver, online.OneOf(online.Solvers))
+		pb.bad("learner.solver", "%q: want %s", solver, online.OneOf(online.Solvers))
 	case solver != "" && slices.Contains(online.Algorithms, alg) && !slices.Contains(alg.Solvers(), solver):
-		bad("learner.solver", "%s: learner.algorithm %s takes %s (its default first)", solver, alg, online.OneOf(alg.Solvers()))
+		pb.bad("learner.solver", "%s: learner.algorithm %s takes %s (its default first)", solver, alg, online.OneOf(alg.Solvers()))
 	case solver == online.SolverCovariance && c.Learner.MaxFeatures > online.MaxCovarianceFeatures:
-		bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
+		pb.bad("learner.max_features", "%d: the covariance solver keeps m² statistics; must be ≤ %d", c.Learner.MaxFeatures, online.MaxCovarianceFeatures)
 	}
 	if f := online.Forgetting(c.Learner.Forget); !slices.Contains(online.Forgettings, f) {
-		bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
+		pb.bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
 	}
 	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
-		bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
+		pb.bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)
 	}
 	if c.Learner.Budget != "stream" && c.Learner.Budget != "fixed" {
-		bad("learner.budget", "%q: want stream or fixed", c.Learner.Budget)
+		pb.bad("learner.budget", "%q: want stream or fixed", c.Learner.Budget)
 	}
 	if !(c.Learner.TargetLoad > 0) || c.Learner.TargetLoad > 1 {
-		bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)
+		pb.bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)
 	}
 	if c.Learner.Holdout < 1 {
-		bad("learner.holdout", "%d: must be ≥ 1 (1 holds out nothing)", c.Learner.Holdout)
+		pb.bad("learner.holdout", "%d: must be ≥ 1 (1 holds out nothing)", c.Learner.Holdout)
 	}
 	if math.IsNaN(c.Learner.Average) || c.Learner.Average > 1 {
-		bad("learner.average", "%v: must be in (0, 1], or negative to serve the last iterate", c.Learner.Average)
+		pb.bad("learner.average", "%v: must be in (0, 1], or negative to serve the last iterate", c.Learner.Average)
 	}
 	if !(c.Learner.Ridge >= 0) || math.IsInf(c.Learner.Ridge, 0) {
-		bad("learner.ridge", "%v: must be > 0, or 0 for kcca to choose it on held-out pairs", c.Learner.Ridge)
+		pb.bad("learner.ridge", "%v: must be > 0, or 0 for kcca to choose it on held-out pairs", c.Learner.Ridge)
 	}
 	if c.Learner.MaxFeatures < c.Learner.Block {
-		bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)
+		pb.bad("learner.max_features", "%d: must be ≥ learner.block (%d)", c.Learner.MaxFeatures, c.Learner.Block)
 	}
 	if c.Learner.Theta0 < 0 || c.Learner.Theta1 < 0 {
-		bad("learner.theta0/theta1", "%v/%v: must be ≥ 0 (0 = the algorithm's default)", c.Learner.Theta0, c.Learner.Theta1)
+		pb.bad("learner.theta0/theta1", "%v/%v: must be ≥ 0 (0 = the algorithm's default)", c.Learner.Theta0, c.Learner.Theta1)
 	}
 	if c.Learner.Kernel == "linear" && c.Kafka.Dim > 0 && c.Learner.K > c.Kafka.Dim {
-		bad("learner.k", "%d: the linear kernel has kafka.dim = %d features; k must be ≤ %d", c.Learner.K, c.Kafka.Dim, c.Kafka.Dim)
+		pb.bad("learner.k", "%d: the linear kernel has kafka.dim = %d features; k must be ≤ %d", c.Learner.K, c.Kafka.Dim, c.Kafka.Dim)
 	}
+}
+
+// validateOutputs checks NATS, HTTP, cluster mode and logging.
+func (c *Config) validateOutputs(pb *problems) {
+	alg := online.Algorithm(c.Learner.Algorithm)
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
-		bad("nats.replicas", "%d: JetStream holds a bucket on 1 to 5 servers (3 on a cluster of three)", c.NATS.Replicas)
+		pb.bad("nats.replicas", "%d: JetStream holds a bucket on 1 to 5 servers (3 on a cluster of three)", c.NATS.Replicas)
 	}
 	if c.NATS.LeaseTTL < time.Second {
-		bad("nats.lease_ttl", "%v: must be ≥ 1s (a lease renewed more often than every ⅓ s loads the KV bucket for nothing)", c.NATS.LeaseTTL)
+		pb.bad("nats.lease_ttl", "%v: must be ≥ 1s (a lease renewed more often than every ⅓ s loads the KV bucket for nothing)", c.NATS.LeaseTTL)
 	}
 	if a := c.HTTP.Addr; a != "off" && c.HTTP.Token == "" && c.HTTP.TokenFile == "" && !c.HTTP.AllowUnauthenticated && !loopback(a) {
-		bad("http.addr", "%q serves beyond this machine without a token: set http.token or http.token_file, use a loopback address (127.0.0.1:8080), or set http.allow_unauthenticated: true", a)
+		pb.bad("http.addr", "%q serves beyond this machine without a token: set http.token or http.token_file, use a loopback address (127.0.0.1:8080), or set http.allow_unauthenticated: true", a)
 	}
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
-		bad("http.tls_cert_file/tls_key_file", "set both or neither")
+		pb.bad("http.tls_cert_file/tls_key_file", "set both or neither")
 	}
 	if c.Cluster.Enabled {
 		switch {
 		case c.NATS.Disabled:
-			bad("cluster.enabled", "the instances exchange every step over NATS: nats.disabled must be false")
+			pb.bad("cluster.enabled", "the instances exchange every step over NATS: nats.disabled must be false")
 		case alg.TwoView():
-			bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for the one-view algorithms (kpca, gha)", alg)
+			pb.bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for the one-view algorithms (kpca, gha)", alg)
 		case c.Learner.Solver != string(online.SolverSubspace):
-			bad("cluster.enabled", "learner.solver %s: one model on several instances takes the subspace solver", c.Learner.Solver)
+			pb.bad("cluster.enabled", "learner.solver %s: one model on several instances takes the subspace solver", c.Learner.Solver)
 		case c.Learner.Features != string(online.FeaturesRandom):
-			bad("cluster.enabled", "learner.features %s: one model on several instances takes random features (a landmark block is one instance's points)", c.Learner.Features)
+			pb.bad("cluster.enabled", "learner.features %s: one model on several instances takes random features (a landmark block is one instance's points)", c.Learner.Features)
 		}
 		if c.Cluster.StepTimeout <= c.Learner.Linger {
-			bad("cluster.step_timeout", "%v: must exceed learner.linger (%v): an instance without data steps every linger", c.Cluster.StepTimeout, c.Learner.Linger)
+			pb.bad("cluster.step_timeout", "%v: must exceed learner.linger (%v): an instance without data steps every linger", c.Cluster.StepTimeout, c.Learner.Linger)
 		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+		pb.bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "", "console", "json":
 	default:
-		bad("log.format", "%q: want console or json", c.Log.Format)
+		pb.bad("log.format", "%q: want console or json", c.Log.Format)
 	}
-	return errors.Join(errs...)
 }
 
 // Load reads a YAML file (path "" = none), applies STREAMKPCA_* environment
