@@ -3,7 +3,7 @@
 // time) each take the rows of their own partitions, and every step is the
 // learner's step on the union of the members' batches (online.KPCA's
 // Moments, Partial and Apply; paper Eq. 6 summed over the members' rows).
-// It needs no broker: a Gatherer carries the rounds (publish.Exchange over
+// It needs no broker: a Gatherer carries the rounds (transport.Exchange over
 // NATS; MemGroup in memory).
 //
 // # A step

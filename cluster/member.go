@@ -14,7 +14,7 @@ import (
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// Gatherer is the exchange a Member steps through (publish.Exchange over
+// Gatherer is the exchange a Member steps through (transport.Exchange over
 // NATS; MemGroup in memory). Rounds increase from call to call, whichever
 // of the two a round is, and every member makes the same call for a
 // round. An error means the round failed for this member; others may

@@ -14,11 +14,11 @@ import (
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/transport"
 )
 
 // TestClusterOverNATS: three members, each on its own NATS connection,
-// learn one model through publish.Exchange (payloads of about 100 KB a
+// learn one model through transport.Exchange (payloads of about 100 KB a
 // step, in chunks of 16 KiB): the same bits on every member, within 1e-12
 // of one learner's Update on the union batches. Then one member's
 // connection dies mid-stream: the survivors' step fails, and the next
@@ -47,10 +47,10 @@ func TestClusterOverNATS(t *testing.T) {
 	}
 	// generation makes the members' Exchanges of one generation; ids[i]
 	// is member i's id and conns[who[i]] its connection.
-	generation := func(gen int64, ids []string, who []int, timeout time.Duration) []*publish.Exchange {
-		ex := make([]*publish.Exchange, len(ids))
+	generation := func(gen int64, ids []string, who []int, timeout time.Duration) []*transport.Exchange {
+		ex := make([]*transport.Exchange, len(ids))
 		for i, id := range ids {
-			e, err := publish.NewExchange(conns[who[i]], publish.ExchangeConfig{Model: "m", Generation: gen, Members: ids, Self: id, Timeout: timeout, ChunkBytes: 16 << 10})
+			e, err := transport.NewExchange(conns[who[i]], transport.ExchangeConfig{Model: "m", Generation: gen, Members: ids, Self: id, Timeout: timeout, ChunkBytes: 16 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestClusterOverNATS(t *testing.T) {
 			}
 		}
 	}
-	join := func(ex []*publish.Exchange, members []*cluster.Member) []*cluster.Member {
+	join := func(ex []*transport.Exchange, members []*cluster.Member) []*cluster.Member {
 		t.Helper()
 		var wg sync.WaitGroup
 		errs := make([]error, len(ex))

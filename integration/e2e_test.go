@@ -17,6 +17,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -70,9 +71,9 @@ func TestLearnsPublishesAndServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(publish.ProjectRequest{Vectors: points})
+	body, _ := json.Marshal(serve.ProjectRequest{Vectors: points})
 	check := func(via string, raw []byte) {
-		var resp publish.ProjectResponse
+		var resp serve.ProjectResponse
 		if err := json.Unmarshal(raw, &resp); err != nil {
 			t.Fatalf("%s: %v: %s", via, err, raw)
 		}

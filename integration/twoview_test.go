@@ -15,7 +15,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
-	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -84,14 +84,14 @@ func TestKCCAStream(t *testing.T) {
 	if synth.Sum(cc) < 1.2 {
 		t.Errorf("held-out S_2 = %.3f, want ≥ 1.2 (linear CCA reaches ≈ 0.74 on this stream)", synth.Sum(cc))
 	}
-	body, _ := json.Marshal(publish.ProjectRequest{Vectors: [][]float64{hy[:6], hy[6:12]}, View: "y"})
+	body, _ := json.Marshal(serve.ProjectRequest{Vectors: [][]float64{hy[:6], hy[6:12]}, View: "y"})
 	resp, err := http.Post("http://"+r.p.HTTPAddr()+"/v1/models/pairs/project", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var pr publish.ProjectResponse
+	var pr serve.ProjectResponse
 	json.Unmarshal(raw, &pr)
 	want, _ := m.ProjectView(1, nil, hy[:12])
 	if got := append(slices.Clone(pr.Projections[0]), pr.Projections[1]...); !slices.Equal(got, want) {

@@ -13,8 +13,8 @@ import (
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
+	"github.com/streamkpca/streamkpca/transport"
 )
 
 // Cluster mode (cluster.enabled): the instances of the consumer group
@@ -22,8 +22,8 @@ import (
 //
 //  1. The consumer calls onAssign before reading its partitions; the loop
 //     takes the event (rejoin): it drops the rows of earlier generations,
-//     finds the generation's members (publish.Roster), opens the
-//     generation's publish.Exchange and rejoins the group's model, whose
+//     finds the generation's members (transport.Roster), opens the
+//     generation's transport.Exchange and rejoins the group's model, whose
 //     offsets become where every partition is read from.
 //  2. Each learn is a cluster step (cluster.Member.Step) with this
 //     member's rows and the offsets after them; a member without rows
@@ -41,7 +41,7 @@ import (
 type clusterState struct {
 	learner *clusterLearner
 	events  chan genEvent
-	ex      *publish.Exchange
+	ex      *transport.Exchange
 	gen     int32
 	ready   bool // a member of the current generation's model
 	rank0   bool
@@ -323,7 +323,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	if err != nil {
 		return err
 	}
-	r, err := publish.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, publish.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
+	r, err := transport.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, transport.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 		p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Msg("cluster: no partitions for this instance in this generation; idle")
 		return nil
 	}
-	ex, err := publish.NewExchange(p.nc, publish.ExchangeConfig{Prefix: p.cfg.NATS.Prefix, Model: p.cfg.Model,
+	ex, err := transport.NewExchange(p.nc, transport.ExchangeConfig{Prefix: p.cfg.NATS.Prefix, Model: p.cfg.Model,
 		Generation: int64(ev.a.Generation), Members: members, Self: ev.a.Member, Timeout: p.cfg.Cluster.StepTimeout})
 	if err != nil {
 		return err

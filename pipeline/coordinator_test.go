@@ -17,13 +17,13 @@ import (
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
+	"github.com/streamkpca/streamkpca/transport"
 )
 
 // The coordinators the conformance tests run the loop with: one
 // instance, a member of a one-member in-memory group, and a member of a
-// two-member group over NATS (an embedded server and publish.Exchange, as
+// two-member group over NATS (an embedded server and transport.Exchange, as
 // the service's), whose other member steps with no rows of its own.
 const (
 	soloMode    = "solo"
@@ -72,14 +72,14 @@ func natsPair(t *testing.T, cfg online.Config) *cluster.Member {
 	}
 	t.Cleanup(stack.Close)
 	ids := []string{"a", "b"}
-	exs := make([]*publish.Exchange, 2)
+	exs := make([]*transport.Exchange, 2)
 	for i, id := range ids {
 		nc, err := nats.Connect(stack.NATSURL())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		if exs[i], err = publish.NewExchange(nc, publish.ExchangeConfig{Model: cfg.Model, Generation: 1, Members: ids, Self: id, Timeout: time.Minute}); err != nil {
+		if exs[i], err = transport.NewExchange(nc, transport.ExchangeConfig{Model: cfg.Model, Generation: 1, Members: ids, Self: id, Timeout: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = exs[i].Close() })

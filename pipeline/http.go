@@ -7,11 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 )
 
-// startHTTP serves the model's API (publish.HTTPHandler), health,
-// readiness, metrics and the status page (publish.Listen).
+// startHTTP serves the model's API (serve.HTTPHandler), health,
+// readiness, metrics and the status page (serve.Listen).
 func (p *Pipeline) startHTTP() (*http.Server, error) {
 	if p.cfg.HTTP.Addr == "off" {
 		return nil, nil
@@ -39,9 +39,9 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	api := publish.HTTPHandler(p.cfg.Model, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
-		publish.VersionOptions{Versions: p.versions, CanPin: p.httpToken != "", OnPin: p.tellWatchers})
-	srv, ln, err := publish.Listen(publish.ServerConfig{
+	api := serve.HTTPHandler(p.cfg.Model, &p.cur, serve.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
+		serve.VersionOptions{Versions: p.versions, CanPin: p.httpToken != "", OnPin: p.tellWatchers})
+	srv, ln, err := serve.Listen(serve.ServerConfig{
 		Addr: p.cfg.HTTP.Addr, Token: p.httpToken, ProtectAll: p.cfg.HTTP.ProtectAll,
 		TLSCertFile: p.cfg.HTTP.TLSCertFile, TLSKeyFile: p.cfg.HTTP.TLSKeyFile,
 		API: api, Instrument: p.met.instrumentAPI,

@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rs/zerolog"
-	"github.com/streamkpca/streamkpca/internal/logbuf"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -28,12 +26,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/internal/logbuf"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -528,7 +531,7 @@ func TestVersionsAndPin(t *testing.T) {
 	m, _ := snapshot.NewModel(snap, snapshot.ModelOptions{})
 	want, _ := m.Project(nil, []float64{0.25})
 	code, body = call("POST", fmt.Sprintf("/versions/%d/project", old.Version), `{"vectors":[[0.25]]}`, true)
-	var pr publish.ProjectResponse
+	var pr serve.ProjectResponse
 	if json.Unmarshal(body, &pr); code != 200 || pr.Version != old.Version || !slices.Equal(pr.Projections[0], want) {
 		t.Errorf("project with version %d: %d %s, want %v", old.Version, code, body, want)
 	}

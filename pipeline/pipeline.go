@@ -27,6 +27,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/memlimit"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -128,8 +129,8 @@ type Pipeline struct {
 	nc     *nats.Conn
 	ownNC  bool
 	pub    *publish.Publisher
-	svc    *publish.Service // registered while this service owns the model's name
-	svcCfg publish.Config   // the NATS service's (nil nc: none)
+	svc    *serve.Service // registered while this service owns the model's name
+	svcCfg publish.Config // the NATS service's (nil nc: none)
 	// lease is the model name's ownership (nil with NATS off); owner
 	// says, while another service holds it, who (status page). svc,
 	// owner and leaseOK are p.mu's.
@@ -141,7 +142,7 @@ type Pipeline struct {
 	lease   *publish.Lease
 	owner   *publish.NotOwnerError
 	leaseOK bool
-	cur     publish.Current
+	cur     serve.Current
 
 	mu       sync.Mutex
 	consumed map[int]int64 // partition → next offset consumed
@@ -568,7 +569,7 @@ func (p *Pipeline) tellWatchers(m *snapshot.Model, data []byte) error {
 }
 
 // Current is the served model.
-func (p *Pipeline) Current() *publish.Current { return &p.cur }
+func (p *Pipeline) Current() *serve.Current { return &p.cur }
 
 // Status returns a copy of the current status.
 func (p *Pipeline) Status() Status {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -161,8 +162,8 @@ func (p *Pipeline) serveNATS(on bool) {
 	if svc != nil {
 		return
 	}
-	svc, err := publish.NewService(p.nc, p.svcCfg, &p.cur, publish.Limits{MaxVectors: p.cfg.HTTP.MaxVectors},
-		publish.VersionOptions{Versions: p.versions, CanPin: p.cfg.NATS.AllowPin, OnPin: p.tellWatchers})
+	svc, err := serve.NewService(p.nc, p.svcCfg, &p.cur, serve.Limits{MaxVectors: p.cfg.HTTP.MaxVectors},
+		serve.VersionOptions{Versions: p.versions, CanPin: p.cfg.NATS.AllowPin, OnPin: p.tellWatchers})
 	if err != nil {
 		p.log.Warn().Err(err).Msg("NATS query service not registered (NATS unreachable?); HTTP queries still work")
 		return

@@ -1,18 +1,23 @@
-// Package publish serves learned models over NATS and HTTP.
+// Package publish distributes learned models: every version a service
+// learns reaches every reader, in order, over a [Backend] (NATS
+// JetStream: [NATSBackend]; memory: [MemBackend]).
 //
-//   - [Publisher] puts every new snapshot into a JetStream Object Store
-//     bucket (one object per version, the newest Keep retained), points a KV
+//   - [Publisher] puts every new snapshot into the backend's object
+//     store (one object per version, the newest Keep retained), points a
 //     key (the model name) at the newest, and sends a small JSON [Notice]
-//     on <prefix>.<model>.updates.
-//   - [Service] is a NATS micro service "streamkpca" with the endpoints
-//     <prefix>.<model>.snapshot, .project and .info.
-//   - [Watch] hands a ready snapshot.Model to a callback for the current
-//     version and every later one, in increasing version order.
-//   - [HTTPHandler] serves /v1/models/<model>, .../snapshot and .../project.
+//     on <prefix>.<model>.updates. One service publishes a model name at a
+//     time ([Lease]).
+//   - [Latest] fetches the newest version; [Watch] hands a ready
+//     snapshot.Model to a callback for the current version and every
+//     later one, in increasing version order, following pins.
+//   - [StoreVersions] lists and loads the versions of a local snapshot
+//     store in their published form ([PublishedBytes]).
+//
+// The query front ends (NATS micro service, HTTP) are package serve; the
+// cluster's transport is package transport.
 //
 // # Invariants
 //
-//   - A notice in the KV bucket is written only after its object is
-//     stored, so a watcher never sees a version it cannot fetch.
-//   - Query answers always name the version they were computed with.
+//   - A notice in the key-value bucket is written only after its object
+//     is stored, so a watcher never sees a version it cannot fetch.
 package publish

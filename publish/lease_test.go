@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -152,7 +153,7 @@ func TestLeaseRaceOneWinner(t *testing.T) {
 
 func goldenAt(t *testing.T, inc string, v uint64) (*snapshot.Snapshot, []byte) {
 	t.Helper()
-	s, _ := golden(t, v)
+	s, _ := testkit.Golden(t, v)
 	s.Header.Incarnation = inc
 	data, err := s.MarshalBinary()
 	if err != nil {

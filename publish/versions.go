@@ -1,16 +1,11 @@
 package publish
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,66 +32,6 @@ type Versions interface {
 
 // ErrNoVersion: the version asked for is not stored (pruned, or never).
 var ErrNoVersion = errors.New("publish: no such version")
-
-// errForbidden marks a refused operator action (HTTP 403, micro code 403);
-// errUnavailable one that could not be applied now (HTTP 503, code 503).
-var (
-	errForbidden   = errors.New("forbidden")
-	errUnavailable = errors.New("unavailable")
-)
-
-// pin applies a pin request body {"version": v}: v > 0 pins that stored
-// version, 0 unpins. It returns the pinned version (0: none).
-func pin(cur *Current, opt VersionOptions, body []byte) (uint64, error) {
-	if !opt.CanPin || opt.Versions == nil {
-		return 0, fmt.Errorf("%w: pinning is not enabled here (HTTP: put the API behind http.token; NATS: nats.allow_pin)", errForbidden)
-	}
-	var req struct {
-		Version *uint64 `json:"version"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Version == nil {
-		return 0, fmt.Errorf("%w: body must be {\"version\": N} (0 unpins)", errBadRequest)
-	}
-	// One pin at a time: two requests racing must not leave the NATS key
-	// saying one version and this server serving the other.
-	cur.pinMu.Lock()
-	defer cur.pinMu.Unlock()
-	if *req.Version == 0 {
-		if opt.OnPin != nil {
-			if err := opt.OnPin(nil, nil); err != nil {
-				return 0, fmt.Errorf("%w: unpin not applied: %w", errUnavailable, err)
-			}
-		}
-		cur.Unpin()
-		return 0, nil
-	}
-	m, data, err := opt.Versions.Load(*req.Version)
-	if err != nil {
-		return 0, err
-	}
-	if opt.OnPin != nil {
-		if err := opt.OnPin(m, data); err != nil {
-			return 0, fmt.Errorf("%w: pin not applied: %w", errUnavailable, err)
-		}
-	}
-	cur.Pin(m, data)
-	return *req.Version, nil
-}
-
-// VersionOptions enable the version routes of HTTPHandler.
-type VersionOptions struct {
-	// Versions lists and loads stored versions; nil leaves the routes out.
-	Versions Versions
-	// CanPin allows PUT/DELETE …/pin. The service sets it only when the
-	// API is behind a token: pinning is an operator's switch.
-	CanPin bool
-	// OnPin, if set, is called before a pin (m: the version) or an unpin
-	// (m nil) takes effect; an error cancels it. The service uses it to
-	// tell every Watch (Publisher.Pin, Publisher.Unpin).
-	OnPin func(m *snapshot.Model, data []byte) error
-}
 
 // StoreVersions are the versions in a snapshot store (the service's
 // snapshot.dir, which keeps snapshot.keep of them), served in their
@@ -218,62 +153,4 @@ func PublishedBytes(snap *snapshot.Snapshot, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	return served.MarshalBinary()
-}
-
-// addVersionRoutes adds, under base (/v1/models/<model>):
-//
-//	GET    …/versions                      {"versions": [VersionInfo…], "pinned": v (0: none)}
-//	GET    …/versions/{version}/snapshot   that version's bytes
-//	POST   …/versions/{version}/project    project with that version
-//	PUT    …/pin  {"version": v}           serve v instead of the newest
-//	DELETE …/pin                           serve the newest again
-func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt VersionOptions, lim Limits, slots projectSlots) {
-	vs := opt.Versions
-	load := func(r *http.Request) (*snapshot.Model, []byte, error) {
-		v, err := strconv.ParseUint(r.PathValue("version"), 10, 64)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: version %q is not a number", errBadRequest, r.PathValue("version"))
-		}
-		return vs.Load(v)
-	}
-	mux.HandleFunc("GET "+base+"/versions", func(w http.ResponseWriter, r *http.Request) {
-		list, err := vs.List()
-		if err != nil {
-			httpErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"versions": list, "pinned": cur.Pinned()})
-	})
-	mux.HandleFunc("GET "+base+"/versions/{version}/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		m, data, err := load(r)
-		if err != nil {
-			httpErr(w, err)
-			return
-		}
-		serveSnapshot(w, r, m, data)
-	})
-	mux.HandleFunc("POST "+base+"/versions/{version}/project", func(w http.ResponseWriter, r *http.Request) {
-		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
-			if version != 0 {
-				return nil, fmt.Errorf("%w: the version is in the path; leave \"version\" out of the body", errBadRequest)
-			}
-			m, _, err := load(r)
-			return m, err
-		})
-	})
-	mux.HandleFunc("PUT "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
-		if v, err := pin(cur, opt, body); err != nil {
-			httpErr(w, err)
-		} else {
-			writeJSON(w, http.StatusOK, map[string]uint64{"pinned": v})
-		}
-	})
-	mux.HandleFunc("DELETE "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := pin(cur, opt, []byte(`{"version":0}`)); err != nil {
-			httpErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]uint64{"pinned": 0})
-	})
 }

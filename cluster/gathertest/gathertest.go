@@ -1,5 +1,5 @@
 // Package gathertest is the conformance suite of cluster.Gatherer: the
-// in-memory MemGroup and publish.Exchange over NATS pass the same tests.
+// in-memory MemGroup and transport.Exchange over NATS pass the same tests.
 package gathertest
 
 import (

@@ -22,6 +22,8 @@ var allowed = map[string][]string{
 	"online":                {"features", "snapshot", "online/internal/dense"},
 	"cluster":               {"features", "online", "snapshot"},
 	"publish":               {"features", "snapshot"},
+	"transport":             {},
+	"serve":                 {"publish", "snapshot"},
 	"configs":               {"features", "ingest", "online", "publish"},
 }
 

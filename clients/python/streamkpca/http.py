@@ -1,5 +1,5 @@
 """Fetching models from a running streamkpca service over its HTTP API
-(publish/openapi.yaml): the latest version or a given one, with the bearer
+(serve/openapi.yaml): the latest version or a given one, with the bearer
 token when the service has one. Standard library only."""
 
 import json

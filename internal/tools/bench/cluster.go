@@ -14,8 +14,8 @@ import (
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/online"
-	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
+	"github.com/streamkpca/streamkpca/transport"
 )
 
 // ClusterConfig configures RunCluster. Zero values mean the default.
@@ -100,7 +100,7 @@ type ClusterRow struct {
 
 // RunCluster times data-parallel steps (package cluster) of 1, 2, …
 // members on one machine, each member with its own NATS connection to an
-// embedded server (the exchange is the service's: publish.Exchange), and
+// embedded server (the exchange is the service's: transport.Exchange), and
 // one learner's Update alone (the row with Members 0). The members start
 // from one model with the whole feature budget drawn (coefficients of a
 // few small steps), so every step costs what a step costs in the long
@@ -273,7 +273,7 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 			return ClusterRow{}, err
 		}
 		defer nc.Close()
-		ex, err := publish.NewExchange(nc, publish.ExchangeConfig{Model: "bench", Generation: gen, Members: ids, Self: ids[i], Timeout: 5 * time.Minute})
+		ex, err := transport.NewExchange(nc, transport.ExchangeConfig{Model: "bench", Generation: gen, Members: ids, Self: ids[i], Timeout: 5 * time.Minute})
 		if err != nil {
 			return ClusterRow{}, err
 		}

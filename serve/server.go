@@ -1,4 +1,4 @@
-package publish
+package serve
 
 import (
 	"crypto/subtle"
@@ -38,7 +38,7 @@ type ServerConfig struct {
 // cannot hold a connection for good.
 func Listen(cfg ServerConfig) (*http.Server, net.Listener, error) {
 	if cfg.ProtectAll && cfg.Token == "" {
-		return nil, nil, fmt.Errorf("publish: protect_all without a token would leave every route open")
+		return nil, nil, fmt.Errorf("serve: protect_all without a token would leave every route open")
 	}
 	mux := http.NewServeMux()
 	for pattern, h := range cfg.Routes {
@@ -59,12 +59,12 @@ func Listen(cfg ServerConfig) (*http.Server, net.Listener, error) {
 	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
 		var err error
 		if cert, err = tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
-			return nil, nil, fmt.Errorf("publish: TLS certificate and key: %w", err)
+			return nil, nil, fmt.Errorf("serve: TLS certificate and key: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("publish: listen on %s: %w", cfg.Addr, err)
+		return nil, nil, fmt.Errorf("serve: listen on %s: %w", cfg.Addr, err)
 	}
 	if cfg.TLSCertFile != "" {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}

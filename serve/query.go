@@ -1,4 +1,4 @@
-package publish
+package serve
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/streamkpca/streamkpca/snapshot"
+
+	"github.com/streamkpca/streamkpca/publish"
 )
 
 // Current holds the model version being served: the newest the learner
@@ -243,16 +245,16 @@ func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
 
 // projectVersion answers a project request: with the stored version the
 // body names ("version", from vs), else with the served one.
-func projectVersion(c *Current, vs Versions, body []byte, lim Limits) (*ProjectResponse, error) {
+func projectVersion(c *Current, vs publish.Versions, body []byte, lim Limits) (*ProjectResponse, error) {
 	return projectModel(body, lim, func(version uint64) (*snapshot.Model, error) {
 		if version == 0 {
 			if m, _ := c.Get(); m != nil {
 				return m, nil
 			}
-			return nil, ErrNoModel
+			return nil, publish.ErrNoModel
 		}
 		if vs == nil {
-			return nil, fmt.Errorf("%w: this service keeps no versions", ErrNoVersion)
+			return nil, fmt.Errorf("%w: this service keeps no versions", publish.ErrNoVersion)
 		}
 		m, _, err := vs.Load(version)
 		return m, err
@@ -310,7 +312,7 @@ func projectModel(body []byte, lim Limits, get func(version uint64) (*snapshot.M
 func info(c *Current) (*Info, error) {
 	m, data := c.Get()
 	if m == nil {
-		return nil, ErrNoModel
+		return nil, publish.ErrNoModel
 	}
 	return &Info{Version: m.Header().Version(), Features: m.Header().Features(), Size: len(data), Header: m.Header()}, nil
 }
@@ -328,7 +330,7 @@ type Service struct {
 // with the notice of the served version (object name, bucket, size,
 // sha256) plus its header: the bytes live in the Object Store because
 // snapshots outgrow NATS's message size.
-func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt VersionOptions) (*Service, error) {
+func NewService(nc *nats.Conn, cfg publish.Config, cur *Current, lim Limits, opt VersionOptions) (*Service, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
@@ -337,7 +339,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 		Description: "streamkpca model queries", Metadata: map[string]string{"model": cfg.Model},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("publish: add micro service: %w", err)
+		return nil, fmt.Errorf("serve: add micro service: %w", err)
 	}
 	g := svc.AddGroup(cfg.Prefix + "." + cfg.Model)
 	respondErr := func(r micro.Request, err error) {
@@ -345,9 +347,9 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 		switch {
 		case errors.Is(err, errBadRequest):
 			code = "400"
-		case errors.Is(err, ErrNoModel), errors.Is(err, errUnavailable):
+		case errors.Is(err, publish.ErrNoModel), errors.Is(err, errUnavailable):
 			code = "503"
-		case errors.Is(err, ErrNoVersion):
+		case errors.Is(err, publish.ErrNoVersion):
 			code = "404"
 		case errors.Is(err, errForbidden):
 			code = "403"
@@ -378,7 +380,7 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 		}),
 		add("versions", func(r micro.Request) {
 			if opt.Versions == nil {
-				respondErr(r, fmt.Errorf("%w: this service keeps no versions", ErrNoVersion))
+				respondErr(r, fmt.Errorf("%w: this service keeps no versions", publish.ErrNoVersion))
 				return
 			}
 			list, err := opt.Versions.List()
@@ -411,14 +413,14 @@ func NewService(nc *nats.Conn, cfg Config, cur *Current, lim Limits, opt Version
 				return
 			}
 			respond(r, map[string]any{
-				"version": in.Version, "bucket": cfg.ObjectBucket, "object": ObjectName(cfg.Model, in.Header.Incarnation, in.Version),
+				"version": in.Version, "bucket": cfg.ObjectBucket, "object": publish.ObjectName(cfg.Model, in.Header.Incarnation, in.Version),
 				"size": in.Size, "header": in.Header,
 			})
 		}),
 	)
 	if err != nil {
 		svc.Stop()
-		return nil, fmt.Errorf("publish: add endpoints: %w", err)
+		return nil, fmt.Errorf("serve: add endpoints: %w", err)
 	}
 	return &Service{svc: svc}, nil
 }
@@ -439,7 +441,7 @@ const natsErrors = `Nats-Service-Error-Code 400 (bad request), 403 (pin not enab
 // Stop deregisters the service.
 func (s *Service) Stop() error { return s.svc.Stop() }
 
-// OpenAPI is the HTTP API's contract (publish/openapi.yaml), served at
+// OpenAPI is the HTTP API's contract (serve/openapi.yaml), served at
 // /v1/openapi.yaml; a test validates the handler's real requests and
 // responses against it, so the two cannot drift.
 //
@@ -473,7 +475,7 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 	mux.HandleFunc("GET "+base+"/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		m, data := cur.Get()
 		if m == nil {
-			httpErr(w, ErrNoModel)
+			httpErr(w, publish.ErrNoModel)
 			return
 		}
 		serveSnapshot(w, r, m, data)
@@ -487,7 +489,7 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 			if m, _ := cur.Get(); m != nil {
 				return m, nil
 			}
-			return nil, ErrNoModel
+			return nil, publish.ErrNoModel
 		})
 	})
 	if opt.Versions != nil {
@@ -530,11 +532,11 @@ func httpErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, errBadRequest):
 		code = http.StatusBadRequest
-	case errors.Is(err, ErrNoVersion):
+	case errors.Is(err, publish.ErrNoVersion):
 		code = http.StatusNotFound
 	case errors.Is(err, errForbidden):
 		code = http.StatusForbidden
-	case errors.Is(err, ErrNoModel), errors.Is(err, errUnavailable):
+	case errors.Is(err, publish.ErrNoModel), errors.Is(err, errUnavailable):
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})

@@ -1,4 +1,4 @@
-package publish
+package transport
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/streamkpca/streamkpca/internal/testkit"
 )
 
 // TestRosterFindsTheGeneration: members that start at different moments
@@ -13,7 +15,7 @@ import (
 // without, nor an older generation's), once the topic's partitions are
 // covered; until then Uncovered says which are missing.
 func TestRosterFindsTheGeneration(t *testing.T) {
-	nc := natsServer(t)
+	nc := testkit.NATS(t, nil)
 	stale, err := StartRoster(nc, "", "m", Announcement{Generation: 6, Member: "old", Partitions: []int{2}})
 	if err != nil {
 		t.Fatal(err)

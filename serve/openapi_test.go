@@ -1,4 +1,4 @@
-package publish
+package serve
 
 import (
 	"bytes"
@@ -14,12 +14,15 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/snapshot"
+
+	"github.com/streamkpca/streamkpca/publish"
 )
 
 // TestOpenAPIContract sends real requests, valid and hostile, to the HTTP
 // handler and validates every request the document accepts and every
-// response against publish/openapi.yaml with kin-openapi: an undocumented
+// response against serve/openapi.yaml with kin-openapi: an undocumented
 // status, field or content type fails the test.
 func TestOpenAPIContract(t *testing.T) {
 	ctx := context.Background()
@@ -36,8 +39,8 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur Current
-	store := goldenStore(t, 3, 7)
-	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: NewStoreVersions(store), CanPin: true})
+	store := testkit.GoldenStore(t, 3, 7)
+	h := HTTPHandler("golden", &cur, Limits{MaxVectors: 3, MaxBytes: 4096}, VersionOptions{Versions: publish.NewStoreVersions(store), CanPin: true})
 	cases := []struct {
 		method, path, body string
 		want               int
@@ -84,7 +87,7 @@ func TestOpenAPIContract(t *testing.T) {
 	for _, c := range cases {
 		run(c.method, c.path, c.body, c.want)
 	}
-	s, data := golden(t, 7)
+	s, data := testkit.Golden(t, 7)
 	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
 	cur.Set(m, data)
 	for _, c := range []struct {

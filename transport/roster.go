@@ -1,15 +1,20 @@
-package publish
+package transport
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
+
+// nameRE is what a model name and a prefix may hold (they become NATS
+// subject tokens).
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // rosterEvery is how often a member repeats its announcement: members of
 // a generation start at different moments, and core NATS keeps nothing
@@ -50,7 +55,7 @@ func StartRoster(nc *nats.Conn, prefix, model string, self Announcement) (*Roste
 		prefix = "streamkpca"
 	}
 	if !nameRE.MatchString(model) {
-		return nil, fmt.Errorf("publish: roster: model name %q must be letters, digits, '-' or '_'", model)
+		return nil, fmt.Errorf("transport: roster: model name %q must be letters, digits, '-' or '_'", model)
 	}
 	r := &Roster{nc: nc, subj: prefix + "." + model + ".cluster.roster", self: self,
 		seen: map[string][]int{}, changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -60,7 +65,7 @@ func StartRoster(nc *nats.Conn, prefix, model string, self Announcement) (*Roste
 	}
 	r.sub, err = nc.Subscribe(r.subj, r.receive)
 	if err != nil {
-		return nil, fmt.Errorf("publish: roster: subscribe to %s: %w", r.subj, err)
+		return nil, fmt.Errorf("transport: roster: subscribe to %s: %w", r.subj, err)
 	}
 	r.note(self)
 	go func() {
@@ -141,7 +146,7 @@ func (r *Roster) Wait(ctx context.Context, partitions int) ([]string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("publish: roster of generation %d: %w", r.self.Generation, ctx.Err())
+			return nil, fmt.Errorf("transport: roster of generation %d: %w", r.self.Generation, ctx.Err())
 		case <-r.changed:
 		}
 	}

@@ -1,4 +1,4 @@
-package publish
+package transport
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // ErrMemberGone is returned (wrapped in a *GoneError) by
 // Exchange.AllGather when a member's payload did not arrive within the
 // round's timeout.
-var ErrMemberGone = errors.New("publish: a cluster member did not answer within the step timeout")
+var ErrMemberGone = errors.New("transport: a cluster member did not answer within the step timeout")
 
 // GoneError names the members whose payloads of a round did not arrive.
 type GoneError struct {
@@ -24,7 +24,7 @@ type GoneError struct {
 }
 
 func (e *GoneError) Error() string {
-	return fmt.Sprintf("publish: round %d: no payload from %v within the step timeout", e.Round, e.Missing)
+	return fmt.Sprintf("transport: round %d: no payload from %v within the step timeout", e.Round, e.Missing)
 }
 
 func (e *GoneError) Unwrap() error { return ErrMemberGone }
@@ -122,22 +122,22 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 		cfg.Prefix = "streamkpca"
 	}
 	if !nameRE.MatchString(cfg.Model) {
-		return nil, fmt.Errorf("publish: exchange: model name %q must be letters, digits, '-' or '_'", cfg.Model)
+		return nil, fmt.Errorf("transport: exchange: model name %q must be letters, digits, '-' or '_'", cfg.Model)
 	}
 	if cfg.Generation < 0 {
-		return nil, fmt.Errorf("publish: exchange: generation %d is negative", cfg.Generation)
+		return nil, fmt.Errorf("transport: exchange: generation %d is negative", cfg.Generation)
 	}
 	members := slices.Clone(cfg.Members)
 	slices.Sort(members)
 	if len(slices.Compact(slices.Clone(members))) != len(members) {
-		return nil, fmt.Errorf("publish: exchange: member ids %v repeat", cfg.Members)
+		return nil, fmt.Errorf("transport: exchange: member ids %v repeat", cfg.Members)
 	}
 	self := slices.Index(members, cfg.Self)
 	if self < 0 {
-		return nil, fmt.Errorf("publish: exchange: self %q is not among the members %v", cfg.Self, members)
+		return nil, fmt.Errorf("transport: exchange: self %q is not among the members %v", cfg.Self, members)
 	}
 	if cfg.Timeout < 0 || cfg.ChunkBytes < 0 || cfg.PendingBytes < 0 {
-		return nil, fmt.Errorf("publish: exchange: timeout %v, chunk bytes %d and pending bytes %d must not be negative", cfg.Timeout, cfg.ChunkBytes, cfg.PendingBytes)
+		return nil, fmt.Errorf("transport: exchange: timeout %v, chunk bytes %d and pending bytes %d must not be negative", cfg.Timeout, cfg.ChunkBytes, cfg.PendingBytes)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultStepTimeout
@@ -146,7 +146,7 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 		cfg.ChunkBytes = int(nc.MaxPayload()) - 1024
 	}
 	if cfg.ChunkBytes <= exchangeHeader || int64(cfg.ChunkBytes) > nc.MaxPayload() {
-		return nil, fmt.Errorf("publish: exchange: chunk bytes %d must be above %d and at most the server's max payload %d", cfg.ChunkBytes, exchangeHeader, nc.MaxPayload())
+		return nil, fmt.Errorf("transport: exchange: chunk bytes %d must be above %d and at most the server's max payload %d", cfg.ChunkBytes, exchangeHeader, nc.MaxPayload())
 	}
 	if cfg.PendingBytes == 0 {
 		cfg.PendingBytes = DefaultExchangePending
@@ -171,7 +171,7 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 		sub, err := nc.ChanSubscribe(e.subject(r), e.in)
 		if err != nil {
 			_ = e.Close()
-			return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.subject(r), err)
+			return nil, fmt.Errorf("transport: exchange: subscribe to %s: %w", e.subject(r), err)
 		}
 		e.subs = append(e.subs, sub)
 	}
@@ -179,14 +179,14 @@ func NewExchange(nc *nats.Conn, cfg ExchangeConfig) (*Exchange, error) {
 	sub, err := nc.ChanSubscribe(e.direct(-1, self), e.in)
 	if err != nil {
 		_ = e.Close()
-		return nil, fmt.Errorf("publish: exchange: subscribe to %s: %w", e.direct(-1, self), err)
+		return nil, fmt.Errorf("transport: exchange: subscribe to %s: %w", e.direct(-1, self), err)
 	}
 	e.subs = append(e.subs, sub)
 	// The subscriptions must be known to the server before any member
 	// publishes the first round, or that round's early chunks are lost.
 	if err := nc.Flush(); err != nil {
 		_ = e.Close()
-		return nil, fmt.Errorf("publish: exchange: flush the subscriptions to %s.*: %w", e.subj, err)
+		return nil, fmt.Errorf("transport: exchange: flush the subscriptions to %s.*: %w", e.subj, err)
 	}
 	return e, nil
 }
@@ -232,7 +232,7 @@ func (e *Exchange) Close() error {
 	}
 	e.subs, e.closed = nil, true
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("publish: exchange: %w", err)
+		return fmt.Errorf("transport: exchange: %w", err)
 	}
 	return nil
 }
@@ -275,7 +275,7 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 // round (nothing is sent again).
 func (e *Exchange) AllToAll(ctx context.Context, round uint64, parts [][]byte) ([][]byte, error) {
 	if len(parts) != len(e.members) {
-		return nil, fmt.Errorf("publish: exchange: round %d: %d parts for %d members", round, len(parts), len(e.members))
+		return nil, fmt.Errorf("transport: exchange: round %d: %d parts for %d members", round, len(parts), len(e.members))
 	}
 	for j, p := range parts {
 		if err := e.check(round, p); err != nil {
@@ -295,11 +295,11 @@ func (e *Exchange) AllToAll(ctx context.Context, round uint64, parts [][]byte) (
 func (e *Exchange) check(round uint64, payload []byte) error {
 	switch {
 	case e.closed:
-		return fmt.Errorf("publish: exchange: a round after Close")
+		return fmt.Errorf("transport: exchange: a round after Close")
 	case round < e.last:
-		return fmt.Errorf("publish: exchange: round %d after round %d", round, e.last-1)
+		return fmt.Errorf("transport: exchange: round %d after round %d", round, e.last-1)
 	case len(payload) > maxExchangePayload:
-		return fmt.Errorf("publish: exchange: a payload of %d bytes (at most %d)", len(payload), maxExchangePayload)
+		return fmt.Errorf("transport: exchange: a payload of %d bytes (at most %d)", len(payload), maxExchangePayload)
 	}
 	return nil
 }
@@ -328,7 +328,7 @@ func (e *Exchange) collect(ctx context.Context, round uint64, own []byte) ([][]b
 		switch {
 		case ctx.Err() != nil:
 			e.forget(round)
-			return nil, fmt.Errorf("publish: exchange: round %d: %w", round, ctx.Err())
+			return nil, fmt.Errorf("transport: exchange: round %d: %w", round, ctx.Err())
 		case !time.Now().Before(deadline):
 			var missing []string
 			for i, p := range g.payload {
@@ -364,7 +364,7 @@ func (e *Exchange) send(round uint64, subject string, payload []byte) error {
 		body := payload[p*e.chunk : min(len(payload), (p+1)*e.chunk)]
 		e.outChunk = append(append(e.outChunk[:0], h...), body...)
 		if err := e.nc.Publish(subject, e.outChunk); err != nil {
-			return fmt.Errorf("publish: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
+			return fmt.Errorf("transport: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
 		}
 	}
 	return nil

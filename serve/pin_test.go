@@ -1,4 +1,4 @@
-package publish
+package serve
 
 import (
 	"net/http/httptest"
@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/snapshot"
+
+	"github.com/streamkpca/streamkpca/publish"
 )
 
 // TestConcurrentPinsAgree: pin va, pin vb and unpin, sent at once, 40
@@ -18,11 +21,11 @@ import (
 // rounds in 40 disagreed against a real server).
 func TestConcurrentPinsAgree(t *testing.T) {
 	var cur Current
-	store := goldenStore(t, 3, 7)
+	store := testkit.GoldenStore(t, 3, 7)
 	var mu sync.Mutex
 	var key uint64 // the "NATS pin key"
 	calls := 0
-	opt := VersionOptions{Versions: NewStoreVersions(store), CanPin: true, OnPin: func(m *snapshot.Model, _ []byte) error {
+	opt := VersionOptions{Versions: publish.NewStoreVersions(store), CanPin: true, OnPin: func(m *snapshot.Model, _ []byte) error {
 		mu.Lock()
 		calls++
 		d := time.Duration(calls%3) * time.Millisecond
@@ -38,7 +41,7 @@ func TestConcurrentPinsAgree(t *testing.T) {
 		time.Sleep(d) // and the acknowledgement's way back
 		return nil
 	}}
-	s, data := golden(t, 9)
+	s, data := testkit.Golden(t, 9)
 	m, err := snapshot.NewModel(s, snapshot.ModelOptions{})
 	if err != nil {
 		t.Fatal(err)

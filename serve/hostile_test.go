@@ -1,4 +1,4 @@
-package publish
+package serve
 
 import (
 	"fmt"
@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/snapshot"
+
+	"github.com/streamkpca/streamkpca/publish"
 )
 
 // TestSlowBodiesDoNotStarveProjection: 8 clients announce 100,000-byte
@@ -22,7 +25,7 @@ import (
 // is 30 s here, the normal request's client gives up after 10).
 func TestSlowBodiesDoNotStarveProjection(t *testing.T) {
 	var cur Current
-	s, data := golden(t, 1)
+	s, data := testkit.Golden(t, 1)
 	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
 	cur.Set(m, data)
 	srv := httptest.NewServer(HTTPHandler("golden", &cur, Limits{MaxConcurrent: 4, BodyTimeout: 30 * time.Second}, VersionOptions{}))
@@ -70,8 +73,8 @@ func TestSlowBodiesDoNotStarveProjection(t *testing.T) {
 // 404 for a missing version does not show the server's snapshot.dir.
 func TestHTTPErrorsInTheUsersTerms(t *testing.T) {
 	var cur Current
-	store := goldenStore(t, 3)
-	h := HTTPHandler("golden", &cur, Limits{}, VersionOptions{Versions: NewStoreVersions(store)})
+	store := testkit.GoldenStore(t, 3)
+	h := HTTPHandler("golden", &cur, Limits{}, VersionOptions{Versions: publish.NewStoreVersions(store)})
 	get := func(path string) (int, string) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))

@@ -1,4 +1,4 @@
-package publish
+package transport
 
 import (
 	"context"
@@ -12,13 +12,15 @@ import (
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/cluster/gathertest"
+
+	"github.com/streamkpca/streamkpca/internal/testkit"
 )
 
 // exchanges returns n members' Exchanges of one generation, each on its
 // own connection, in rank order; member ids are given out of order.
 func exchanges(t *testing.T, n int, timeout time.Duration, chunk int) []*Exchange {
 	t.Helper()
-	url := natsServer(t).ConnectedUrl()
+	url := testkit.NATS(t, nil).ConnectedUrl()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("member-%d", n-1-i)
@@ -119,7 +121,7 @@ func TestExchangeGoneNamesTheMember(t *testing.T) {
 }
 
 func TestNewExchangeRefusesBadConfigs(t *testing.T) {
-	nc := natsServer(t)
+	nc := testkit.NATS(t, nil)
 	for _, c := range []ExchangeConfig{
 		{Model: "a.b", Members: []string{"x"}, Self: "x"},
 		{Model: "m", Members: []string{"x"}, Self: "y"},
@@ -139,7 +141,7 @@ func TestNewExchangeRefusesBadConfigs(t *testing.T) {
 // sent the first round still gets it (it is sent again until the second
 // round completes), and the group goes on.
 func TestExchangeLateMember(t *testing.T) {
-	url := natsServer(t).ConnectedUrl()
+	url := testkit.NATS(t, nil).ConnectedUrl()
 	ids := []string{"a", "b"}
 	open := func(id string) *Exchange {
 		nc, err := nats.Connect(url)
