@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,87 +12,24 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// faultNet puts Shopify's toxiproxy (the library, in-process) between
-// the service and the brokers: every connection through one of its
-// proxies can be slowed, throttled or cut off (partitioned) while the
-// test runs.
+// faultNet is testkit's FaultNet with what a Kafka cluster behind it
+// needs: real maps a proxied broker's advertised address to its own.
 type faultNet struct {
-	srv *toxiproxy.ApiServer
-	mu  sync.Mutex
-	n   int
-	// real maps a proxied broker's advertised address to its own.
+	*testkit.FaultNet
+	mu   sync.Mutex
 	real map[string]string
 }
 
-func newFaultNet() *faultNet {
-	return &faultNet{srv: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
-}
-
-// proxy starts a proxy on a free loopback port to upstream (host:port);
-// the test's cleanup stops it.
-func (f *faultNet) proxy(t *testing.T, upstream string) *toxiproxy.Proxy {
-	t.Helper()
-	f.mu.Lock()
-	f.n++
-	name := fmt.Sprintf("p%d", f.n)
-	f.mu.Unlock()
-	p := toxiproxy.NewProxy(f.srv, name, "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p
-}
-
-// toxic adds a toxic to both directions of p's connections (a name per
-// direction: name-up, name-down).
-func toxic(t *testing.T, p *toxiproxy.Proxy, name, kind, attrs string) {
-	t.Helper()
-	for _, dir := range []string{"upstream", "downstream"} {
-		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":{%s}}`, name+"-"+dir, kind, dir, attrs)
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			t.Fatalf("toxic %s: %v", js, err)
-		}
-	}
-}
-
-// removeToxic removes what toxic added under name.
-func removeToxic(t *testing.T, p *toxiproxy.Proxy, name string) {
-	t.Helper()
-	for _, dir := range []string{"upstream", "downstream"} {
-		if err := p.Toxics.RemoveToxic(t.Context(), name+"-"+dir); err != nil {
-			t.Fatalf("remove toxic %s: %v", name, err)
-		}
-	}
-}
-
-// partition cuts p off as a network partition does: no byte crosses in
-// either direction and nothing is closed or reset (a timeout toxic with
-// no timeout), on the connections open now and those opened meanwhile.
-// heal ends it.
-func partition(t *testing.T, p *toxiproxy.Proxy) (heal func()) {
-	t.Helper()
-	toxic(t, p, "partition", "timeout", `"timeout":0`)
-	return func() { removeToxic(t, p, "partition") }
-}
-
-// degrade gives p's connections a WAN's latency (ms, with jitter) and
-// bandwidth (KB/s) in each direction.
-func degrade(t *testing.T, p *toxiproxy.Proxy, latencyMs, jitterMs, rateKBs int) {
-	t.Helper()
-	toxic(t, p, "latency", "latency", fmt.Sprintf(`"latency":%d,"jitter":%d`, latencyMs, jitterMs))
-	toxic(t, p, "bandwidth", "bandwidth", fmt.Sprintf(`"rate":%d`, rateKBs))
-}
+func newFaultNet() *faultNet { return &faultNet{FaultNet: testkit.NewFaultNet()} }
 
 // advertised is a listener that tells Kafka clients another address (a
 // proxy's) than the one it listens on: the broker puts Addr in its
@@ -115,7 +51,7 @@ func (f *faultNet) kafkaThrough(t *testing.T) (kfake.Opt, *[]*toxiproxy.Proxy) {
 		if err != nil {
 			return nil, err
 		}
-		p := f.proxy(t, ln.Addr().String())
+		p := f.Proxy(t, ln.Addr().String())
 		addr, err := net.ResolveTCPAddr("tcp", p.Listen)
 		if err != nil {
 			ln.Close()
@@ -182,7 +118,7 @@ func TestPartitionedService(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	natsProxy := fn.proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
+	natsProxy := fn.Proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
 	cfg := config(s, topic, t.TempDir())
 	cfg.NATS.URL = "nats://" + natsProxy.Listen
 	cfg.Snapshot.EveryBatches, cfg.NATS.LeaseTTL = 5, 3*time.Second
@@ -196,7 +132,7 @@ func TestPartitionedService(t *testing.T) {
 	})
 
 	// NATS partitioned for 30 s.
-	heal := partition(t, natsProxy)
+	heal := testkit.Partition(t, natsProxy)
 	cut := time.Now()
 	time.Sleep(time.Second) // a publish on the wire as the link was cut may complete
 	before := r.p.Status()
@@ -225,7 +161,7 @@ func TestPartitionedService(t *testing.T) {
 	// Kafka partitioned for 35 s (every broker's proxy).
 	var healK []func()
 	for _, p := range *kproxies {
-		healK = append(healK, partition(t, p))
+		healK = append(healK, testkit.Partition(t, p))
 	}
 	cut = time.Now()
 	// Straight to the brokers, beside the partition: the service cannot see these.
@@ -291,7 +227,7 @@ func TestPartitionedMember(t *testing.T) {
 	const topic = "partedmember"
 	s := startStack(t, map[string]int32{topic: 4})
 	fn := newFaultNet()
-	px := fn.proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
+	px := fn.Proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
 	dir := t.TempDir()
 	ca := clusterConfig(s, topic, filepath.Join(dir, "a"))
 	ca.Cluster.StepTimeout = 3 * time.Second
@@ -302,7 +238,7 @@ func TestPartitionedMember(t *testing.T) {
 	w := watch(t, s.NATSURL(), ca.Model)
 	produceHermite(t, s, topic, 10000, 1)
 	settled(t, []*running{a, b}, 10000)
-	heal := partition(t, px)
+	heal := testkit.Partition(t, px)
 	cut := time.Now()
 	before := a.p.Status().Samples
 	produceHermite(t, s, topic, 10000, 2)
@@ -353,8 +289,8 @@ func wanPair(t *testing.T, topic, what string) {
 	var members []*running
 	w := watch(t, s.NATSURL(), "hermite")
 	for _, name := range []string{"a", "b"} {
-		px := fn.proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
-		degrade(t, px, 50, 10, 12500)
+		px := fn.Proxy(t, strings.TrimPrefix(s.NATSURL(), "nats://"))
+		testkit.Degrade(t, px, 50, 10, 12500)
 		c := clusterConfig(s, topic, filepath.Join(dir, name))
 		c.NATS.URL = "nats://" + px.Listen
 		members = append(members, startWithLog(t, c))

@@ -173,13 +173,29 @@ func (p *Pipeline) serveNATS(on bool) {
 	p.mu.Unlock()
 }
 
-// publishTimeout bounds one publish; a call still running publishGrace
-// after it is abandoned and the next attempt starts afresh, so that the
-// publish loop can never hang on the network, whatever the client does.
+// publishTimeout bounds one publish of a small model, and what the lease,
+// the first publish at start-up and a stop wait for; a call still running
+// publishGrace after its bound is abandoned and the next attempt starts
+// afresh, so that the publish loop can never hang on the network,
+// whatever the client does.
 const publishTimeout, publishGrace = 10 * time.Second, 5 * time.Second
 
+// publishRate is the slowest link a publish's bound allows for: a model
+// of size bytes has publishTimeout + size/publishRate (a 500 MB model:
+// about 33 minutes). A link that stops moving bytes ends the put sooner
+// (the backend's stall bound); before this, every publish of a model too
+// large to cross the link in 10 s failed, and failed again at every
+// retry.
+const publishRate = 256 << 10
+
+// publishBound is the bound of one publish of size bytes.
+func publishBound(size int) time.Duration {
+	return publishTimeout + time.Duration(float64(size)/publishRate*float64(time.Second))
+}
+
 func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice, error) {
-	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	bound := publishBound(len(it.data))
+	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	type result struct {
 		n   publish.Notice
@@ -198,7 +214,7 @@ func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice
 	case <-ctx.Done():
 		// A stop: the call has its context's end; nothing waits longer.
 		return publish.Notice{}, fmt.Errorf("publish of version %d abandoned at the stop: %w", it.snap.Header.Version(), ctx.Err())
-	case <-time.After(publishTimeout + publishGrace):
+	case <-time.After(bound + publishGrace):
 		p.pub.Reset()
 		return publish.Notice{}, fmt.Errorf("publish of version %d did not return %v after its deadline; abandoned, retrying with fresh handles", it.snap.Header.Version(), publishGrace)
 	}

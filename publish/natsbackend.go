@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ type NATSBackend struct {
 	js     jetstream.JetStream
 	cfg    Config
 	create bool
+	// stall bounds a transfer's silence (defaultStall).
+	stall time.Duration
 
 	mu  sync.Mutex
 	obs jetstream.ObjectStore
@@ -39,7 +42,60 @@ func NewNATSBackend(nc *nats.Conn, cfg Config, create bool) (*NATSBackend, error
 	if err != nil {
 		return nil, fmt.Errorf("publish: jetstream: %w", err)
 	}
-	return &NATSBackend{nc: nc, js: js, cfg: cfg, create: create}, nil
+	return &NATSBackend{nc: nc, js: js, cfg: cfg, create: create, stall: defaultStall}, nil
+}
+
+// defaultStall bounds how long an object's put or get may go without a
+// byte crossing the connection (a partition, a server gone) before it is
+// abandoned.
+const defaultStall = 15 * time.Second
+
+// errStalled ends a transfer that moved nothing for the stall bound.
+var errStalled = errors.New("the transfer stalled: nothing moved")
+
+// transfer returns the context of an object's put or get: ctx's, without
+// nats.go's default timeout, and ended when the connection has moved no
+// byte, either way, for b.stall. nats.go bounds a whole put or get whose
+// context has no deadline by its default timeout (5 s), so a large model
+// on a slow link could never be published or fetched: a transfer is
+// bounded by its progress instead, and by ctx.
+func (b *NATSBackend) transfer(ctx context.Context) (context.Context, context.CancelFunc) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	end := func() { cancel(nil) }
+	if _, ok := ctx.Deadline(); !ok {
+		var cancelD context.CancelFunc
+		tctx, cancelD = context.WithDeadline(tctx, time.Now().Add(365*24*time.Hour)) // "none": the stall bounds it
+		end = func() { cancelD(); cancel(nil) }
+	}
+	moved := func() uint64 { st := b.nc.Stats(); return st.InBytes + st.OutBytes }
+	go func() {
+		last, since := moved(), time.Now()
+		tick := time.NewTicker(max(b.stall/8, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case now := <-tick.C:
+				if m := moved(); m != last {
+					last, since = m, now
+				} else if now.Sub(since) >= b.stall {
+					cancel(fmt.Errorf("%w for %v", errStalled, b.stall))
+					return
+				}
+			}
+		}
+	}()
+	return tctx, end
+}
+
+// stalled names a transfer's stall in its error (nats.go reports the
+// cancelled context as a timeout).
+func stalled(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return err
 }
 
 // handles returns the bucket handles, looking them up (or creating them)
@@ -81,7 +137,10 @@ func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[strin
 	if err != nil {
 		return err
 	}
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: meta}, bytes.NewReader(data)); err != nil {
+	tctx, end := b.transfer(ctx)
+	defer end()
+	if _, err := obs.Put(tctx, jetstream.ObjectMeta{Name: name, Metadata: meta}, bytes.NewReader(data)); err != nil {
+		err = stalled(tctx, err)
 		if storeFull(err) {
 			return fmt.Errorf("publish: put %s: %w: %w", name, ErrStoreFull, err)
 		}
@@ -110,17 +169,79 @@ func storeFull(err error) bool {
 	return strings.Contains(s, "insufficient resources") || strings.Contains(s, "maximum bytes exceeded")
 }
 
+// GetObject reads the object's chunks with an ordered consumer of its
+// own rather than the object store's reader: that reader bounds a get
+// whose context has no deadline by nats.go's default timeout (5 s),
+// whole, and blocks a read until the context's deadline, so neither a
+// large model on a slow link nor a stalled transfer could be handled.
+// Here a get ends when ctx does or when no chunk has come for b.stall;
+// the bytes are read into room for the whole object (its size is in its
+// info) and checked against its digest.
 func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error) {
 	obs, _, err := b.handles(ctx)
 	if err != nil {
 		return nil, err
 	}
-	data, err := obs.GetBytes(ctx, name) // the client checks the object's digest
+	info, err := obs.GetInfo(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("publish: get %s: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish: get %s: %w", name, err)
+	}
+	want, err := jetstream.DecodeObjectDigest(info.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("publish: get %s: its digest %q: %w", name, info.Digest, err)
+	}
+	data := make([]byte, 0, info.Size)
+	sum := sha256.New()
+	if info.Size > 0 {
+		cons, err := b.js.OrderedConsumer(ctx, "OBJ_"+b.cfg.ObjectBucket, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{"$O." + b.cfg.ObjectBucket + ".C." + info.NUID},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("publish: get %s: %w", name, err)
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			return nil, fmt.Errorf("publish: get %s: %w", name, err)
+		}
+		var why error
+		var whyMu sync.Mutex
+		stop := func(err error) {
+			whyMu.Lock()
+			if why == nil {
+				why = err
+			}
+			whyMu.Unlock()
+			it.Stop()
+		}
+		stall := time.AfterFunc(b.stall, func() { stop(fmt.Errorf("%w for %v", errStalled, b.stall)) })
+		defer stall.Stop()
+		defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
+		for uint64(len(data)) < info.Size {
+			msg, err := it.Next()
+			if err != nil {
+				it.Stop()
+				whyMu.Lock()
+				if why != nil {
+					err = why
+				}
+				whyMu.Unlock()
+				return nil, fmt.Errorf("publish: get %s after %d of %d bytes: %w", name, len(data), info.Size, err)
+			}
+			stall.Reset(b.stall)
+			if uint64(len(data)+len(msg.Data())) > info.Size {
+				it.Stop()
+				return nil, fmt.Errorf("publish: get %s: chunks past its size %d", name, info.Size)
+			}
+			data = append(data, msg.Data()...)
+			sum.Write(msg.Data())
+		}
+		it.Stop()
+	}
+	if !bytes.Equal(sum.Sum(nil), want) {
+		return nil, fmt.Errorf("publish: get %s: %w", name, jetstream.ErrDigestMismatch)
 	}
 	return data, nil
 }
