@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,13 @@ func NewNATSBackend(nc *nats.Conn, cfg Config, create bool) (*NATSBackend, error
 // byte crossing the connection (a partition, a server gone) before it is
 // abandoned.
 const defaultStall = 15 * time.Second
+
+// collectEvery: a get of a large object collects the garbage of its
+// chunks (each a fresh buffer, copied into the object's room) every this
+// many bytes: left to the collector's pace, they pile up to the size of
+// the object itself (its room is live from the start), doubling the
+// heap a reader of a large model needs.
+const collectEvery = 32 << 20
 
 // errStalled ends a transfer that moved nothing for the stall bound.
 var errStalled = errors.New("the transfer stalled: nothing moved")
@@ -237,6 +245,9 @@ func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error
 			}
 			data = append(data, msg.Data()...)
 			sum.Write(msg.Data())
+			if collectEvery > 0 && info.Size >= 2*collectEvery && len(data)/collectEvery != (len(data)-len(msg.Data()))/collectEvery {
+				runtime.GC()
+			}
 		}
 		it.Stop()
 	}

@@ -33,7 +33,8 @@ benchmarks (JSON on stdout, progress on stderr):
   compare     streamkpca against fixed random features, Nyström and exact
   mnist       MNIST kernel PCA or KCCA (--task kcca) against baselines
   pipeline    the service end to end against the learner alone
-  cluster     one model on several instances against one learner`
+  cluster     one model on several instances against one learner
+  publish     the memory and time of publishing and fetching a large model`
 
 // Run is `streamkpca bench`: args[0] names the benchmark, the rest are
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
@@ -65,8 +66,39 @@ func Run(ctx context.Context, args []string) error {
 		return benchPipeline(ctx, args[1:])
 	case "cluster":
 		return benchCluster(ctx, args[1:])
+	case "publish":
+		return benchPublish(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster, publish)", args[0])
+}
+
+// benchPublish is `streamkpca bench publish`: the heap a publish and a
+// fetch of a large model hold (internal/bench.RunPublish).
+func benchPublish(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench publish", flag.ContinueOnError)
+	var cfg bench.PublishConfig
+	mb := fs.Int("size-mb", 500, "the object's size, MB")
+	fs.StringVar(&cfg.NATS, "nats", "", "NATS server URL with JetStream (default: an embedded server, whose memory is then measured too)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *mb < 1 {
+		return fmt.Errorf("bench publish: --size-mb %d: must be ≥ 1", *mb)
+	}
+	cfg.Size = *mb << 20
+	dir, err := os.MkdirTemp("", "streamkpca-bench-publish-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Dir = dir
+	res, err := bench.RunPublish(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "publish of %d MB: %.1f s, peak heap %.2f× the size; fetch: %.1f s, peak heap %.2f× the size\n",
+		*mb, res.PublishSeconds, res.PublishPeakRatio, res.GetSeconds, res.GetPeakRatio)
+	return printJSON(res)
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
