@@ -623,39 +623,9 @@ func (m *Member) first(ctx context.Context, x []float64, rows int, next Offsets)
 // rounds.
 func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) error {
 	l := m.l
-	k := l.Config().K
-	// The held-out scores first: Moments keeps the batch's features for
-	// Partial, and scoring evaluates others.
-	var err error
-	m.scores = m.scores[:0]
-	if m.heldRows > 0 {
-		if m.scores, err = l.HeldOutScores(m.scores, m.heldX, m.heldRows); err != nil {
-			return m.abort(ctx, err)
-		}
-	}
-	// Following gradual change (learner.forget: follow): the group's
-	// rank 0 runs the challenger on its own rows and held-out rows; when
-	// it wins, its snapshot goes with this step's moments and every
-	// member adopts it after the step. The others run none.
-	var challenger []byte
-	if m.g.Rank() == 0 {
-		if m.heldRows > 0 && l.Challenge(m.heldX, m.heldRows) {
-			if cs := l.ChallengerSnapshot(); cs != nil {
-				if challenger, err = cs.MarshalBinary(); err != nil {
-					return m.abort(ctx, fmt.Errorf("cluster: encode the challenger: %w", err))
-				}
-			}
-		}
-	} else {
-		l.DropChallenger()
-	}
-	if rows > 0 {
-		if err := l.Moments(&m.mom, x, rows); err != nil {
-			return m.abort(ctx, err)
-		}
-	} else {
-		m.mom.Rows = 0
-		m.mom.Sum, m.mom.Outer = zeros(m.mom.Sum, k), zeros(m.mom.Outer, k*k)
+	challenger, err := m.ownMoments(ctx, x, rows)
+	if err != nil {
+		return err
 	}
 	step, samples := l.Step(), l.SamplesSeen()
 	m.out.start(kindMoments)
@@ -674,50 +644,9 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	if err != nil {
 		return err
 	}
-	m.adopt = nil
-	m.allScore = m.allScore[:0]
-	m.total.Rows = 0
-	m.total.Sum, m.total.Outer = zeros(m.total.Sum, k), zeros(m.total.Outer, k*k)
-	union := Offsets{}
-	var shed uint64
-	var mo online.Moments
-	hold, want := false, uint64(math.MaxUint64)
-	for i, p := range all {
-		d, _ := open(p)
-		st, sa := d.u64(), d.u64()
-		mo.Rows = int(d.u32())
-		mo.Sum, mo.Outer = d.floats(mo.Sum), d.floats(mo.Outer)
-		o := d.offsets()
-		sc := d.floats(nil)
-		shed += d.u64()
-		hold = d.u8() != 0 || hold
-		want = min(want, d.u64())
-		ch := d.bytes()
-		if err := d.end(); err != nil {
-			return m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
-		}
-		if len(ch) > 0 {
-			if i != 0 {
-				return m.lost(fmt.Errorf("%w: member %d sent a challenger; only rank 0 runs one", errWire, i))
-			}
-			if m.adopt, err = snapshot.Decode(ch); err != nil {
-				return m.lost(fmt.Errorf("cluster: the challenger from member 0: %w", err))
-			}
-		}
-		if len(sc)%k != 0 {
-			return m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), k))
-		}
-		m.allScore = append(m.allScore, sc...)
-		if st != step || sa != samples {
-			return m.lost(fmt.Errorf("cluster: member %d is at step %d (%d samples), this one at %d (%d)", i, st, sa, step, samples))
-		}
-		if len(mo.Sum) != k || len(mo.Outer) != k*k {
-			return m.lost(fmt.Errorf("%w: member %d's moments have %d and %d numbers for k = %d", errWire, i, len(mo.Sum), len(mo.Outer), k))
-		}
-		union.Merge(o)
-		if mo.Rows > 0 {
-			m.total.Add(&mo)
-		}
+	g, err := m.groupMoments(all, step, samples)
+	if err != nil {
+		return err
 	}
 	// Every member has the state of the last step: it is the group's.
 	if m.Confirmed != nil {
@@ -725,17 +654,18 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	}
 	// The group's held-out score, the same on every member; a change
 	// restarts the model on every member, from this step's rows.
+	k := l.Config().K
 	if len(m.allScore) > 0 && l.ObserveScores(m.allScore, len(m.allScore)/k) && l.Resetting() {
 		return m.first(ctx, x, rows, next)
 	}
 	// The group's growth, decided from the votes every member has: the
 	// same on every member before Partial picks this step's block.
-	l.HoldGrowth(hold)
-	if want > uint64(l.MaxFeatures()) && want <= math.MaxInt32 {
-		l.RaiseBudget(int(want))
+	l.HoldGrowth(g.hold)
+	if g.want > uint64(l.MaxFeatures()) && g.want <= math.MaxInt32 {
+		l.RaiseBudget(int(g.want))
 	}
 	if m.total.Rows == 0 {
-		m.advance(union, shed, true)
+		m.advance(g.union, g.shed, true)
 		return m.adoptChallenger()
 	}
 	// The guard's decision depends on the union's moments only: members
@@ -767,7 +697,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	if err != nil && !errors.Is(err, online.ErrDiverged) {
 		return m.lost(err) // sizes that cannot differ between members
 	}
-	m.advance(union, shed, true)
+	m.advance(g.union, g.shed, true)
 	if m.g.Rank() == 0 && rows > 0 && err == nil {
 		l.TeachChallenger(x, rows)
 	}
@@ -775,6 +705,105 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		return aerr
 	}
 	return err
+}
+
+// ownMoments computes this member's part of a step before the exchange:
+// its held-out scores (first: Moments keeps the batch's features for
+// Partial, and scoring evaluates others), the challenger's snapshot when
+// it wins (rank 0 only, which runs the group's challenger on its own rows
+// and held-out rows; every member adopts it after the step) and the
+// moments of its rows (zeros without rows).
+func (m *Member) ownMoments(ctx context.Context, x []float64, rows int) (challenger []byte, err error) {
+	l := m.l
+	k := l.Config().K
+	m.scores = m.scores[:0]
+	if m.heldRows > 0 {
+		if m.scores, err = l.HeldOutScores(m.scores, m.heldX, m.heldRows); err != nil {
+			return nil, m.abort(ctx, err)
+		}
+	}
+	if m.g.Rank() == 0 {
+		if m.heldRows > 0 && l.Challenge(m.heldX, m.heldRows) {
+			if cs := l.ChallengerSnapshot(); cs != nil {
+				if challenger, err = cs.MarshalBinary(); err != nil {
+					return nil, m.abort(ctx, fmt.Errorf("cluster: encode the challenger: %w", err))
+				}
+			}
+		}
+	} else {
+		l.DropChallenger()
+	}
+	if rows > 0 {
+		if err := l.Moments(&m.mom, x, rows); err != nil {
+			return nil, m.abort(ctx, err)
+		}
+	} else {
+		m.mom.Rows = 0
+		m.mom.Sum, m.mom.Outer = zeros(m.mom.Sum, k), zeros(m.mom.Outer, k*k)
+	}
+	return challenger, nil
+}
+
+// groupStep is what the members' moments say of a step beyond the
+// summed moments (Member.total) and held-out scores (Member.allScore).
+type groupStep struct {
+	union Offsets // the offsets the step covers
+	shed  uint64  // messages the members shed since their last step
+	hold  bool    // a member votes to hold the budget's growth
+	want  uint64  // the smallest budget a member asks for
+}
+
+// groupMoments reads every member's moments (all, in rank order): it
+// checks that they are at this step, sums their moments into m.total,
+// gathers their held-out scores into m.allScore and the challenger
+// rank 0 sent into m.adopt.
+func (m *Member) groupMoments(all [][]byte, step, samples uint64) (groupStep, error) {
+	k := m.l.Config().K
+	m.adopt = nil
+	m.allScore = m.allScore[:0]
+	m.total.Rows = 0
+	m.total.Sum, m.total.Outer = zeros(m.total.Sum, k), zeros(m.total.Outer, k*k)
+	g := groupStep{union: Offsets{}, want: math.MaxUint64}
+	var mo online.Moments
+	var err error
+	for i, p := range all {
+		d, _ := open(p)
+		st, sa := d.u64(), d.u64()
+		mo.Rows = int(d.u32())
+		mo.Sum, mo.Outer = d.floats(mo.Sum), d.floats(mo.Outer)
+		o := d.offsets()
+		sc := d.floats(nil)
+		g.shed += d.u64()
+		g.hold = d.u8() != 0 || g.hold
+		g.want = min(g.want, d.u64())
+		ch := d.bytes()
+		if err := d.end(); err != nil {
+			return g, m.lost(fmt.Errorf("cluster: member %d's moments: %w", i, err))
+		}
+		if len(ch) > 0 {
+			if i != 0 {
+				return g, m.lost(fmt.Errorf("%w: member %d sent a challenger; only rank 0 runs one", errWire, i))
+			}
+			if m.adopt, err = snapshot.Decode(ch); err != nil {
+				return g, m.lost(fmt.Errorf("cluster: the challenger from member 0: %w", err))
+			}
+		}
+		if len(sc)%k != 0 {
+			return g, m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), k))
+		}
+		m.allScore = append(m.allScore, sc...)
+		if st != step || sa != samples {
+			return g, m.lost(fmt.Errorf("cluster: member %d is at step %d (%d samples), this one at %d (%d)", i, st, sa, step, samples))
+		}
+		if len(mo.Sum) != k || len(mo.Outer) != k*k {
+			return g, m.lost(fmt.Errorf("%w: member %d's moments have %d and %d numbers for k = %d", errWire, i, len(mo.Sum), len(mo.Outer), k))
+		}
+		g.union.Merge(o)
+		if mo.Rows > 0 {
+			m.total.Add(&mo)
+		}
+	}
+	return g, nil
 }
 
 // adoptChallenger makes the challenger received with this step the model
