@@ -20,10 +20,14 @@ import (
 // Watch waits).
 type Backend interface {
 	// PutObject stores data under name with metadata, replacing an
-	// object of that name.
+	// object of that name. It copies data only into what it stores, and a put
+	// that stops making progress ends with an error whatever ctx's
+	// deadline (NATSBackend: no byte moved for 15 s).
 	PutObject(ctx context.Context, name string, meta map[string]string, data []byte) error
 	// GetObject returns the bytes stored under name, checked against the
-	// store's own digest; ErrNotFound when there are none.
+	// store's own digest; ErrNotFound when there are none. It reads into
+	// room for the whole object, once, and ends as PutObject does when
+	// the transfer stalls.
 	GetObject(ctx context.Context, name string) ([]byte, error)
 	// ListObjects lists the stored objects (names and metadata), in any
 	// order.
@@ -48,11 +52,12 @@ type Backend interface {
 	// ctx ends (the channel is then closed). It waits for the bucket to
 	// exist.
 	WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error)
-	// Announce publishes a notice on subject (core NATS: at most once,
-	// to whoever listens now).
+	// Announce sends a notice on subject to whoever listens now, at most
+	// once and not stored (NATSBackend: a core NATS message).
 	Announce(subject string, data []byte) error
-	// Reset drops cached handles (after a call was abandoned, or the
-	// server was replaced); the next call looks them up again.
+	// Reset forgets whatever the backend keeps between calls (after a
+	// call was abandoned, or the server was replaced); the next call
+	// finds it again.
 	Reset()
 }
 
