@@ -555,9 +555,11 @@ func fetch(ctx context.Context, b Backend, notice []byte) (*snapshot.Model, Noti
 // go forward; a notice of another incarnation is followed whatever its
 // version (a model restarted without its history starts again at low
 // versions); a version that cannot be fetched (pruned, missing,
-// corrupt) is passed over, reported to cfg.OnSkip, and does not count as
-// seen, so the next fetchable version is delivered. Buckets that do not
-// exist yet are waited for.
+// corrupt, or a fetch that met a fault) is reported to cfg.OnSkip and
+// does not count as seen: it is tried again after a backoff (0.5 s
+// doubling to 30 s) until it is fetched or a newer version is announced,
+// and the next fetchable version is delivered. Buckets that do not exist
+// yet are waited for.
 func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
 	b, err := NewNATSBackend(nc, cfg, false)
 	if err != nil {
@@ -580,10 +582,38 @@ func WatchFrom(ctx context.Context, b Backend, cfg Config, fn func(*snapshot.Mod
 	}
 	var f follower
 	initial := true
+	// A fetch that failed is tried again after a backoff while nothing
+	// newer comes: without it a reader whose fetch of the newest version
+	// met a passing fault (a stream leader being elected, a link down)
+	// stayed on the version before until the next one was published.
+	var retry <-chan time.Time
+	backoff := watchRetryFirst
+	deliver := func() {
+		retry = nil
+		want, ok := f.next()
+		if !ok {
+			return
+		}
+		m, n, err := fetch(ctx, b, want)
+		if err != nil {
+			if ctx.Err() == nil {
+				if cfg.OnSkip != nil {
+					cfg.OnSkip(n, err)
+				}
+				retry, backoff = time.After(backoff), min(2*backoff, watchRetryMax)
+			}
+			return
+		}
+		backoff = watchRetryFirst
+		f.delivered(n)
+		fn(m, n)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-retry:
+			deliver()
 		case u, ok := <-updates:
 			if !ok {
 				if err := ctx.Err(); err != nil {
@@ -606,22 +636,14 @@ func WatchFrom(ctx context.Context, b Backend, cfg Config, fn func(*snapshot.Mod
 			if initial {
 				continue
 			}
-			want, ok := f.next()
-			if !ok {
-				continue
-			}
-			m, n, err := fetch(ctx, b, want)
-			if err != nil {
-				if cfg.OnSkip != nil {
-					cfg.OnSkip(n, err)
-				}
-				continue
-			}
-			f.delivered(n)
-			fn(m, n)
+			deliver()
 		}
 	}
 }
+
+// watchRetryFirst and watchRetryMax bound Watch's backoff between tries
+// of a fetch that failed.
+const watchRetryFirst, watchRetryMax = 500 * time.Millisecond, 30 * time.Second
 
 // follower decides what Watch delivers next (see Watch): the pinned
 // notice while there is one, else the latest pointer when it moves
