@@ -259,6 +259,12 @@ func TestNonFiniteProjectionIsAnError(t *testing.T) {
 // MaxConcurrent × (5 × MaxBytes + 8·k·MaxVectors) above the idle heap. (Before: 25 requests of 2,000,000
 // vectors at once took resident memory to 4 GB.)
 func TestConcurrentProjectMemoryBound(t *testing.T) {
+	if raceDetector {
+		// Measured in the quick tier, without the race detector: under
+		// it sync.Pool keeps nothing, and a CI run exceeded the bound
+		// by 4 MiB (292 against 288) where it holds with room otherwise.
+		t.Skip("a heap bound: not measurable under the race detector (run without -race)")
+	}
 	var cur Current
 	s, data := testkit.Golden(t, 1)
 	m, _ := snapshot.NewModel(s, snapshot.ModelOptions{})
