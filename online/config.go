@@ -62,30 +62,39 @@ var ErrConfig = errors.New("online: invalid config")
 // the model is run, chosen anew at each start (Restore takes it from the
 // runtime Config) yet one decision for a cluster's members (they must
 // agree on it).
+//
+// A model setting's `header` tag says where a snapshot keeps it: a path
+// of snapshot.Header fields ("Schedule.Theta0"), which Snapshot writes and
+// Restore reads for every learner with no other code (see toHeader; a
+// ",one-view" or ",two-view" suffix keeps it to that kind of learner);
+// "view", the views record it (kernel, dimension, how the features are
+// drawn and computed: snapshot.View); "learner", the learner records
+// what it runs with in its own terms (the solver's rule, the ridge it
+// chose, the averaging window) and its Restore reads that back.
 type Config struct {
 	// Model is the model's name. Default: "model".
-	Model string
+	Model string `header:"Model"`
 	// Incarnation is written into every snapshot's header
 	// (snapshot.Header.Incarnation); a restored learner keeps its
 	// snapshot's.
-	Incarnation string
+	Incarnation string `header:"Incarnation"`
 	// Algorithm is kpca, gha (New) or ksvd, kcca, ksir (NewTwoView).
 	// Default: kpca.
-	Algorithm Algorithm
+	Algorithm Algorithm `header:"Algorithm"`
 	// K is the number of components. Required.
-	K int
+	K int `header:"K"`
 	// Dim is the input dimension. Default: 0, taken from the first batch.
-	Dim int
+	Dim int `header:"view"`
 	// Kernel is the kernel. Default: gaussian with the bandwidth chosen by
 	// the median trick on the first batch (Bandwidth 0).
-	Kernel features.Kernel
+	Kernel features.Kernel `header:"view"`
 	// BlockSize is B, the features drawn per batch. Must be ≥ K.
 	// Default: 512 for kpca/gha with the subspace solver and for the
 	// covariance solver (DefaultCovarianceBlockSize), 128 otherwise.
-	BlockSize int
+	BlockSize int `header:"BlockSize"`
 	// MaxFeatures caps the features; past it blocks are revisited in turn.
 	// Rounded down to a multiple of BlockSize. Default: 32768.
-	MaxFeatures int
+	MaxFeatures int `header:"MaxFeatures"`
 	// Solver is the update rule of kpca and gha: subspace (the default
 	// with random features; see SolverSubspace), covariance (the default
 	// with landmark features: PCA of the statistics of a fixed feature
@@ -93,60 +102,62 @@ type Config struct {
 	// (the paper's rule). The two-view algorithms have their own rule
 	// (TwoView); kcca also takes covariance (regularised CCA on the
 	// statistics of a fixed feature budget per view, its default).
-	Solver Solver
+	Solver Solver `header:"learner"`
 	// Ridge is the covariance solver's regularisation, relative to each
 	// view's mean feature variance. Default: for kcca 0, chosen by the
 	// learner on held-out pairs (see ridge.go), starting from
 	// DefaultRidge; for kpca and gha DefaultRidge (1e-2).
-	Ridge float64
+	Ridge float64 `header:"learner"`
 	// Theta0 and Theta1 set the step η_t = Theta0/(1+Theta1·t)/λ̂; Theta0
 	// is unitless. Subspace solver: λ̂ = n·λ̂_k (n blocks, λ̂_k the k-th
 	// eigenvalue estimate), defaults 1 and 0.05. Oja solver: λ̂ = λ̂_1,
 	// η·λ̂_1 capped at 1, defaults 0.5 and 0.01. Two-view: see NewTwoView.
-	Theta0, Theta1 float64
+	Theta0 float64 `header:"Schedule.Theta0"`
+	// Theta1: see Theta0.
+	Theta1 float64 `header:"Schedule.Theta1"`
 	// Average is the subspace solver's averaging window: the model served
 	// (EvalTo, Snapshot) is a running average of the solver's iterates
 	// over about the last Average × the steps so far (see subspace), in
 	// (0, 1]. Negative: serve the last iterate. Default: DefaultAverage
 	// (0.3) with the subspace solver; ignored by the other solvers.
-	Average float64
+	Average float64 `header:"learner"`
 	// Forget is what a change of the stream does (see Assess): follow
 	// restarts the model on an abrupt change and replaces it with a
 	// challenger on a gradual one (see follower), detect only restarts
 	// it, off does neither. Default: follow.
 	Forget Forgetting `setting:"group"`
 	// Seed is the model seed; block seeds derive from it. Default: 1.
-	Seed uint64
+	Seed uint64 `header:"ModelSeed"`
 	// Standardize scales each input dimension to zero mean and unit
 	// variance with statistics from the first batch. Default: off.
-	Standardize bool
+	Standardize bool `header:"Settings.Standardize"`
 	// Center learns the centred covariance operator. Default: off.
-	Center bool
+	Center bool `header:"Settings.Center,one-view"`
 	// KernelY is the kernel of the second view (ksvd, kcca). Default:
 	// gaussian with the median trick. Ignored by ksir, whose second view is
 	// the slice indicators of the target under the linear map.
-	KernelY features.Kernel
+	KernelY features.Kernel `header:"view"`
 	// DimY is the second view's dimension; 0 = from the first batch.
-	DimY int
+	DimY int `header:"view"`
 	// Uncentered turns off the centring two-view algorithms use by default
 	// (without it Alg. 4 diverges at useful step sizes on real data).
-	Uncentered bool
+	Uncentered bool `header:"Settings.Uncentered,two-view"`
 	// Slices is the number of target slices of ksir. Default: 10.
-	Slices int
+	Slices int `header:"Settings.Slices,two-view"`
 	// Precision of the product x·Ω (the bulk of the step when d is large):
 	// float64, or float32 (features.Map.Float32: twice the SIMD lanes and
 	// cache, float64 everywhere after the product). float32 needs a
 	// shift-invariant kernel (gaussian, laplacian, cauchy, matern); in a
 	// two-view model it applies to the views whose kernel is one.
 	// Default: float64.
-	Precision Precision
+	Precision Precision `header:"view"`
 	// Compute selects who computes the products x·Ω and Φ·α: exact (the
 	// package's own kernels, bit-identical on every platform and build) or
 	// blas (the BLAS linked into the binary — OpenBLAS in a build with the
 	// openblas tag — fastest for large d; deterministic per binary and CPU,
 	// projections agree with the learner to rounding; see
 	// features.Map.BLAS). Default: exact.
-	Compute Compute
+	Compute Compute `header:"view"`
 	// Frequencies is how random features draw their frequencies: auto
 	// (the default: orthogonal where it applies, else iid), iid (every
 	// frequency independent: generator features.GeneratorID, the paper's)
@@ -158,14 +169,14 @@ type Config struct {
 	// precision and exact compute, and at least MinStructuredDim inputs
 	// (below, the draws are i.i.d.); auto takes it then from
 	// AutoStructuredDim inputs on. A restored model keeps its own.
-	Frequencies Frequencies
+	Frequencies Frequencies `header:"view"`
 	// Features is the source of feature blocks: random (random features
 	// from a seed per block, the paper's) or landmarks (B points of the
 	// stream per block and the Nyström map they define; see
 	// features.Landmarks). Landmark models store those points: a snapshot
 	// then holds rows of the data. kpca, gha, ksvd and kcca (not ksir).
 	// Default: random.
-	Features FeatureSource
+	Features FeatureSource `header:"view"`
 	// Workers evaluating feature blocks in parallel. Default: GOMAXPROCS.
 	Workers int `setting:"runtime"`
 	// CacheBytes bounds cached feature blocks. Default: 1 GiB.

@@ -804,25 +804,17 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 	if chState != nil {
 		state = append(state[:len(state):len(state)], chValues...)
 	}
-	return &snapshot.Snapshot{
+	snap := &snapshot.Snapshot{
 		Header: snapshot.Header{
-			Model:       l.cfg.Model,
-			Incarnation: l.cfg.Incarnation,
-			Algorithm:   string(l.cfg.Algorithm),
 			Generator:   snapshot.GeneratorOf(view),
-			K:           l.cfg.K,
-			BlockSize:   l.cfg.BlockSize,
 			Seeds:       append(snapshot.Seeds(nil), l.seeds...),
 			Views:       []snapshot.View{view},
 			Step:        l.t,
 			SamplesSeen: l.samples,
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Ridge: l.ridgeOfSolver(), Restart: l.restart},
-			MaxFeatures: l.cfg.MaxFeatures,
-			ModelSeed:   l.cfg.Seed,
+			Schedule:    snapshot.Schedule{Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Ridge: l.ridgeOfSolver(), Restart: l.restart},
 			Created:     time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Quality: l.mon.quality()},
 			Running:     append([]float64(nil), l.mrun...),
-			Settings:    snapshot.Settings{Center: l.cfg.Center, Standardize: l.cfg.Standardize},
 			Covariance:  cov,
 			Averaged:    avg,
 			Detector:    l.mon.state(),
@@ -832,6 +824,8 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 		Landmarks: landmarks,
 		State:     state,
 	}
+	l.cfg.toHeader(&snap.Header, false)
+	return snap
 }
 
 // precisionOf is the snapshot's name for fm's precision.

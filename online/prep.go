@@ -95,12 +95,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		return nil, fmt.Errorf("%w: algorithm %q", snapshot.ErrUnsupported, h.Algorithm)
 	}
 	v := h.Views[0]
-	cfg := Config{
-		Model: h.Model, Incarnation: h.Incarnation, Algorithm: Algorithm(h.Algorithm), K: h.K, Dim: v.Dim,
-		Kernel: v.Kernel, BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures,
-		Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1, Seed: h.ModelSeed, Solver: Solver(h.Schedule.Solver),
-		Standardize: len(v.Preprocess.Mean) > 0, Center: h.Settings.Center,
-	}
+	cfg := Config{Dim: v.Dim, Kernel: v.Kernel, Solver: Solver(h.Schedule.Solver)}
+	cfg.fromHeader(h)
+	cfg.Standardize = len(v.Preprocess.Mean) > 0 // the view's statistics say (v1 snapshots may lack the setting)
 	cfg.takeRuntime(rt)
 	if h.Averaged != nil {
 		cfg.Average = h.Averaged.Window

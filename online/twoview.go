@@ -583,22 +583,23 @@ func (l *TwoView) Snapshot() *snapshot.Snapshot {
 	if chState != nil {
 		state = append(state[:len(state):len(state)], chValues...)
 	}
-	return &snapshot.Snapshot{
+	snap := &snapshot.Snapshot{
 		Header: snapshot.Header{
-			Model: l.cfg.Model, Incarnation: l.cfg.Incarnation, Algorithm: string(l.cfg.Algorithm), Generator: snapshot.GeneratorOf(views...),
-			K: l.cfg.K, BlockSize: l.v[0].fm.BlockSize, Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
+			Generator: snapshot.GeneratorOf(views...), Seeds: slices.Clone(snapshot.Seeds(l.v[0].seeds)),
 			Views: views, Step: l.t, SamplesSeen: l.samples, Covariance: cov, Detector: l.mon.state(),
-			Schedule:    snapshot.Schedule{Theta0: l.cfg.Theta0, Theta1: l.cfg.Theta1, Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
-			MaxFeatures: l.cfg.MaxFeatures, ModelSeed: l.cfg.Seed, Created: time.Now().UTC(),
+			Schedule:    snapshot.Schedule{Scale: l.lambda0, Backoff: l.backoff, Solver: string(solver), Ridge: l.ridgeNow(), RidgeAuto: l.ridgeAuto, Restart: l.restart},
+			Created:     time.Now().UTC(),
 			Diagnostics: snapshot.Diagnostics{Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Quality: l.mon.quality()},
 			Challenger:  chState,
-			Settings: snapshot.Settings{Uncentered: l.cfg.Uncentered, Standardize: l.cfg.Standardize, Slices: l.cfg.Slices,
-				Trace0: l.trace0, WNorm: l.wnorm, TraceRun: l.trRun},
+			Settings:    snapshot.Settings{Trace0: l.trace0, WNorm: l.wnorm, TraceRun: l.trRun},
 		},
 		Coef:      [][]float64{slices.Clone(l.v[0].coef), slices.Clone(l.v[1].coef)},
 		Landmarks: landmarks,
 		State:     state,
 	}
+	l.cfg.toHeader(&snap.Header, true)
+	snap.Header.BlockSize = l.v[0].fm.BlockSize // the first view's blocks (0 before the first batch)
+	return snap
 }
 
 // ridgeNow is the ridge a snapshot records (0 for the other rules).
@@ -644,12 +645,8 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if vx.Landmarks() != vy.Landmarks() {
 		return nil, fmt.Errorf("%w: a two-view model with landmark features in one view only", snapshot.ErrUnsupported)
 	}
-	cfg := Config{
-		Model: h.Model, Incarnation: h.Incarnation, Algorithm: alg, K: h.K, Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel,
-		BlockSize: h.BlockSize, MaxFeatures: h.MaxFeatures, Theta0: h.Schedule.Theta0, Theta1: h.Schedule.Theta1,
-		Seed: h.ModelSeed, Uncentered: h.Settings.Uncentered, Standardize: h.Settings.Standardize,
-		Slices: h.Settings.Slices, Solver: SolverOja, Ridge: h.Schedule.Ridge,
-	}
+	cfg := Config{Dim: vx.Dim, Kernel: vx.Kernel, KernelY: vy.Kernel, Solver: SolverOja, Ridge: h.Schedule.Ridge}
+	cfg.fromHeader(h)
 	cfg.takeRuntime(rt)
 	if Solver(h.Schedule.Solver) == SolverCovariance {
 		cfg.Solver = SolverCovariance
