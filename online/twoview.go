@@ -658,7 +658,7 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	if vy.Float32() {
 		cfg.Precision = Float32
 	}
-	if alg != AlgKSIR {
+	if !alg.TargetY() { // a sliced target's view is its indicators, not the input's dimension
 		cfg.DimY = vy.Dim
 	}
 	l, err := NewTwoView(cfg)
