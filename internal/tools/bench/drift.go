@@ -408,7 +408,7 @@ func newOneViewDrift(cfg DriftConfig, st driftStream, run string) *oneViewDrift 
 	lcfg := cfg.Learner
 	lcfg.Model, lcfg.K, lcfg.Seed = "drift", cfg.K, cfg.Seed
 	lcfg.Kernel = st.kernel()
-	return &oneViewDrift{cfg: cfg, st: st, lcfg: runForget(lcfg, run), x: make([]float64, cfg.Batch*st.dim())}
+	return &oneViewDrift{learnerSlot: learnerSlot[*online.KPCA]{cfg: cfg, lcfg: runForget(lcfg, run), make: online.New}, st: st, x: make([]float64, cfg.Batch*st.dim())}
 }
 
 // runForget is a drift run's learner configuration: forgetting off for
@@ -498,30 +498,46 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 	return out, nil
 }
 
-// oneViewDrift is a one-view run's learner on a driftStream.
-type oneViewDrift struct {
-	cfg   DriftConfig
-	st    driftStream
-	lcfg  online.Config
-	l     *online.KPCA
-	x, hx []float64
+// learnerSlot is what a run's learner of either kind keeps between
+// starts: its configuration, the learner and the constructor that starts
+// one (online.New or online.NewTwoView).
+type learnerSlot[L interface {
+	Close()
+	Switches() uint64
+}] struct {
+	cfg  DriftConfig
+	lcfg online.Config
+	l    L
+	live bool
+	make func(online.Config) (L, error)
 }
 
-func (d *oneViewDrift) start() error {
+// start closes the learner and starts a new one.
+func (d *learnerSlot[L]) start() error {
 	d.close()
-	var err error
-	d.l, err = online.New(d.lcfg)
-	return err
+	l, err := d.make(d.lcfg)
+	if err != nil {
+		return err
+	}
+	d.l, d.live = l, true
+	return nil
 }
 
-func (d *oneViewDrift) close() {
-	if d.l != nil {
+func (d *learnerSlot[L]) close() {
+	if d.live {
 		d.l.Close()
-		d.l = nil
+		d.live = false
 	}
 }
 
-func (d *oneViewDrift) switches() uint64 { return d.l.Switches() }
+func (d *learnerSlot[L]) switches() uint64 { return d.l.Switches() }
+
+// oneViewDrift is a one-view run's learner on a driftStream.
+type oneViewDrift struct {
+	learnerSlot[*online.KPCA]
+	st    driftStream
+	x, hx []float64
+}
 
 func (d *oneViewDrift) step(n, b int) (bool, time.Duration, error) {
 	dim := d.st.dim()

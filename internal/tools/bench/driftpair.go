@@ -97,33 +97,15 @@ func newPairDriftLearner(cfg DriftConfig, run string) (driftLearner, error) {
 	lcfg.Model, lcfg.Algorithm, lcfg.K, lcfg.Seed = "drift", online.AlgKCCA, cfg.K, cfg.Seed
 	lcfg.Kernel, lcfg.KernelY = st.kx, st.ky
 	const d = mnist.Pixels / 2
-	return &pairDriftLearner{cfg: cfg, st: st, lcfg: runForget(lcfg, run), x: make([]float64, cfg.Batch*d), y: make([]float64, cfg.Batch*d)}, nil
+	return &pairDriftLearner{learnerSlot: learnerSlot[*online.TwoView]{cfg: cfg, lcfg: runForget(lcfg, run), make: online.NewTwoView}, st: st, x: make([]float64, cfg.Batch*d), y: make([]float64, cfg.Batch*d)}, nil
 }
 
 // pairDriftLearner is a kcca run's learner on a pairDrift stream.
 type pairDriftLearner struct {
-	cfg          DriftConfig
+	learnerSlot[*online.TwoView]
 	st           *pairDrift
-	lcfg         online.Config
-	l            *online.TwoView
 	x, y, hx, hy []float64
 }
-
-func (d *pairDriftLearner) start() error {
-	d.close()
-	var err error
-	d.l, err = online.NewTwoView(d.lcfg)
-	return err
-}
-
-func (d *pairDriftLearner) close() {
-	if d.l != nil {
-		d.l.Close()
-		d.l = nil
-	}
-}
-
-func (d *pairDriftLearner) switches() uint64 { return d.l.Switches() }
 
 func (d *pairDriftLearner) step(n, b int) (bool, time.Duration, error) {
 	const dim = mnist.Pixels / 2
