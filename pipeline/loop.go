@@ -421,15 +421,27 @@ func (l *loop) snapshot(final bool) {
 		return // nothing new since the last snapshot
 	}
 	snap, ok := p.coord.cut(l)
+	if !ok || !l.storable(final) {
+		return
+	}
+	path, data, ok := l.persist(snap)
 	if !ok {
 		return
 	}
-	commit := map[int]int64{}
-	for _, o := range snap.Header.Offsets {
-		if o.Topic == p.cfg.Kafka.Topic {
-			commit[o.Partition] = o.Next
-		}
+	l.serve(snap, data)
+	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
+		Int("features", snap.Header.Features()).Floats64("eigenvalues", snap.Header.Diagnostics.Eigenvalues).Msg("snapshot persisted")
+	if !p.coord.leads() {
+		return // in a group, the lowest-ranked member publishes and commits
 	}
+	l.handOff(snap, data)
+}
+
+// storable reports whether a snapshot may be stored now: the dead
+// letters of the messages its offsets cover are stored and the snapshot
+// directory is locked. Otherwise it is postponed, counted and said.
+func (l *loop) storable(final bool) bool {
+	p := l.p
 	// The offsets cover dead-lettered messages: their writes must be
 	// stored before the snapshot says so. While the dead-letter topic
 	// refuses them the queue retries and snapshots wait (learning goes
@@ -437,7 +449,7 @@ func (l *loop) snapshot(final bool) {
 	if !final && p.dlq.Failing() {
 		p.met.SnapshotErrors.Inc()
 		p.log.Warn().Msg("dead-letter topic refusing writes; snapshot postponed until the dead letters are stored")
-		return
+		return false
 	}
 	fctx, cancel := p.stopContext(30 * time.Second) // the stop's deadline, when stopping
 	err := p.dlq.Flush(fctx)
@@ -445,29 +457,44 @@ func (l *loop) snapshot(final bool) {
 	if err != nil {
 		p.met.SnapshotErrors.Inc()
 		p.log.Error().Err(err).Msg("dead letters not flushed; snapshot postponed")
-		return
+		return false
 	}
 	if p.lock == nil { // the directory could not be locked at start
 		if p.lock, err = p.store.Lock(); err != nil {
 			p.met.SnapshotErrors.Inc()
 			p.log.Error().Err(err).Msg("snapshot directory not locked; snapshot postponed, learning continues")
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// persist writes snap to the store and returns its file and the bytes
+// to serve and publish (learner state left out); false when either
+// failed (counted and logged; the next snapshot retries).
+func (l *loop) persist(snap *snapshot.Snapshot) (string, []byte, bool) {
+	p := l.p
 	path, data, err := p.store.Save(snap)
 	l.lastSnap = time.Now()
 	if err != nil {
 		p.met.SnapshotErrors.Inc()
 		p.log.Error().Err(err).Msg("snapshot write failed; learning continues and the next snapshot retries")
-		return
+		return "", nil, false
 	}
 	l.sinceSnap = 0
 	l.lastCut = snap
 	if data, err = publish.PublishedBytes(snap, data); err != nil {
 		p.met.SnapshotErrors.Inc()
 		p.log.Error().Err(err).Msg("snapshot persisted but not encoded for serving; the next snapshot retries")
-		return
+		return "", nil, false
 	}
+	return path, data, true
+}
+
+// serve makes a persisted snapshot the served model (HTTP and NATS
+// queries) and updates the metrics, the status page and its history.
+func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
+	p := l.p
 	p.met.Snapshots.Inc()
 	p.met.Version.Set(float64(snap.Header.Version()))
 	for i, e := range snap.Header.Diagnostics.Eigenvalues {
@@ -501,18 +528,26 @@ func (l *loop) snapshot(final bool) {
 		}
 	}
 	p.mu.Unlock()
-	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
-		Int("features", snap.Header.Features()).Floats64("eigenvalues", eig).Msg("snapshot persisted")
-	if !p.coord.leads() {
-		return // in a group, the lowest-ranked member publishes and commits
-	}
+}
+
+// handOff gives a persisted snapshot to the publisher (replacing an
+// unpublished older one: only the newest matters) and commits the
+// offsets it covers to Kafka (a hint for tooling: the snapshot is the
+// record).
+func (l *loop) handOff(snap *snapshot.Snapshot, data []byte) {
+	p := l.p
 	if p.pub != nil {
-		// Replace any unpublished older version: only the newest matters.
 		select {
 		case <-p.pubReq:
 		default:
 		}
 		p.pubReq <- pubItem{snap: snap.Served(), data: data}
+	}
+	commit := map[int]int64{}
+	for _, o := range snap.Header.Offsets {
+		if o.Topic == p.cfg.Kafka.Topic {
+			commit[o.Partition] = o.Next
+		}
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -705,19 +705,37 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	})
 
 	l := p.newLoop(ctx)
+	// Parsing runs ahead of the loop by up to a batch (and a byte budget
+	// of kafka.queue_bytes), on its own goroutine.
+	budget := p.cfg.Kafka.QueueBytes
+	sem := semaphore.NewWeighted(budget)
+	g.Go(func() error {
+		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, p.parsed, sem, budget, p.cfg.Learner.Batch, &p.ahead)
+		return nil
+	})
+	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone})
+}
+
+// runEnds is what the loop of Run needs of the goroutines around it: the
+// context that bounds its waits (ended by Kill), the parsed messages'
+// byte budget, the stops of fetching and publishing, and the signal that
+// publishing has ended.
+type runEnds struct {
+	work               context.Context
+	sem                *semaphore.Weighted
+	stopFetch, stopPub context.CancelFunc
+	pubDone            chan struct{}
+}
+
+// drive runs the learning loop until ctx is done (a graceful stop: the
+// final snapshot), Kill (none) or an error that stops learning: it takes
+// parsed messages, learns batches when they are full or have lingered,
+// snapshots on time and follows the group's generations.
+func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 	linger := l.linger
 	generations := p.coord.generations() // cluster mode: the consumer's new generations
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	// Parsing runs ahead of the loop by up to a batch (and a byte budget
-	// of kafka.queue_bytes), on its own goroutine.
-	msgs := p.parsed
-	budget := p.cfg.Kafka.QueueBytes
-	sem := semaphore.NewWeighted(budget)
-	g.Go(func() error {
-		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, msgs, sem, budget, p.cfg.Learner.Batch, &p.ahead)
-		return nil
-	})
 	// pending: messages handed over and not yet handled (the loop was
 	// full, or a batch ended inside the slice).
 	var pending []parsed
@@ -730,21 +748,21 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return fmt.Errorf("pipeline: the model cannot learn this stream with this configuration (nothing was committed): %w", l.fatal)
 		}
 		if len(pending) > 0 && !l.full() {
-			pending = l.consume(work, pending, sem, linger)
+			pending = l.consume(e.work, pending, e.sem, linger)
 			continue
 		}
-		inbox := msgs
+		inbox := p.parsed
 		if l.full() || len(pending) > 0 {
 			inbox = nil
 		}
 		select {
 		case <-p.kill:
-			stopFetch()
-			stopPub()
+			e.stopFetch()
+			e.stopPub()
 			return errKilled
 		case <-ctx.Done():
-			l.stop(stopFetch, pubDone)
-			stopPub()
+			l.stop(e.stopFetch, e.pubDone)
+			e.stopPub()
 			return nil
 		case pending = <-inbox:
 		case ev := <-generations:

@@ -342,80 +342,34 @@ func NewService(nc *nats.Conn, cfg publish.Config, cur *Current, lim Limits, opt
 		return nil, fmt.Errorf("serve: add micro service: %w", err)
 	}
 	g := svc.AddGroup(cfg.Prefix + "." + cfg.Model)
-	respondErr := func(r micro.Request, err error) {
-		code := "500"
-		switch {
-		case errors.Is(err, errBadRequest):
-			code = "400"
-		case errors.Is(err, publish.ErrNoModel), errors.Is(err, errUnavailable):
-			code = "503"
-		case errors.Is(err, publish.ErrNoVersion):
-			code = "404"
-		case errors.Is(err, errForbidden):
-			code = "403"
-		}
-		b, _ := json.Marshal(map[string]string{"error": err.Error()})
-		r.Error(code, err.Error(), b)
-	}
-	// respond reports its own failures: a reply that cannot be encoded or
-	// sent becomes an error reply, never silence.
-	respond := func(r micro.Request, v any) {
-		if err := r.RespondJSON(v); err != nil {
-			respondErr(r, fmt.Errorf("reply not sent: %w", err))
-		}
-	}
-	add := func(name string, h func(micro.Request)) error {
+	add := func(name string, do func(body []byte) (any, error)) error {
 		s := natsSchemas[name]
-		return g.AddEndpoint(name, micro.HandlerFunc(h),
+		return g.AddEndpoint(name, answer(do),
 			micro.WithEndpointMetadata(map[string]string{"request": s[0], "response": s[1], "errors": natsErrors}))
 	}
 	err = errors.Join(
-		add("project", func(r micro.Request) {
-			resp, err := projectVersion(cur, opt.Versions, r.Data(), lim)
-			if err != nil {
-				respondErr(r, err)
-				return
-			}
-			respond(r, resp)
-		}),
-		add("versions", func(r micro.Request) {
+		add("project", func(body []byte) (any, error) { return projectVersion(cur, opt.Versions, body, lim) }),
+		add("versions", func([]byte) (any, error) {
 			if opt.Versions == nil {
-				respondErr(r, fmt.Errorf("%w: this service keeps no versions", publish.ErrNoVersion))
-				return
+				return nil, fmt.Errorf("%w: this service keeps no versions", publish.ErrNoVersion)
 			}
 			list, err := opt.Versions.List()
-			if err != nil {
-				respondErr(r, err)
-				return
-			}
-			respond(r, map[string]any{"versions": list, "pinned": cur.Pinned()})
+			return map[string]any{"versions": list, "pinned": cur.Pinned()}, err
 		}),
-		add("pin", func(r micro.Request) {
-			v, err := pin(cur, opt, r.Data())
-			if err != nil {
-				respondErr(r, err)
-				return
-			}
-			respond(r, map[string]uint64{"pinned": v})
+		add("pin", func(body []byte) (any, error) {
+			v, err := pin(cur, opt, body)
+			return map[string]uint64{"pinned": v}, err
 		}),
-		add("info", func(r micro.Request) {
+		add("info", func([]byte) (any, error) { return info(cur) }),
+		add("snapshot", func([]byte) (any, error) {
 			in, err := info(cur)
 			if err != nil {
-				respondErr(r, err)
-				return
+				return nil, err
 			}
-			respond(r, in)
-		}),
-		add("snapshot", func(r micro.Request) {
-			in, err := info(cur)
-			if err != nil {
-				respondErr(r, err)
-				return
-			}
-			respond(r, map[string]any{
+			return map[string]any{
 				"version": in.Version, "bucket": cfg.ObjectBucket, "object": publish.ObjectName(cfg.Model, in.Header.Incarnation, in.Version),
 				"size": in.Size, "header": in.Header,
-			})
+			}, nil
 		}),
 	)
 	if err != nil {
@@ -423,6 +377,40 @@ func NewService(nc *nats.Conn, cfg publish.Config, cur *Current, lim Limits, opt
 		return nil, fmt.Errorf("serve: add endpoints: %w", err)
 	}
 	return &Service{svc: svc}, nil
+}
+
+// answer is a NATS endpoint's handler: do's reply, or its error with
+// the code statusOf gives it. A reply that cannot be encoded or sent
+// becomes an error reply, never silence.
+func answer(do func(body []byte) (any, error)) micro.HandlerFunc {
+	return func(r micro.Request) {
+		v, err := do(r.Data())
+		if err == nil {
+			if err = r.RespondJSON(v); err != nil {
+				err = fmt.Errorf("reply not sent: %w", err)
+			}
+		}
+		if err != nil {
+			b, _ := json.Marshal(map[string]string{"error": err.Error()})
+			r.Error(strconv.Itoa(statusOf(err)), err.Error(), b)
+		}
+	}
+}
+
+// statusOf is the status a query's error is answered with, over HTTP and
+// as a NATS micro error code alike.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, publish.ErrNoVersion):
+		return http.StatusNotFound
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, publish.ErrNoModel), errors.Is(err, errUnavailable):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 // natsSchemas describe each endpoint's request and reply: the endpoints'
@@ -528,18 +516,7 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 }
 
 func httpErr(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, errBadRequest):
-		code = http.StatusBadRequest
-	case errors.Is(err, publish.ErrNoVersion):
-		code = http.StatusNotFound
-	case errors.Is(err, errForbidden):
-		code = http.StatusForbidden
-	case errors.Is(err, publish.ErrNoModel), errors.Is(err, errUnavailable):
-		code = http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
 }
 
 // writeJSON encodes v before writing anything, so that an encoding error
