@@ -340,44 +340,9 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 		c.mu.Unlock()
 		gen, err := cg.Next(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, kafka.ErrGroupClosed) {
-				c.mu.Lock()
-				rejoined := c.cg != cg && !c.closed
-				aside := c.aside
-				c.aside = nil
-				closed := c.closed
-				c.mu.Unlock()
-				if rejoined { // Rebalance: the same consumer, a new member
-					continue
-				}
-				if aside != nil && !closed { // StepAside: out of the group until aside says
-					if err := c.rejoinAfter(ctx, cg, aside); err != nil {
-						return err
-					}
-					continue
-				}
+			if err := c.joinFailed(ctx, cg, err, &backoff); err != nil {
 				return err
 			}
-			if answeredJoin(err) {
-				// The coordinator answered (an evicted member after a
-				// freeze, a rebalance under way): reachable, refused.
-				c.reachable(nil)
-				c.log.Warn().Err(err).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
-					Msg("kafka: the group coordinator refused this member's join (the brokers are reachable); joining again as a new member, learning is paused meanwhile")
-			} else {
-				c.reachable(err)
-				c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
-					Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
 		backoff = time.Second
@@ -385,42 +350,92 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 		c.mu.Lock()
 		c.gen = gen
 		c.mu.Unlock()
-		assigned := gen.Assignments[c.cfg.Topic]
-		c.log.Info().Int32("generation", gen.ID).Int("partitions", len(assigned)).Msg("kafka: partitions assigned")
-		owned := make([]int, 0, len(assigned))
-		for _, pa := range assigned {
-			owned = append(owned, pa.ID)
-		}
-		c.keepLags(owned)
-		if c.cfg.OnAssign == nil {
-			for _, pa := range assigned {
-				partition := pa.ID
-				gen.Start(func(gctx context.Context) { c.readPartition(gctx, gen.ID, partition, c.start(next, partition)) })
-			}
-			continue
-		}
-		a := Assignment{Generation: gen.ID, Member: gen.MemberID}
-		for _, pa := range assigned {
-			a.Partitions = append(a.Partitions, pa.ID)
-		}
-		slices.Sort(a.Partitions)
-		// One function for the generation: kafka-go ends a generation when
-		// any of its functions returns.
-		gen.Start(func(gctx context.Context) {
-			if err := c.cfg.OnAssign(gctx, a); err != nil {
-				if gctx.Err() == nil {
-					c.log.Warn().Err(err).Int32("generation", gen.ID).Msg("kafka: the generation could not start; leaving it for the next")
-				}
-				return
-			}
-			var wg sync.WaitGroup
-			for _, partition := range a.Partitions {
-				start := c.start(next, partition)
-				wg.Go(func() { c.readPartition(gctx, gen.ID, partition, start) })
-			}
-			wg.Wait()
-		})
+		c.startGeneration(gen, next)
 	}
+}
+
+// joinFailed handles a failed join of the consumer group cg: nil when Run
+// joins again (after the back-off, doubled up to maxBackoff, when the
+// brokers refused or could not be reached; at once after a Rebalance;
+// once StepAside's signal says so), the error that ends Run otherwise.
+func (c *Consumer) joinFailed(ctx context.Context, cg *kafka.ConsumerGroup, err error, backoff *time.Duration) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, kafka.ErrGroupClosed) {
+		c.mu.Lock()
+		rejoined := c.cg != cg && !c.closed
+		aside := c.aside
+		c.aside = nil
+		closed := c.closed
+		c.mu.Unlock()
+		if rejoined { // Rebalance: the same consumer, a new member
+			return nil
+		}
+		if aside != nil && !closed { // StepAside: out of the group until aside says
+			return c.rejoinAfter(ctx, cg, aside)
+		}
+		return err
+	}
+	if answeredJoin(err) {
+		// The coordinator answered (an evicted member after a
+		// freeze, a rebalance under way): reachable, refused.
+		c.reachable(nil)
+		c.log.Warn().Err(err).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
+			Msg("kafka: the group coordinator refused this member's join (the brokers are reachable); joining again as a new member, learning is paused meanwhile")
+	} else {
+		c.reachable(err)
+		c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
+			Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(*backoff):
+	}
+	*backoff = min(2**backoff, maxBackoff)
+	return nil
+}
+
+// startGeneration starts reading the partitions gen assigns, each from
+// next or the start position; with OnAssign, after it has accepted the
+// generation.
+func (c *Consumer) startGeneration(gen *kafka.Generation, next OffsetFunc) {
+	assigned := gen.Assignments[c.cfg.Topic]
+	c.log.Info().Int32("generation", gen.ID).Int("partitions", len(assigned)).Msg("kafka: partitions assigned")
+	owned := make([]int, 0, len(assigned))
+	for _, pa := range assigned {
+		owned = append(owned, pa.ID)
+	}
+	c.keepLags(owned)
+	if c.cfg.OnAssign == nil {
+		for _, pa := range assigned {
+			partition := pa.ID
+			gen.Start(func(gctx context.Context) { c.readPartition(gctx, gen.ID, partition, c.start(next, partition)) })
+		}
+		return
+	}
+	a := Assignment{Generation: gen.ID, Member: gen.MemberID}
+	for _, pa := range assigned {
+		a.Partitions = append(a.Partitions, pa.ID)
+	}
+	slices.Sort(a.Partitions)
+	// One function for the generation: kafka-go ends a generation when
+	// any of its functions returns.
+	gen.Start(func(gctx context.Context) {
+		if err := c.cfg.OnAssign(gctx, a); err != nil {
+			if gctx.Err() == nil {
+				c.log.Warn().Err(err).Int32("generation", gen.ID).Msg("kafka: the generation could not start; leaving it for the next")
+			}
+			return
+		}
+		var wg sync.WaitGroup
+		for _, partition := range a.Partitions {
+			start := c.start(next, partition)
+			wg.Go(func() { c.readPartition(gctx, gen.ID, partition, start) })
+		}
+		wg.Wait()
+	})
 }
 
 // start is where partition's reads begin: the model's next offset, or the

@@ -400,6 +400,17 @@ func (c *Config) setDefaults() {
 // Validate reports the first invalid field, after defaults.
 func (c Config) Validate() error {
 	c.setDefaults()
+	for _, check := range []func() error{c.checkAlgorithm, c.checkSchedule, c.checkFeatures} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAlgorithm reports the first invalid setting of the algorithm: its
+// name, components, second view, solver and ridge.
+func (c Config) checkAlgorithm() error {
 	if !slices.Contains(Algorithms, c.Algorithm) {
 		return fmt.Errorf("%w: algorithm %q (want %s)", ErrConfig, c.Algorithm, OneOf(Algorithms))
 	}
@@ -430,6 +441,12 @@ func (c Config) Validate() error {
 	if !(c.Ridge >= 0) || math.IsInf(c.Ridge, 0) {
 		return fmt.Errorf("%w: ridge must be > 0 (or 0: kcca chooses it on held-out pairs), got %v", ErrConfig, c.Ridge)
 	}
+	return nil
+}
+
+// checkSchedule reports the first invalid setting of the feature budget
+// and the step: block size, max features, averaging, θ and forgetting.
+func (c Config) checkSchedule() error {
 	if !c.Kernel.Family.Identity() && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)
 	}
@@ -448,6 +465,13 @@ func (c Config) Validate() error {
 	if !slices.Contains(Forgettings, c.Forget) {
 		return fmt.Errorf("%w: forget must be %s, got %q", ErrConfig, OneOf(Forgettings), c.Forget)
 	}
+	return nil
+}
+
+// checkFeatures reports the first invalid setting of the features: their
+// frequencies, precision, compute, source, input dimension and kernel.
+func (c Config) checkFeatures() error {
+	alg := c.Algorithm.spec()
 	if !slices.Contains(FrequencyDraws, c.Frequencies) {
 		return fmt.Errorf("%w: frequencies must be %s, got %q", ErrConfig, OneOf(FrequencyDraws), c.Frequencies)
 	}
