@@ -692,24 +692,10 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	}
 	own, window, chSnap := snap.SplitState()
 	if h.Covariance != nil {
-		if cfg.Solver != SolverCovariance {
-			l.Close()
-			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
-		}
-		// The statistics fix the features: a model that holds fewer
-		// than its budget (after a switch to a challenger) keeps them.
-		for i := range l.v {
-			l.v[i].maxBlock = len(l.v[i].seeds)
-		}
-		c, err := restoreCovariance(h.Covariance, own, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
-		if err != nil {
+		if err := l.restoreStatistics(h, own); err != nil {
 			l.Close()
 			return nil, err
 		}
-		if l.ridgeAuto {
-			c.search = newRidgeSearch(c.m[0], c.m[1])
-		}
-		l.cov = c
 	}
 	l.resume(h)
 	l.mon.resume(h.Diagnostics.Quality)
@@ -722,6 +708,29 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		}
 	}
 	return l, nil
+}
+
+// restoreStatistics continues the covariance solver from the snapshot's
+// statistics (own: its part of the learner state).
+func (l *TwoView) restoreStatistics(h *snapshot.Header, own []float64) error {
+	if l.cfg.Solver != SolverCovariance {
+		return fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
+	}
+	// The statistics fix the features: a model that holds fewer than its
+	// budget (after a switch to a challenger) keeps them.
+	for i := range l.v {
+		l.v[i].maxBlock = len(l.v[i].seeds)
+	}
+	k := h.K
+	c, err := restoreCovariance(h.Covariance, own, len(l.v[0].coef)/k, len(l.v[1].coef)/k, k, l.ridgeStart(), l.cfg.Seed, l.cfg.Workers)
+	if err != nil {
+		return err
+	}
+	if l.ridgeAuto {
+		c.search = newRidgeSearch(c.m[0], c.m[1])
+	}
+	l.cov = c
+	return nil
 }
 
 // unitVector returns the k-vector with every entry 1/√k: the start of
