@@ -3,6 +3,7 @@ package memlimit
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,9 +46,20 @@ func TestContainer(t *testing.T) {
 			}
 		})
 	}
+	for _, bad := range []string{"lots", "0", "-5", ""} {
+		root := t.TempDir()
+		write(t, root, "sys/fs/cgroup/memory.max", bad)
+		if n, _, err := container(root); err == nil {
+			t.Errorf("a limit of %q read as %d without an error", bad, n)
+		}
+	}
+	// A process in both hierarchies (hybrid mode): v1's memory controller
+	// holds the limit the kernel enforces and is read first.
 	root := t.TempDir()
-	write(t, root, "sys/fs/cgroup/memory.max", "lots")
-	if _, _, err := container(root); err == nil {
-		t.Error("a limit that is not a number read without an error")
+	write(t, root, "proc/self/cgroup", "0::/u\n5:memory:/m\n")
+	write(t, root, "sys/fs/cgroup/memory/m/memory.limit_in_bytes", "1048576")
+	write(t, root, "sys/fs/cgroup/u/memory.max", "2097152")
+	if n, path, err := container(root); err != nil || n != 1<<20 || !strings.HasSuffix(path, "memory/m/memory.limit_in_bytes") {
+		t.Errorf("hybrid: %d from %s (%v), want 1 MiB from v1's memory cgroup", n, path, err)
 	}
 }
