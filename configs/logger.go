@@ -9,11 +9,11 @@ import (
 )
 
 // Logger returns the logger this configuration describes, writing to w:
-// level (info if unknown) and format (json, or console; empty picks
+// level (info if empty or unknown) and format (json, or console; empty picks
 // console on a terminal, json otherwise).
 func (c Log) Logger(w io.Writer) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(c.Level)
-	if err != nil {
+	if err != nil || lvl == zerolog.NoLevel { // "" parses as NoLevel, which would drop every message below it
 		lvl = zerolog.InfoLevel
 	}
 	format := c.Format
