@@ -318,27 +318,11 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 		case <-waits.Done():
 		}
 	}()
-	gs := p.consumer.(groupSource)
-	n, err := gs.Partitions(waits)
-	if err != nil {
-		return err
-	}
-	r, err := transport.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, transport.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
-	if err != nil {
-		return err
-	}
-	// Announcing goes on until every member has joined (the rejoin's first
-	// round waits for all of them).
-	defer r.Stop()
-	wait, cancelWait := context.WithTimeout(waits, rosterPatience)
-	members, err := r.Wait(wait, n)
-	cancelWait()
-	if err != nil && waits.Err() == nil {
-		// An instance of the group without cluster.enabled (or with
-		// another nats.prefix or model name) never announces itself.
-		p.log.Warn().Ints("partitions", r.Uncovered(n)).Str("group", p.cfg.Kafka.Group).Int32("generation", ev.a.Generation).
-			Msg("cluster: no instance has announced these partitions; is every instance of the group running with cluster.enabled and the same nats.prefix and model? Still waiting")
-		members, err = r.Wait(waits, n)
+	r, members, err := p.roster(waits, ev)
+	if r != nil {
+		// Announcing goes on until every member has joined (the
+		// rejoin's first round waits for all of them).
+		defer r.Stop()
 	}
 	if err != nil {
 		return err
@@ -390,6 +374,33 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Int("rank", ex.Rank()).
 		Uint64("step", cl.step()).Ints("partitions", ev.a.Partitions).Msg("cluster: joined the group's model")
 	return nil
+}
+
+// roster announces this member's partitions of generation ev and
+// returns, once the announcements cover the topic's partitions, the
+// members with partitions (sorted) and the roster, which announces until
+// its Stop; waits bounds the wait. A group whose partitions stay
+// uncovered for rosterPatience is told what to check, and waited for.
+func (p *Pipeline) roster(waits context.Context, ev genEvent) (*transport.Roster, []string, error) {
+	n, err := p.consumer.(groupSource).Partitions(waits)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := transport.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, transport.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
+	if err != nil {
+		return nil, nil, err
+	}
+	wait, cancelWait := context.WithTimeout(waits, rosterPatience)
+	members, err := r.Wait(wait, n)
+	cancelWait()
+	if err != nil && waits.Err() == nil {
+		// An instance of the group without cluster.enabled (or with
+		// another nats.prefix or model name) never announces itself.
+		p.log.Warn().Ints("partitions", r.Uncovered(n)).Str("group", p.cfg.Kafka.Group).Int32("generation", ev.a.Generation).
+			Msg("cluster: no instance has announced these partitions; is every instance of the group running with cluster.enabled and the same nats.prefix and model? Still waiting")
+		members, err = r.Wait(waits, n)
+	}
+	return r, members, err
 }
 
 // onConfirmed is the member's cluster.Member.Confirmed: k's state is
