@@ -64,12 +64,17 @@ func RemoveToxic(t testing.TB, p *toxiproxy.Proxy, name string) {
 }
 
 // Partition cuts p off as a network partition does: no byte crosses in
-// either direction and nothing is closed or reset (a timeout toxic with
-// no timeout), on the connections open now and those opened meanwhile.
-// heal ends it.
+// either direction, nothing is closed or reset, and what was sent
+// meanwhile is held (the sender's writes block once the proxy's buffers
+// and the socket's are full, as TCP's do) and delivered when heal ends
+// it, on the same connections — on the connections open now and those
+// opened meanwhile. It is a latency toxic of a day: toxiproxy's timeout
+// toxic, which drops the bytes and closes every connection when it is
+// removed, would end a partition with a reset that a real one does not
+// have (TestFaultNetDoesWhatItSays).
 func Partition(t testing.TB, p *toxiproxy.Proxy) (heal func()) {
 	t.Helper()
-	Toxic(t, p, "partition", "timeout", `"timeout":0`)
+	Toxic(t, p, "partition", "latency", `"latency":86400000`)
 	return func() { RemoveToxic(t, p, "partition") }
 }
 
