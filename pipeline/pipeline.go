@@ -117,6 +117,9 @@ type Pipeline struct {
 	reg      *prometheus.Registry
 	met      *Metrics
 	store    *snapshot.Store
+	// newer is set when the store holds a snapshot of a newer format than
+	// this build reads: the service then refuses to start (restore).
+	newer    error
 	learner  learner
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
@@ -280,6 +283,9 @@ func (p *Pipeline) openStore() error {
 	cfg, log := p.cfg, p.log
 	p.store = &snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model, Keep: cfg.Snapshot.Keep,
 		OnSkip: func(path string, err error) {
+			if errors.Is(err, snapshot.ErrNewer) && p.newer == nil {
+				p.newer = fmt.Errorf("%s: %w", path, err)
+			}
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
 		}}
 	// One process a snapshot.dir (and model): a second would interleave
@@ -304,6 +310,11 @@ func (p *Pipeline) openStore() error {
 func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 	cfg, log := p.cfg, p.log
 	snap, data, err := p.store.Latest()
+	if p.newer != nil {
+		// Learning here would let the retention, which keeps the highest
+		// versions, delete the newer release's model or this one's.
+		return nil, fmt.Errorf("pipeline: snapshot.dir holds a snapshot written by a newer streamkpca (%w): run that release or a later one, or point snapshot.dir elsewhere to start a new model", p.newer)
+	}
 	switch {
 	case err == nil:
 		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {

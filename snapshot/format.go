@@ -28,6 +28,10 @@ const Magic = "SKPCASNP"
 // state (Snapshot.Served), stays readable by v2 readers.
 const Version uint32 = 4
 
+// newerFormats is how far past Version a file's version may be and still
+// be taken for a later release's format (ErrNewer).
+const newerFormats = 64
+
 // Limits checked before allocating.
 const (
 	MaxHeaderBytes = 64 << 20
@@ -36,8 +40,12 @@ const (
 
 // Errors returned (wrapped) by the decoder.
 var (
-	ErrMagic       = errors.New("snapshot: not a snapshot (bad magic)")
-	ErrVersion     = errors.New("snapshot: unsupported version")
+	ErrMagic   = errors.New("snapshot: not a snapshot (bad magic)")
+	ErrVersion = errors.New("snapshot: unsupported version")
+	// ErrNewer (with ErrVersion) marks a file of a format a later release
+	// writes: a version above Version by at most newerFormats (more is a
+	// damaged file, not a release).
+	ErrNewer       = errors.New("snapshot: written by a newer release")
 	ErrChecksum    = errors.New("snapshot: checksum mismatch (file corrupt)")
 	ErrTruncated   = errors.New("snapshot: truncated")
 	ErrSize        = errors.New("snapshot: sizes do not add up")
@@ -918,6 +926,9 @@ func checkPrefix(p []byte) (int, uint32, error) {
 		return 0, 0, ErrMagic
 	}
 	v := binary.LittleEndian.Uint32(p[8:])
+	if v > Version && v <= Version+newerFormats {
+		return 0, 0, fmt.Errorf("%w: %w: %d (this build reads 1 to %d)", ErrVersion, ErrNewer, v, Version)
+	}
 	if v < 1 || v > Version {
 		return 0, 0, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrVersion, v, Version)
 	}
