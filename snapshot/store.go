@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ type Store struct {
 	// OnSkip, if set, is told about every file Latest skips as invalid.
 	OnSkip func(path string, err error)
 
+	// saved is the version this store saved last, or the one Latest
+	// returned before the first Save (0: none).
+	saved uint64
 	// write replaces writeAtomic in tests (a full disk).
 	write func(path string, data []byte) error
 }
@@ -51,8 +55,10 @@ func (s *Store) Path(version uint64) string {
 // holds Keep snapshots never fills; if the write still fails, all but the
 // newest snapshot are removed and the write is tried once more, so a full
 // disk recovers by itself as long as one snapshot fits next to the
-// newest. The newest existing snapshot is never removed before the new
-// one is durable. It returns the path and the encoded bytes.
+// newest. The snapshot this store saved last is never removed before the
+// new one is durable, and the new one never by its own Save, even when
+// files of higher versions (damaged ones) are in the directory. It
+// returns the path and the encoded bytes.
 func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
 	data, err := snap.MarshalBinary()
 	if err != nil {
@@ -65,17 +71,22 @@ func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
 	if write == nil {
 		write = writeAtomic
 	}
-	path := s.Path(snap.Header.Version())
-	pruneErr := s.pruneTo(max(s.keep()-1, 1))
+	v := snap.Header.Version()
+	path := s.Path(v)
+	// Retention keeps the highest versions, but never the snapshot this
+	// store saved last (before the new one is durable) nor the new one:
+	// a damaged file of a higher version must not push them out.
+	pruneErr := s.pruneTo(max(s.keep()-1, 1), s.saved)
 	if err := write(path, data); err != nil {
-		if perr := s.pruneTo(1); perr != nil {
+		if perr := s.pruneTo(1, s.saved); perr != nil {
 			return "", nil, errors.Join(err, perr)
 		}
 		if err2 := write(path, data); err2 != nil {
 			return "", nil, fmt.Errorf("%w (and again after removing all but the newest snapshot)", err)
 		}
 	}
-	if err := errors.Join(pruneErr, s.pruneTo(s.keep())); err != nil {
+	s.saved = v
+	if err := errors.Join(pruneErr, s.pruneTo(s.keep(), v)); err != nil {
 		return path, data, err
 	}
 	return path, data, nil
@@ -161,15 +172,28 @@ func (s *Store) versions() ([]uint64, error) {
 	return vs, nil
 }
 
-// pruneTo removes all but the newest n snapshots.
-func (s *Store) pruneTo(n int) error {
+// pruneTo removes all but n snapshots: protect, when the store holds it
+// (0: none), and the highest other versions.
+func (s *Store) pruneTo(n int, protect uint64) error {
 	vs, err := s.versions()
 	if err != nil {
 		return err
 	}
+	if protect != 0 && slices.Contains(vs, protect) {
+		n-- // protect is kept beside the n − 1 highest others
+	} else {
+		protect = 0
+	}
 	var errs []error
-	for i := n; i < len(vs); i++ {
-		if err := os.Remove(s.Path(vs[i])); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, v := range vs {
+		if v == protect {
+			continue
+		}
+		if n > 0 {
+			n--
+			continue
+		}
+		if err := os.Remove(s.Path(v)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -192,6 +216,9 @@ func (s *Store) Latest() (*Snapshot, []byte, error) {
 				s.OnSkip(p, err)
 			}
 			continue
+		}
+		if s.saved == 0 {
+			s.saved = v // the snapshot a restart continues from: kept until the next is durable
 		}
 		return snap, data, nil
 	}

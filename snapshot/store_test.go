@@ -152,3 +152,57 @@ func TestStoreLock(t *testing.T) {
 	}
 	l2.Release()
 }
+
+// Defect: retention keeps the highest versions, and a Save whose version
+// was below the others' (a new model started beside a damaged file of a
+// higher version) removed the snapshot it had just written: with keep 1
+// every snapshot of the new model was deleted as it was saved. The
+// snapshot a Save writes now stays; the others are pruned around it.
+func TestStoreKeepsTheSnapshotItSaves(t *testing.T) {
+	dir := t.TempDir()
+	s := &Store{Dir: dir, Model: "m", Keep: 1}
+	if err := os.WriteFile(s.Path(1000), []byte("SKPCASNP damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap := sample()
+	for step := uint64(1); step <= 3; step++ {
+		snap.Header.Step = step
+		if _, _, err := s.Save(snap); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.Latest()
+		if err != nil || got.Header.Step != step {
+			t.Fatalf("after saving step %d: latest %v (%v)", step, got, err)
+		}
+	}
+	if vs, _ := s.versions(); len(vs) != 1 || vs[0] != 3 {
+		t.Errorf("versions %v, want [3]", vs)
+	}
+	s.Keep = 3
+	for step := uint64(4); step <= 6; step++ {
+		snap.Header.Step = step
+		if _, _, err := s.Save(snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if vs, _ := s.versions(); len(vs) != 3 || vs[0] != 6 || vs[2] != 4 {
+		t.Errorf("versions %v, want [6 5 4]", vs)
+	}
+	// After a restart (a new Store) beside a damaged file of a higher
+	// version, the snapshot restored from stays until the next one is
+	// durable, even when that write fails.
+	if err := os.WriteFile(s.Path(1000), []byte("SKPCASNP damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Store{Dir: dir, Model: "m", Keep: 1, write: func(string, []byte) error { return syscall.ENOSPC }}
+	if got, _, err := r.Latest(); err != nil || got.Header.Step != 6 {
+		t.Fatalf("restart: latest %v (%v)", got, err)
+	}
+	snap.Header.Step = 7
+	if _, _, err := r.Save(snap); err == nil {
+		t.Fatal("a failed write reported saved")
+	}
+	if got, _, err := r.Latest(); err != nil || got.Header.Step != 6 {
+		t.Errorf("after a failed write: latest %v (%v), want step 6 kept", got, err)
+	}
+}
