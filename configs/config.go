@@ -219,7 +219,7 @@ type Learner struct {
 	// /metrics, snapshots and notices, and the signal of the change
 	// detector. The held-out messages are learned too. 1 scores none
 	// (and so detects no change). Default: 16.
-	Holdout int `yaml:"holdout" doc:"one message in this many is scored before it is learned: the quality figure and the change detector's signal (1 = none)"`
+	Holdout int `yaml:"holdout" zero:"refused" doc:"one message in this many is scored before it is learned: the quality figure and the change detector's signal (1 = none)"`
 	// Forget: follow (a challenger learned on the recent stream replaces
 	// the model when it fits the held-out points better: gradual change;
 	// an abrupt change restarts a one-view model, as detect does, and
@@ -540,8 +540,8 @@ func (c *Config) validateLearner(pb *problems) {
 		pb.bad("learner.algorithm", "%q: want %s", alg, online.OneOf(online.Algorithms))
 	}
 	if k := c.Learner.KernelSpec(); true {
-		if k.Family.HasBandwidth() && k.Bandwidth == 0 {
-			k.Bandwidth = 1 // median trick
+		if k.Family.HasBandwidth() && k.Bandwidth <= 0 {
+			k.Bandwidth = 1 // 0: the median trick; < 0: learner.bandwidth's rule below says so
 		}
 		if err := k.Validate(); err != nil {
 			pb.bad("learner.kernel", "%v", err)
@@ -628,10 +628,10 @@ func (c *Config) validateOutputs(pb *problems) {
 			pb.bad("cluster.enabled", "the instances exchange every step over NATS: nats.disabled must be false")
 		case alg.TwoView():
 			pb.bad("cluster.enabled", "learner.algorithm %s: one model on several instances is built for the one-view algorithms (kpca, gha)", alg)
+		case c.Learner.Features != string(online.FeaturesRandom): // before the solver: landmarks imply covariance
+			pb.bad("cluster.enabled", "learner.features %s: one model on several instances takes random features (a landmark block is one instance's points)", c.Learner.Features)
 		case c.Learner.Solver != string(online.SolverSubspace):
 			pb.bad("cluster.enabled", "learner.solver %s: one model on several instances takes the subspace solver", c.Learner.Solver)
-		case c.Learner.Features != string(online.FeaturesRandom):
-			pb.bad("cluster.enabled", "learner.features %s: one model on several instances takes random features (a landmark block is one instance's points)", c.Learner.Features)
 		}
 		if c.Cluster.StepTimeout <= c.Learner.Linger {
 			pb.bad("cluster.step_timeout", "%v: must exceed learner.linger (%v): an instance without data steps every linger", c.Cluster.StepTimeout, c.Learner.Linger)
