@@ -66,7 +66,7 @@ func coordinated(t *testing.T, mode string) (*Pipeline, *loop) {
 // first steps, until the test ends.
 func natsPair(t *testing.T, cfg online.Config) *cluster.Member {
 	t.Helper()
-	stack, err := devstack.StartNATSOnly(t.TempDir())
+	stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ const golden = "../snapshot/testdata/golden.skpca"
 // (an embedded server; each handle its own connection, as processes).
 func TestNATSBackendConformance(t *testing.T) {
 	publishtest.Run(t, publishtest.Harness{Golden: golden, New: func(t *testing.T) func(bool) publish.Backend {
-		stack, err := devstack.StartNATSOnly(t.TempDir())
+		stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,17 @@
 package publish
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
+
+	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/logbuf"
+	"github.com/streamkpca/streamkpca/internal/testkit"
 )
 
 func TestRedact(t *testing.T) {
@@ -27,5 +36,70 @@ func TestReconnectBacksOff(t *testing.T) {
 		if got := reconnectDelay(int64(failed)); got != w {
 			t.Errorf("after %d failed attempts: wait %v, want %v", failed, got, w)
 		}
+	}
+}
+
+// TestConnectWithEachCredential: a server that wants a user and password,
+// or a token, is reached with them; with a wrong password the connection
+// never comes up, the log says which settings to check and never holds
+// the password; a missing nkey seed is an error naming its setting.
+func TestConnectWithEachCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		server func(*server.Options)
+		cc     ConnectConfig
+		ok     bool
+	}{
+		{"user", func(o *server.Options) { o.Username, o.Password = "svc", "s3cret-pw" }, ConnectConfig{User: "svc", Password: "s3cret-pw"}, true},
+		{"token", func(o *server.Options) { o.Authorization = "t0ken-xyz" }, ConnectConfig{Token: "t0ken-xyz"}, true},
+		{"wrong password", func(o *server.Options) { o.Username, o.Password = "svc", "s3cret-pw" }, ConnectConfig{User: "svc", Password: "wrong-pw-123"}, false},
+		{"no credentials", func(o *server.Options) { o.Authorization = "t0ken-xyz" }, ConnectConfig{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stack, err := devstack.StartNATSOnly(t.TempDir(), tc.server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stack.Close()
+			tc.cc.URL = stack.NATSURL()
+			var logs logbuf.Buffer
+			nc, err := Connect(tc.cc, zerolog.New(&logs))
+			if err != nil {
+				t.Fatalf("Connect: %v (it retries in the background instead)", err)
+			}
+			defer nc.Close()
+			if tc.ok {
+				testkit.WaitFor(t, "connected", nc.IsConnected)
+				return
+			}
+			testkit.WaitFor(t, "the refusal logged", func() bool { return strings.Contains(logs.String(), "NATS refused the credentials") })
+			if nc.IsConnected() {
+				t.Error("connected with wrong credentials")
+			}
+			if l := logs.String(); strings.Contains(l, "wrong-pw-123") || strings.Contains(l, "s3cret-pw") || !strings.Contains(l, "nats.user/nats.password") {
+				t.Errorf("log %s: want the settings named and no password", l)
+			}
+		})
+	}
+	_, err := Connect(ConnectConfig{URL: "nats://127.0.0.1:1", NKeyFile: filepath.Join(t.TempDir(), "missing.nk")}, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "nats.nkey_file") {
+		t.Errorf("missing nkey seed: %v, want an error naming nats.nkey_file", err)
+	}
+}
+
+// TestConnectToNothingRetries: with no server, Connect returns a
+// connection that keeps trying (the service starts and learns while NATS
+// is down), and the log line of a failed attempt says when the next one
+// comes and holds no credentials of the URL.
+func TestConnectToNothingRetries(t *testing.T) {
+	var logs logbuf.Buffer
+	nc, err := Connect(ConnectConfig{URL: "nats://svc:urlpass@127.0.0.1:1"}, zerolog.New(&logs))
+	if err != nil {
+		t.Fatalf("Connect with no server: %v; want a connection that retries", err)
+	}
+	defer nc.Close()
+	testkit.WaitFor(t, "a failed attempt logged", func() bool { return strings.Contains(logs.String(), "retry_in_ms") })
+	if nc.IsConnected() || strings.Contains(logs.String(), "urlpass") {
+		t.Errorf("connected %v; log %s", nc.IsConnected(), logs.String())
 	}
 }

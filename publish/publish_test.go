@@ -117,18 +117,13 @@ func TestWatchFollowsPin(t *testing.T) {
 		}
 		models[v] = data
 	}
-	var mu sync.Mutex
-	var got []uint64
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go Watch(wctx, nc, cfg, func(m *snapshot.Model, n Notice) {
-		mu.Lock()
-		got = append(got, n.Version)
-		mu.Unlock()
-	})
-	seen := func(want ...uint64) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return slices.Equal(got, want) }
+	reader, err := NewNATSBackend(nc, cfg, false) // what Watch reads through
+	if err != nil {
+		t.Fatal(err)
 	}
+	seen := watchVersions(wctx, reader, cfg)
 	testkit.WaitFor(t, "the newest version", seen(9))
 	s4, _ := testkit.Golden(t, 4)
 	m4, _ := snapshot.NewModel(s4, snapshot.ModelOptions{})
@@ -153,6 +148,21 @@ func TestWatchFollowsPin(t *testing.T) {
 	testkit.WaitFor(t, "a new watcher's first version", func() bool { return first.Load() != 0 })
 	if first.Load() != 4 {
 		t.Errorf("a watcher started while pinned to 4 began at %d", first.Load())
+	}
+}
+
+// watchVersions follows b with WatchFrom until ctx ends; the function it
+// returns reports whether the versions delivered so far are want.
+func watchVersions(ctx context.Context, b Backend, cfg Config) (seen func(want ...uint64) func() bool) {
+	var mu sync.Mutex
+	var got []uint64
+	go WatchFrom(ctx, b, cfg, func(_ *snapshot.Model, n Notice) {
+		mu.Lock()
+		got = append(got, n.Version)
+		mu.Unlock()
+	})
+	return func(want ...uint64) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return slices.Equal(got, want) }
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // prints a JSON line per version, with the points' projections equal to
 // the snapshot's own, so that subscribing needs no other tool.
 func TestWatchPrintsVersions(t *testing.T) {
-	stack, err := devstack.StartNATSOnly(t.TempDir())
+	stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestWatchPrintsVersions(t *testing.T) {
 // watch says after a while that it is still waiting and what to check
 // (it printed nothing, for as long as it ran).
 func TestWatchSaysWhatItWaitsFor(t *testing.T) {
-	stack, err := devstack.StartNATSOnly(t.TempDir())
+	stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

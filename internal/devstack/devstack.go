@@ -78,9 +78,10 @@ func Start(opt Options) (*Stack, error) {
 }
 
 // StartNATSOnly starts an embedded NATS server with JetStream alone, its
-// store under dir (a test's temporary directory, say); Close stops it.
-func StartNATSOnly(dir string) (*Stack, error) {
-	s := &Stack{opt: Options{Dir: dir}, dir: dir}
+// store under dir (a test's temporary directory, say), opt (if not nil)
+// applied to its options; Close stops it.
+func StartNATSOnly(dir string, opt func(*server.Options)) (*Stack, error) {
+	s := &Stack{opt: Options{Dir: dir, NATSOptions: opt}, dir: dir}
 	if err := s.StartNATS(); err != nil {
 		return nil, err
 	}

@@ -19,13 +19,7 @@ import (
 // closed with the test.
 func NATS(t testing.TB, opt func(*server.Options)) *nats.Conn {
 	t.Helper()
-	var stack *devstack.Stack
-	var err error
-	if opt == nil {
-		stack, err = devstack.StartNATSOnly(t.TempDir())
-	} else {
-		stack, err = devstack.Start(devstack.Options{Dir: t.TempDir(), NATSOptions: opt})
-	}
+	stack, err := devstack.StartNATSOnly(t.TempDir(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func RunPublish(ctx context.Context, cfg PublishConfig) (PublishResult, error) {
 	res := PublishResult{Size: cfg.Size, Embedded: cfg.NATS == ""}
 	url := cfg.NATS
 	if url == "" {
-		stack, err := devstack.StartNATSOnly(cfg.Dir)
+		stack, err := devstack.StartNATSOnly(cfg.Dir, nil)
 		if err != nil {
 			return res, err
 		}
