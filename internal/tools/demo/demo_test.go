@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,5 +91,60 @@ func TestDemoStreamGoesOn(t *testing.T) {
 	}
 	if strings.Contains(out, "the stream has ended") {
 		t.Errorf("the demo says its stream ended:\n%s", out)
+	}
+}
+
+// TestDemoLearnsTheClosedForm: the demo's progress lines report the served
+// model's subspace error against the hermite stream's closed-form
+// eigenfunctions (synth); after 20,000 points (and a trickle, so that
+// every tick prints a line) it is below 1e-2: 1.5e-4 on an idle machine.
+func TestDemoLearnsTheClosedForm(t *testing.T) {
+	out := runDemo(t, "--points", "20000", "--rate", "0", "--then-rate", "400", "--duration", "8s", "--http", "127.0.0.1:0",
+		"--nats-port", "0", "--kafka-port", "0")
+	var errs []float64
+	for _, m := range regexp.MustCompile(`error (\d\.\d+e[-+]\d+)`).FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		errs = append(errs, v)
+	}
+	if len(errs) == 0 {
+		t.Fatalf("no progress line with an error:\n%s", out)
+	}
+	t.Logf("error figures %v", errs)
+	// At the stop the final version is persisted and published.
+	if m := regexp.MustCompile(`version (\d+) persisted, version (\d+) published`).FindStringSubmatch(out); m == nil || m[1] != m[2] || m[1] == "0" {
+		t.Errorf("final line %q: want one version, persisted and published", m)
+	}
+	if last := errs[len(errs)-1]; !(last < 1e-2) {
+		t.Errorf("subspace error %v after 20,000 points (figures %v), want < 1e-2\n%s", last, errs, out)
+	}
+}
+
+// TestTakenPorts: a port the user set that is taken stops the demo with
+// an error naming the flag; a default that is taken gives way to a free
+// port.
+func TestTakenPorts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	addr := taken
+	if err := freeOr("http", &addr, "127.0.0.1:0", true); err == nil || !strings.Contains(err.Error(), "--http "+taken) {
+		t.Errorf("explicit taken port: %v, want an error naming --http %s", err, taken)
+	}
+	if err := freeOr("http", &addr, "127.0.0.1:0", false); err != nil || addr != "127.0.0.1:0" {
+		t.Errorf("default taken port: %v, address %s; want the fallback", err, addr)
+	}
+	if err := Run(context.Background(), []string{"--http", taken}); err == nil || !strings.Contains(err.Error(), "--http") {
+		t.Errorf("demo --http %s (taken): %v", taken, err)
+	}
+	if err := Run(context.Background(), []string{"--points", "many"}); err == nil {
+		t.Error("demo --points many: no error")
+	}
+	for addr, want := range map[string]int{"127.0.0.1:0": 0, "127.0.0.1:4222": 4222, "[::1]:9092": 9092, "nonsense": 0} {
+		if got := port(addr); got != want {
+			t.Errorf("port(%q) = %d, want %d", addr, got, want)
+		}
 	}
 }
