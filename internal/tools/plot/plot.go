@@ -65,28 +65,11 @@ func Eigenfunctions(path string, s float64) (*gplot.Plot, error) {
 	if m.Dim(0) != 1 || h.Views[0].Kernel.Family != "gaussian" {
 		return nil, errors.New("eigenfunctions needs a 1-D gaussian model (e.g. from `streamkpca demo --dir` or fit on hermite data)")
 	}
-	k := m.K()
-	herm := synth.Hermite{S: []float64{s}, L: h.Views[0].Kernel.Bandwidth}
-	const n = 4000
-	xs := make([]float64, n)
-	herm.Sample(xs, rand.New(rand.NewPCG(1, 1)))
-	f, err := m.Project(nil, xs)
+	grid, aligned, tg, err := eigenCurves(m, s)
 	if err != nil {
 		return nil, err
 	}
-	truth := herm.Eigenfunctions(xs, n, k)
-	var rot mat.Dense // F·R ≈ T in least squares
-	if err := rot.Solve(mat.NewDense(n, k, f), truth); err != nil {
-		return nil, fmt.Errorf("align to the closed form: %w", err)
-	}
-	grid := make([]float64, 241)
-	for i := range grid {
-		grid[i] = -3*s + 6*s*float64(i)/240
-	}
-	fg, _ := m.Project(nil, grid)
-	var aligned mat.Dense
-	aligned.Mul(mat.NewDense(len(grid), k, fg), &rot)
-	tg := herm.Eigenfunctions(grid, len(grid), k)
+	k := m.K()
 	p := gplot.New()
 	p.Title.Text = fmt.Sprintf("Learned eigenfunctions (lines) vs closed form (dashed); %d samples, %d features", h.SamplesSeen, h.Features())
 	p.X.Label.Text = "x"
@@ -107,6 +90,36 @@ func Eigenfunctions(path string, s float64) (*gplot.Plot, error) {
 		p.Legend.Add(fmt.Sprintf("φ%d exact", q), e)
 	}
 	return p, nil // legend bottom right, where the curves are flat
+}
+
+// eigenCurves evaluates m's functions on a grid over ±3s, rotated onto
+// the closed form by least squares on 4,000 points of the stream (x ~
+// N(0, s²), the model's bandwidth), and the closed form on the grid.
+func eigenCurves(m *snapshot.Model, s float64) (grid []float64, aligned, truth *mat.Dense, err error) {
+	k := m.K()
+	herm := synth.Hermite{S: []float64{s}, L: m.Header().Views[0].Kernel.Bandwidth}
+	const n = 4000
+	xs := make([]float64, n)
+	herm.Sample(xs, rand.New(rand.NewPCG(1, 1)))
+	f, err := m.Project(nil, xs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var rot mat.Dense // F·R ≈ T in least squares
+	if err := rot.Solve(mat.NewDense(n, k, f), herm.Eigenfunctions(xs, n, k)); err != nil {
+		return nil, nil, nil, fmt.Errorf("align to the closed form: %w", err)
+	}
+	grid = make([]float64, 241)
+	for i := range grid {
+		grid[i] = -3*s + 6*s*float64(i)/240
+	}
+	fg, err := m.Project(nil, grid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	aligned = new(mat.Dense)
+	aligned.Mul(mat.NewDense(len(grid), k, fg), &rot)
+	return grid, aligned, herm.Eigenfunctions(grid, len(grid), k), nil
 }
 
 // errorPlot returns an empty log–log plot of the subspace error against x.
@@ -144,15 +157,9 @@ func Convergence(path string) (*gplot.Plot, error) {
 		return nil, err
 	}
 	p := errorPlot(fmt.Sprintf("Convergence: hermite, k = %d, %d-D, %d features", r.K, r.Dims, r.MaxFeatures), "points")
-	var pts, ref plotter.XYs
-	for _, c := range r.Curve {
-		if c.Error > 0 {
-			pts = append(pts, plotter.XY{X: float64(c.Points), Y: c.Error})
-		}
-	}
-	x0, y0 := pts[0].X, pts[0].Y
-	for _, q := range pts {
-		ref = append(ref, plotter.XY{X: q.X, Y: y0 * x0 / q.X})
+	pts, ref := convergenceSeries(r)
+	if len(pts) == 0 {
+		return nil, fmt.Errorf("%s: no positive error to draw", path)
 	}
 	l, sc, err := plotter.NewLinePoints(pts)
 	if err != nil {
@@ -169,6 +176,20 @@ func Convergence(path string) (*gplot.Plot, error) {
 	return p, nil
 }
 
+// convergenceSeries is the curve's (points, error) where the error is
+// positive, and a 1/t line through its first point.
+func convergenceSeries(r bench.HermiteResult) (pts, ref plotter.XYs) {
+	for _, c := range r.Curve {
+		if c.Error > 0 {
+			pts = append(pts, plotter.XY{X: float64(c.Points), Y: c.Error})
+		}
+	}
+	for _, q := range pts {
+		ref = append(ref, plotter.XY{X: q.X, Y: pts[0].Y * pts[0].X / q.X})
+	}
+	return pts, ref
+}
+
 // Drift draws `bench drift`'s curves: each learner's subspace error
 // against the points of the stream (linear axis, log error), a dashed line
 // at the change and a tick where each learner detected one.
@@ -181,8 +202,33 @@ func Drift(path string) (*gplot.Plot, error) {
 	p.Title.Text = fmt.Sprintf("Following a change: case %s, k = %d, %d points on each side", r.Case, r.K, r.Points)
 	p.X.Label.Text, p.Y.Label.Text = "points of the stream", "subspace error (current distribution)"
 	p.Y.Scale, p.Y.Tick.Marker = gplot.LogScale{}, gplot.LogTicks{Prec: -1}
-	lo, hi := math.Inf(1), 0.0
-	for i, run := range r.Runs {
+	series, lo, hi := driftSeries(r)
+	if len(series) == 0 {
+		return nil, fmt.Errorf("%s: no positive error to draw", path)
+	}
+	for i, s := range series {
+		l, err := plotter.NewLine(s.pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(2)
+		p.Add(l)
+		p.Legend.Add(s.name, l)
+	}
+	change, _ := plotter.NewLine(plotter.XYs{{X: float64(r.Points), Y: lo}, {X: float64(r.Points), Y: hi}})
+	change.Color, change.Dashes = palette[7], []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(change)
+	p.Legend.Add("the change", change)
+	p.Legend.Top = true
+	p.Y.Min, p.Y.Max = lo/2, hi*1.5
+	return p, nil
+}
+
+// driftSeries is each run's (points, error) where the error is positive,
+// named with the first change it found, and the errors' range.
+func driftSeries(r bench.DriftResult) (series []compareLine, lo, hi float64) {
+	lo, hi = math.Inf(1), 0.0
+	for _, run := range r.Runs {
 		var pts plotter.XYs
 		for _, c := range run.Curve {
 			if c.Error > 0 {
@@ -193,28 +239,13 @@ func Drift(path string) (*gplot.Plot, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
-			return nil, err
-		}
-		l.Color, l.Width = palette[i%len(palette)], vg.Points(2)
-		p.Add(l)
 		name := run.Name
 		if len(run.Detected) > 0 {
 			name += fmt.Sprintf(" (change found at %d)", run.Detected[0])
 		}
-		p.Legend.Add(name, l)
+		series = append(series, compareLine{name: name, pts: pts})
 	}
-	if hi == 0 {
-		return nil, fmt.Errorf("%s: no positive error to draw", path)
-	}
-	change, _ := plotter.NewLine(plotter.XYs{{X: float64(r.Points), Y: lo}, {X: float64(r.Points), Y: hi}})
-	change.Color, change.Dashes = palette[7], []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(change)
-	p.Legend.Add("the change", change)
-	p.Legend.Top = true
-	p.Y.Min, p.Y.Max = lo/2, hi*1.5
-	return p, nil
+	return series, lo, hi
 }
 
 // Scatter draws the first two projections of every input row,
@@ -245,19 +276,8 @@ func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
 	if labelCol >= width {
 		return nil, fmt.Errorf("--label-col %d: the rows have %d columns (the model's %d values and the label)", labelCol+1, width, d)
 	}
-	raw, rows := tb.X, tb.Rows
-	x := make([]float64, 0, rows*d)
-	labels := make([]int, rows)
-	for r := 0; r < rows; r++ {
-		row := raw[r*width : (r+1)*width]
-		for c, v := range row {
-			if c == labelCol {
-				labels[r] = int(v)
-				continue
-			}
-			x = append(x, v)
-		}
-	}
+	rows := tb.Rows
+	x, labels := splitLabel(tb.X, rows, width, labelCol)
 	proj, err := m.Project(nil, x)
 	if err != nil {
 		return nil, err
@@ -286,6 +306,23 @@ func Scatter(path, input string, labelCol int) (*gplot.Plot, error) {
 	return p, nil
 }
 
+// splitLabel takes column labelCol (negative: none) out of the rows×width
+// table raw: the model's values, and each row's label (0 with none).
+func splitLabel(raw []float64, rows, width, labelCol int) (x []float64, labels []int) {
+	x = make([]float64, 0, rows*width)
+	labels = make([]int, rows)
+	for r := 0; r < rows; r++ {
+		for c, v := range raw[r*width : (r+1)*width] {
+			if c == labelCol {
+				labels[r] = int(v)
+				continue
+			}
+			x = append(x, v)
+		}
+	}
+	return x, labels
+}
+
 // Correlations draws the held-out canonical correlations per component
 // of a two-view model on paired data.
 func Correlations(path, input string, yCols int) (*gplot.Plot, error) {
@@ -304,22 +341,11 @@ func Correlations(path, input string, yCols int) (*gplot.Plot, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, rows := tb.X, tb.Rows
-	x, y := make([]float64, 0, rows*dx), make([]float64, 0, rows*dy)
-	for r := 0; r < rows; r++ {
-		x = append(x, raw[r*(dx+dy):r*(dx+dy)+dx]...)
-		y = append(y, raw[r*(dx+dy)+dx:(r+1)*(dx+dy)]...)
-	}
-	u, err := m.ProjectView(0, nil, x)
-	if err != nil {
-		return nil, err
-	}
-	v, err := m.ProjectView(1, nil, y)
+	cc, err := correlations(m, tb.X, tb.Rows)
 	if err != nil {
 		return nil, err
 	}
 	k := m.K()
-	cc := synth.CanonicalCorrelations(mat.NewDense(rows, k, u), mat.NewDense(rows, k, v))
 	p := gplot.New()
 	p.Title.Text = fmt.Sprintf("Held-out canonical correlations (%s), sum %.3f", m.Header().Algorithm, synth.Sum(cc))
 	p.Y.Label.Text = "correlation"
@@ -338,6 +364,27 @@ func Correlations(path, input string, yCols int) (*gplot.Plot, error) {
 	}
 	p.NominalX(names...)
 	return p, nil
+}
+
+// correlations are the canonical correlations of a two-view model's
+// functions on rows pairs (each row x then y).
+func correlations(m *snapshot.Model, raw []float64, rows int) ([]float64, error) {
+	dx, dy := m.Dim(0), m.Dim(1)
+	x, y := make([]float64, 0, rows*dx), make([]float64, 0, rows*dy)
+	for r := 0; r < rows; r++ {
+		x = append(x, raw[r*(dx+dy):r*(dx+dy)+dx]...)
+		y = append(y, raw[r*(dx+dy)+dx:(r+1)*(dx+dy)]...)
+	}
+	u, err := m.ProjectView(0, nil, x)
+	if err != nil {
+		return nil, err
+	}
+	v, err := m.ProjectView(1, nil, y)
+	if err != nil {
+		return nil, err
+	}
+	k := m.K()
+	return synth.CanonicalCorrelations(mat.NewDense(rows, k, u), mat.NewDense(rows, k, v)), nil
 }
 
 // Compare draws a `bench compare` JSON: each method's held-out subspace
@@ -446,18 +493,7 @@ func Cluster(path string) (*gplot.Plot, error) {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("d = %d, %s (model)", k.d, k.exchange), l)
 	}
-	var measured plotter.XYs
-	base := map[int]float64{}
-	for _, row := range r.Rows {
-		if row.Members == 0 {
-			base[row.D] = row.PointsPerSec
-		}
-	}
-	for _, row := range r.Rows {
-		if row.Members > 0 && base[row.D] > 0 {
-			measured = append(measured, plotter.XY{X: float64(row.Members), Y: row.PointsPerSec / (float64(row.Members) * base[row.D])})
-		}
-	}
+	measured := clusterMeasured(r)
 	if len(measured) > 0 {
 		sc, err := plotter.NewScatter(measured)
 		if err != nil {
@@ -470,4 +506,23 @@ func Cluster(path string) (*gplot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, 1.05
 	p.Legend.Top, p.Legend.Left = false, true
 	return p, nil
+}
+
+// clusterMeasured is each measured group's efficiency: its rate over
+// members × the rate of one instance alone (the row of 0 members) at the
+// same d; a d with no such row is left out.
+func clusterMeasured(r bench.ClusterResult) plotter.XYs {
+	var measured plotter.XYs
+	base := map[int]float64{}
+	for _, row := range r.Rows {
+		if row.Members == 0 {
+			base[row.D] = row.PointsPerSec
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Members > 0 && base[row.D] > 0 {
+			measured = append(measured, plotter.XY{X: float64(row.Members), Y: row.PointsPerSec / (float64(row.Members) * base[row.D])})
+		}
+	}
+	return measured
 }
