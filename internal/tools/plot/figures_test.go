@@ -267,3 +267,19 @@ func TestCorrelationsOfDependentAndIndependentViews(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareNeedsAPositiveCheckpoint: a compare result whose methods
+// have no checkpoint a log axis can show is an error naming the file,
+// not an empty figure; with one, the budget line is drawn.
+func TestCompareNeedsAPositiveCheckpoint(t *testing.T) {
+	r := bench.CompareResult{Bench: "compare", Methods: []bench.CompareMethod{
+		{Method: "m", Curve: []bench.CompareCheckpoint{{Points: 1, Seconds: 0, Error: 0.1}}}}}
+	p := writeJSON(t, r)
+	if _, err := Compare(p); err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("no positive checkpoint: %v, want an error naming %s", err, p)
+	}
+	r.Methods[0].Curve[0].Seconds, r.BudgetSeconds = 2, 60
+	if _, err := Compare(writeJSON(t, r)); err != nil {
+		t.Errorf("one positive checkpoint and a budget: %v", err)
+	}
+}

@@ -1,0 +1,79 @@
+package sourcetest_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/ingest/sourcetest"
+	"github.com/streamkpca/streamkpca/internal/testkit"
+)
+
+// offByOne reports every message one offset past where it is.
+type offByOne struct{ *ingest.MemSource }
+
+func (o offByOne) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	b, err := o.MemSource.Fetch(ctx, max)
+	for i := range b.Messages {
+		b.Messages[i].Offset++
+	}
+	return b, err
+}
+
+// hasty answers its first Fetch at once, with an empty batch and no
+// error.
+type hasty struct {
+	*ingest.MemSource
+	fetched *atomic.Bool
+}
+
+func (h hasty) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	if !h.fetched.Swap(true) {
+		return ingest.Batch{}, nil
+	}
+	return h.MemSource.Fetch(ctx, max)
+}
+
+// stubborn keeps fetching after its context ends.
+type stubborn struct{ *ingest.MemSource }
+
+func (s stubborn) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	b, err := s.MemSource.Fetch(ctx, max)
+	if ctx.Err() != nil {
+		err = nil
+	}
+	return b, err
+}
+
+// TestTheSuiteCanFail: a source that breaks one promise of ingest.Source
+// fails the subtest of that promise (and those that rely on it), and
+// passes the others.
+func TestTheSuiteCanFail(t *testing.T) {
+	broken := map[string]func(*ingest.MemSource) ingest.Source{
+		"off-by-one": func(s *ingest.MemSource) ingest.Source { return offByOne{s} },
+		"hasty":      func(s *ingest.MemSource) ingest.Source { return hasty{s, new(atomic.Bool)} },
+		"stubborn":   func(s *ingest.MemSource) ingest.Source { return stubborn{s} },
+	}
+	for name, wrap := range broken {
+		if testkit.InChild("SOURCETEST_BROKEN=" + name) {
+			sourcetest.Run(t, func(t *testing.T, topic string) (ingest.Source, func(int, ...[]byte)) {
+				s := ingest.NewMemSource(topic, 8)
+				return wrap(s), func(p int, v ...[]byte) { s.Produce(p, v...) }
+			})
+			return
+		}
+	}
+	all := []string{"DeliversEveryMessageInOrder", "StartsAtTheModelsOffsets", "LagCountsQueuedMessages",
+		"AsksForOffsetsWithoutItsLocks", "FetchReturnsBatchesWithTheirOffsets", "FetchEndsWithItsContext"}
+	for name, fails := range map[string][]string{
+		// Every offset wrong: the order, the start and each batch's end.
+		"off-by-one": {"DeliversEveryMessageInOrder", "StartsAtTheModelsOffsets", "FetchReturnsBatchesWithTheirOffsets"},
+		// The first Fetch of each source: an empty batch, then nothing
+		// wrong (the suites that take messages skip it).
+		"hasty":    {"FetchReturnsBatchesWithTheirOffsets", "FetchEndsWithItsContext"},
+		"stubborn": {"FetchEndsWithItsContext"},
+	} {
+		testkit.ChildFails(t, "SOURCETEST_BROKEN="+name, all, fails)
+	}
+}
