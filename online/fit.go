@@ -94,53 +94,21 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 	}
 	defer fl.close()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
-	auto := opt.Epochs == 0
-	epochs := opt.Epochs
-	rep := FitReport{Stop: "the passes asked for"}
-	if auto && fl.onePass() {
-		// Every row is in the statistics once after a pass, and the
-		// solve is exact for them: more passes only count rows twice.
-		auto, epochs = false, 1
-		rep.Stop = "one pass: the covariance solver's statistics then hold every row"
-	}
-	if auto {
-		epochs = opt.MaxEpochs
-		if epochs <= 0 {
-			epochs = fitMaxEpochs
-		}
-	}
+	epochs, auto, stop := fitEpochs(opt, fl.onePass())
+	rep := FitReport{Stop: stop}
 	perm, held := fitSplit(rows, cfg.Seed, auto)
 	var score func() (float64, error)
 	if auto {
 		score = fl.scorer(fitScored(held, perm))
 	}
 	rule := fitRule{best: math.Inf(-1), budget: opt.Budget, start: time.Now(), epochs: epochs}
-	var rejected int
-	learn := func(e int, idx []int) error {
-		for s := 0; s < len(idx); s += b {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			err := fl.learnRows(idx[s:min(s+b, len(idx))])
-			if opt.Progress != nil {
-				opt.Progress(e, fl.samples(), fl.features())
-			}
-			if err != nil {
-				if errors.Is(err, ErrDiverged) {
-					rejected++
-					continue
-				}
-				return err
-			}
-		}
-		return nil
-	}
+	pass := fitPass{fl: fl, b: b, progress: opt.Progress}
 	for e := 0; e < epochs; e++ {
 		if e > 0 {
 			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		}
 		before := fl.features()
-		if err := learn(e, perm); err != nil {
+		if err := pass.learn(ctx, e, perm); err != nil {
 			return nil, FitReport{}, err
 		}
 		rep.Epochs = e + 1
@@ -157,15 +125,61 @@ func Fit(ctx context.Context, cfg Config, x []float64, rows, d int, opt FitOptio
 			break
 		}
 	}
-	if err := learn(rep.Epochs-1, held); err != nil {
+	if err := pass.learn(ctx, rep.Epochs-1, held); err != nil {
 		return nil, FitReport{}, err
 	}
 	if err := fl.finish(); err != nil {
 		return nil, FitReport{}, err
 	}
 	snap, r := fl.result()
-	r.Rejected, r.Epochs, r.Scores, r.Stop = rejected, rep.Epochs, rep.Scores, rep.Stop
+	r.Rejected, r.Epochs, r.Scores, r.Stop = pass.rejected, rep.Epochs, rep.Scores, rep.Stop
 	return snap, r, nil
+}
+
+// fitEpochs is how many passes Fit makes, whether its held-out score
+// chooses when to stop (auto, at most that many), and the stop reason
+// when it does not.
+func fitEpochs(opt FitOptions, onePass bool) (epochs int, auto bool, stop string) {
+	switch {
+	case opt.Epochs > 0:
+		return opt.Epochs, false, "the passes asked for"
+	case onePass:
+		// Every row is in the statistics once after a pass, and the
+		// solve is exact for them: more passes only count rows twice.
+		return 1, false, "one pass: the covariance solver's statistics then hold every row"
+	case opt.MaxEpochs > 0:
+		return opt.MaxEpochs, true, "the passes asked for"
+	}
+	return fitMaxEpochs, true, "the passes asked for"
+}
+
+// fitPass learns rows of Fit's file in mini-batches of b.
+type fitPass struct {
+	fl       fitLearner
+	b        int
+	progress func(epoch int, samples uint64, features int)
+	rejected int // batches the learner refused as diverged
+}
+
+// learn learns the rows idx (indices into the file) in pass e.
+func (p *fitPass) learn(ctx context.Context, e int, idx []int) error {
+	for s := 0; s < len(idx); s += p.b {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := p.fl.learnRows(idx[s:min(s+p.b, len(idx))])
+		if p.progress != nil {
+			p.progress(e, p.fl.samples(), p.fl.features())
+		}
+		if err != nil {
+			if errors.Is(err, ErrDiverged) {
+				p.rejected++
+				continue
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // fitRule is Fit's stopping rule over the passes' held-out scores.
