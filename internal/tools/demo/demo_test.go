@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/pipeline"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // runDemo runs the demo with args and returns what it printed.
@@ -145,6 +148,55 @@ func TestTakenPorts(t *testing.T) {
 	for addr, want := range map[string]int{"127.0.0.1:0": 0, "127.0.0.1:4222": 4222, "[::1]:9092": 9092, "nonsense": 0} {
 		if got := port(addr); got != want {
 			t.Errorf("port(%q) = %d, want %d", addr, got, want)
+		}
+	}
+}
+
+// stdoutOf returns what fn prints.
+func stdoutOf(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	fn()
+	os.Stdout = old
+	w.Close()
+	b, _ := io.ReadAll(r)
+	return string(b)
+}
+
+// TestFlagsAndLines: the defaults the README's commands rely on (ports
+// 8080, 4222 and 9092, 2,000,000 points at 5,000/s then 50/s); the end
+// of the stream said once, finally; a progress line's rate counts only
+// this run's samples, and says when load is shed.
+func TestFlagsAndLines(t *testing.T) {
+	o, err := parseFlags([]string{"--points", "10"})
+	if err != nil || o.httpAddr != "127.0.0.1:8080" || o.natsPort != 4222 || o.kafkaPort != 9092 || o.rate != 5000 ||
+		o.thenRate != 50 || o.points != 10 || !o.set["points"] || o.set["rate"] {
+		t.Fatalf("flags %+v, %v", o, err)
+	}
+	d := &demo{o: options{thenRate: 0}, first: 10, start: 1000}
+	if out := stdoutOf(t, func() {
+		if !d.producerDone(context.Background(), nil) {
+			t.Error("the stream without --then-rate did not end")
+		}
+	}); out != "producer: all 10 points sent\n" {
+		t.Errorf("end of the stream: %q", out)
+	}
+	d.trickling = true
+	if out := stdoutOf(t, func() { d.producerDone(context.Background(), nil) }); out != "" {
+		t.Errorf("the trickle's end printed %q", out)
+	}
+	s := pipeline.Status{Samples: 3000, Features: 512, Lag: 7, Version: 4, Published: 3, LearnedFraction: 0.5,
+		Quality: &snapshot.Quality{Score: 0.75}, Eigenvalues: []float64{0.6, 0.2}}
+	out := stdoutOf(t, func() { d.progressLine(s, 4, "1.00e-03") })
+	for _, want := range []string{"samples      3000", "    500 pts/s", "lag       7", "version     4 (published     3)",
+		"error 1.00e-03", "eig [0.600 0.200]", "held-out share 0.750", "learning 50% of the stream to keep up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress line %q lacks %q", out, want)
 		}
 	}
 }
