@@ -138,10 +138,12 @@ type Pipeline struct {
 	// says, while another service holds it, who (status page). svc,
 	// owner and leaseOK are p.mu's.
 	// owned holds the goroutines started outside Run's errgroup (a
-	// rejoin's Rebalance, a publish call abandoned after its deadline):
+	// rejoin's Rebalance, a publish call abandoned after its deadline,
+	// the prune after a publish):
 	// closeParts waits for them, within the stop's deadline, once the
 	// consumer and NATS connection they may wait on are closed.
 	owned   sync.WaitGroup
+	tidying atomic.Bool // a prune after a publish runs (tidyStore)
 	lease   *publish.Lease
 	owner   *publish.NotOwnerError
 	leaseOK bool

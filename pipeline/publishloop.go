@@ -57,7 +57,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			p.status.Published = n.Version
 			p.met.Published.Set(float64(n.Version))
 			p.mu.Unlock()
-			p.readStoreUsage(ctx)
+			p.tidyStore(ctx, n)
 			// Debug: "snapshot persisted" is the one info line a snapshot gets.
 			p.log.Debug().Uint64("version", n.Version).Str("object", n.Object).Int("bytes", n.Size).Msg("published")
 			pending, backoff = nil, 500*time.Millisecond
@@ -205,7 +205,7 @@ func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice
 	// Owned by the pipeline (closeParts waits for it, within the stop's
 	// deadline, after the NATS connection that would hold it is closed).
 	p.owned.Go(func() {
-		n, err := p.pub.Publish(pctx, it.snap, it.data)
+		n, err := p.pub.Put(pctx, it.snap, it.data)
 		res <- result{n, err}
 	})
 	select {
@@ -220,9 +220,29 @@ func (p *Pipeline) publishOnce(ctx context.Context, it *pubItem) (publish.Notice
 	}
 }
 
+// tidyStore prunes the versions readers no longer need after n was
+// published, then records how full the object store is (the status
+// page). It runs beside the publish loop, one at a time (a publish while
+// one runs leaves its pruning to the next), bounded by publishTimeout:
+// n is published already, and a store that stops answering now holds up
+// neither its status nor the next version. Owned by the pipeline (see
+// publishOnce).
+func (p *Pipeline) tidyStore(ctx context.Context, n publish.Notice) {
+	if !p.tidying.CompareAndSwap(false, true) {
+		return
+	}
+	p.owned.Go(func() {
+		defer p.tidying.Store(false)
+		tctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+		p.pub.Prune(tctx, n)
+		p.readStoreUsage(tctx)
+	})
+}
+
 // readStoreUsage records how full the object store is (the status page),
-// after a publish; bounded by a short timeout, and kept as it was when
-// the store cannot say.
+// bounded by a short timeout, and kept as it was when the store cannot
+// say.
 func (p *Pipeline) readStoreUsage(ctx context.Context) {
 	uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

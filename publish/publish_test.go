@@ -377,3 +377,39 @@ func TestPinIsNotPrunedUnderIt(t *testing.T) {
 		t.Fatalf("the pinned version 1: %v", err)
 	}
 }
+
+// TestPutThenPrune: Put publishes (the key names the version) and
+// deletes nothing; Prune then leaves the newest Keep.
+func TestPutThenPrune(t *testing.T) {
+	b := NewMemBackend()
+	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: 2}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var n Notice
+	for v := uint64(1); v <= 4; v++ {
+		s, data := testkit.Golden(t, v)
+		if n, err = pub.Put(ctx, s, data); err != nil {
+			t.Fatalf("put %d: %v", v, err)
+		}
+		if _, latest, err := LatestFrom(ctx, b, Config{Model: "golden"}); err != nil || latest.Version != v {
+			t.Fatalf("after put %d the key names version %d (%v)", v, latest.Version, err)
+		}
+	}
+	stored := func() (names []string) {
+		lst, _ := b.ListObjects(ctx)
+		for _, o := range lst {
+			names = append(names, o.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := stored(); len(got) != 4 {
+		t.Fatalf("stored after four puts: %v, want all four", got)
+	}
+	pub.Prune(ctx, n)
+	if got, want := stored(), []string{ObjectName("golden", "", 3), ObjectName("golden", "", 4)}; !slices.Equal(got, want) {
+		t.Fatalf("stored after the prune: %v, want %v", got, want)
+	}
+}

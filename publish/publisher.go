@@ -188,9 +188,21 @@ func NewPublisherOn(b Backend, cfg Config, log zerolog.Logger) (*Publisher, erro
 func (p *Publisher) Config() Config { return p.cfg }
 
 // Publish stores data (the encoded snap) as a new version, points the
-// latest key at it, announces it, and prunes old versions (ordered
-// against Pin: see Publisher.pins).
+// latest key at it and announces it (Put), then prunes old versions
+// (Prune).
 func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
+	n, err := p.Put(ctx, snap, data)
+	if err != nil {
+		return n, err
+	}
+	p.Prune(ctx, n)
+	return n, nil
+}
+
+// Put stores data (the encoded snap) as a new version, points the latest
+// key at it and announces it: once it returns nil the version is
+// published, and readers move to it. Old versions stay until Prune.
+func (p *Publisher) Put(ctx context.Context, snap *snapshot.Snapshot, data []byte) (Notice, error) {
 	var n Notice
 	if err := p.hold(ctx); err != nil {
 		return n, err
@@ -214,7 +226,6 @@ func (p *Publisher) Publish(ctx context.Context, snap *snapshot.Snapshot, data [
 	if err := p.b.Announce(p.cfg.UpdatesSubject(), js); err != nil {
 		return n, err
 	}
-	p.prune(ctx, n)
 	return n, nil
 }
 
@@ -369,13 +380,14 @@ const (
 	metaVersion     = "version"
 )
 
-// prune deletes stored versions readers no longer need, after latest
+// Prune deletes stored versions readers no longer need, after latest
 // (just published) was pointed at: of latest's incarnation, all but the
 // newest Keep by version; of any other incarnation, every one once latest's
 // incarnation has Keep of its own (readers have moved to it by then).
 // It never deletes latest, nor the pinned version. Objects stored before
-// incarnations existed count as incarnation "".
-func (p *Publisher) prune(ctx context.Context, latest Notice) {
+// incarnations existed count as incarnation "". It is best effort: what
+// it cannot reach or delete now, the next Prune deletes.
+func (p *Publisher) Prune(ctx context.Context, latest Notice) {
 	if p.pins.Acquire(ctx, 1) != nil {
 		return // the next publish prunes
 	}

@@ -151,7 +151,7 @@ func Run(ctx context.Context, args []string) error {
 	for i := range int(have) {
 		src(i)
 	}
-	d := &demo{o: o, stack: stack, p: p, src: src, batch: cfg.Learner.Batch, first: max(int64(o.points)-have, 0)}
+	d := &demo{o: o, stack: stack, p: p, src: src, batch: cfg.Learner.Batch, first: max(int64(o.points)-have, 0), start: p.Status().Samples}
 	d.prodErr = make(chan error, 1)
 	go func() { d.prodErr <- d.produce(ctx, int(d.first), o.rate, 0) }()
 	d.banner(have)
@@ -181,7 +181,6 @@ func (d *demo) produce(ctx context.Context, n int, rate float64, chunk int) erro
 // banner prints where everything is and what to try.
 func (d *demo) banner(have int64) {
 	o := d.o
-	d.start = d.p.Status().Samples
 	thenWhat := ""
 	if o.thenRate > 0 {
 		thenWhat = fmt.Sprintf(", then %.0f/s until stopped", o.thenRate)
