@@ -95,6 +95,7 @@ type Member struct {
 	Parts      PartsExchange
 	outs       []enc     // AllToAll's parts, one per member
 	flat, red  []float64 // this member's part flattened; its reduced slice
+	sl         []float64 // a member's slice or sum as decoded (reduceMySlice, joinSums)
 	sent, recv int64     // payload bytes handed to and received from the Gatherer
 
 	// Held-out rows for the next step's score (HoldOut), their component
@@ -628,18 +629,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		return err
 	}
 	step, samples := l.Step(), l.SamplesSeen()
-	m.out.start(kindMoments)
-	m.out.u64(step)
-	m.out.u64(samples)
-	m.out.u32(uint32(m.mom.Rows))
-	m.out.floats(m.mom.Sum)
-	m.out.floats(m.mom.Outer)
-	m.out.offsets(next)
-	m.out.floats(m.scores)
-	m.out.u64(m.shedOut)
-	m.out.flag(m.hold)
-	m.out.u64(uint64(max(m.want, 0)))
-	m.out.bytes(challenger)
+	m.encodeMoments(step, samples, next, challenger)
 	all, err := m.gather(ctx, kindMoments)
 	if err != nil {
 		return err
@@ -705,6 +695,26 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 		return aerr
 	}
 	return err
+}
+
+// encodeMoments writes this member's message of a step's first round
+// into m.out: the step and samples it is at, its moments (ownMoments),
+// the offsets it covers with this batch (next), its held-out scores, its
+// shed count, its growth vote and its challenger's bytes (groupMoments
+// reads them in this order).
+func (m *Member) encodeMoments(step, samples uint64, next Offsets, challenger []byte) {
+	m.out.start(kindMoments)
+	m.out.u64(step)
+	m.out.u64(samples)
+	m.out.u32(uint32(m.mom.Rows))
+	m.out.floats(m.mom.Sum)
+	m.out.floats(m.mom.Outer)
+	m.out.offsets(next)
+	m.out.floats(m.scores)
+	m.out.u64(m.shedOut)
+	m.out.flag(m.hold)
+	m.out.u64(uint64(max(m.want, 0)))
+	m.out.bytes(challenger)
 }
 
 // ownMoments computes this member's part of a step before the exchange:
@@ -907,7 +917,7 @@ func (d *dec) lens() partLens {
 // order allGatherParts adds it. has says this member has a part in
 // m.part. It returns whether any member had one, the sum then in m.grad.
 func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
-	n, me := m.g.Size(), m.g.Rank()
+	n := m.g.Size()
 	var lens partLens
 	m.flat = m.flat[:0]
 	if has {
@@ -934,30 +944,9 @@ func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// This member's slice: the sum over the members with a part.
-	var want partLens
-	some := false
-	var sl []float64
-	m.red = m.red[:0]
-	for i, p := range all {
-		d, _ := open(p)
-		h, ln := d.u8(), d.lens()
-		sl = d.floats(sl)
-		if err := d.end(); err != nil {
-			return false, m.lost(fmt.Errorf("cluster: member %d's slice: %w", i, err))
-		}
-		if h == 0 {
-			continue
-		}
-		if some && ln != want || len(sl) != bound(me+1, n, ln.total())-bound(me, n, ln.total()) {
-			return false, m.lost(fmt.Errorf("%w: member %d's slice has other sizes than the others'", errWire, i))
-		}
-		if !some {
-			want, some = ln, true
-			m.red = append(m.red, sl...)
-			continue
-		}
-		addFloats(m.red, sl)
+	want, some, err := m.reduceMySlice(all)
+	if err != nil {
+		return false, err
 	}
 	m.out.start(kindReduced)
 	m.out.flag(some)
@@ -967,22 +956,8 @@ func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// The sum: the reduced slices in rank order.
-	m.flat = m.flat[:0]
-	for i, p := range all {
-		d, _ := open(p)
-		h, ln := d.u8(), d.lens()
-		sl = d.floats(sl)
-		if err := d.end(); err != nil {
-			return false, m.lost(fmt.Errorf("cluster: member %d's sum: %w", i, err))
-		}
-		if h == 0 && some || h != 0 && (!some || ln != want) || len(sl) != bound(i+1, n, want.total())-bound(i, n, want.total()) {
-			return false, m.lost(fmt.Errorf("%w: member %d's sum disagrees with the slices this member reduced", errWire, i))
-		}
-		m.flat = append(m.flat, sl...)
-	}
-	if !some {
-		return false, nil
+	if err := m.joinSums(all, want, some); err != nil || !some {
+		return false, err
 	}
 	f := m.flat
 	m.grad.Grad = append(m.grad.Grad[:0], f[:want[0]]...)
@@ -992,6 +967,57 @@ func (m *Member) reduceScatter(ctx context.Context, has bool) (bool, error) {
 	m.grad.Sums = append(m.grad.Sums[:0], f[:want[2]]...)
 	m.grad.NewSums = append(m.grad.NewSums[:0], f[want[2]:]...)
 	return true, nil
+}
+
+// reduceMySlice adds, in rank order, the slices the members sent this
+// member (all, reduceScatter's first round) into m.red, skipping members
+// without a part; want is the sizes of the parts, some whether any
+// member had one.
+func (m *Member) reduceMySlice(all [][]byte) (want partLens, some bool, err error) {
+	n, me := m.g.Size(), m.g.Rank()
+	m.red = m.red[:0]
+	for i, p := range all {
+		d, _ := open(p)
+		h, ln := d.u8(), d.lens()
+		m.sl = d.floats(m.sl)
+		if err := d.end(); err != nil {
+			return want, false, m.lost(fmt.Errorf("cluster: member %d's slice: %w", i, err))
+		}
+		if h == 0 {
+			continue
+		}
+		if some && ln != want || len(m.sl) != bound(me+1, n, ln.total())-bound(me, n, ln.total()) {
+			return want, false, m.lost(fmt.Errorf("%w: member %d's slice has other sizes than the others'", errWire, i))
+		}
+		if !some {
+			want, some = ln, true
+			m.red = append(m.red, m.sl...)
+			continue
+		}
+		addFloats(m.red, m.sl)
+	}
+	return want, some, nil
+}
+
+// joinSums puts the members' reduced slices (all, reduceScatter's second
+// round) together in rank order into m.flat, after checking each agrees
+// with what this member reduced (want, some).
+func (m *Member) joinSums(all [][]byte, want partLens, some bool) error {
+	n := m.g.Size()
+	m.flat = m.flat[:0]
+	for i, p := range all {
+		d, _ := open(p)
+		h, ln := d.u8(), d.lens()
+		m.sl = d.floats(m.sl)
+		if err := d.end(); err != nil {
+			return m.lost(fmt.Errorf("cluster: member %d's sum: %w", i, err))
+		}
+		if h == 0 && some || h != 0 && (!some || ln != want) || len(m.sl) != bound(i+1, n, want.total())-bound(i, n, want.total()) {
+			return m.lost(fmt.Errorf("%w: member %d's sum disagrees with the slices this member reduced", errWire, i))
+		}
+		m.flat = append(m.flat, m.sl...)
+	}
+	return nil
 }
 
 func addFloats(dst, src []float64) {

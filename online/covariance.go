@@ -184,6 +184,35 @@ func (c *covariance) add(rows int) {
 // alone, if a covariance is not positive definite.
 func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 	p := c.p
+	if err := c.factorCovariances(center); err != nil {
+		return err
+	}
+	for range iters {
+		if err := c.iterate(); err != nil {
+			return err
+		}
+	}
+	// α = U_x⁻¹·P[:, :k], β = U_y⁻¹·Q[:, :k]: unit regularised variance.
+	for i, dst := range [][]float64{ax, ay} {
+		m, src := c.m[i], c.pm
+		if i == 1 {
+			src = c.q
+		}
+		for r := 0; r < m; r++ {
+			copy(dst[r*k:r*k+k], src[r*p:r*p+k])
+		}
+		c.ws.SolveUpper(dense.Dense(m, m, c.chol[i]), dense.Dense(m, k, dst), false)
+	}
+	c.solves++
+	c.nSolved = c.n
+	return nil
+}
+
+// factorCovariances writes into c.chol the upper Cholesky factor U of
+// each view's regularised covariance, C + r·I with r the ridge times the
+// mean feature variance (centred when center), and into c.mu each view's
+// mean (zero unless center).
+func (c *covariance) factorCovariances(center bool) error {
 	for i, m := range c.m {
 		u := c.chol[i]
 		mu := c.mu[i]
@@ -211,62 +240,55 @@ func (c *covariance) solve(ax, ay []float64, k, iters int, center bool) error {
 			return fmt.Errorf("%w: view %d's regularised covariance is not positive definite", ErrDiverged, i)
 		}
 	}
+	return nil
+}
+
+// iterate is one subspace iteration on T = U_x⁻ᵀ·C_xy·U_y⁻¹ (c.applyT):
+// P = orth(T·Q), R = Tᵀ·P, then a Rayleigh–Ritz step on RᵀR gives the
+// canonical correlations (c.cor) and rotates P and Q to them.
+func (c *covariance) iterate() error {
+	p := c.p
 	mx, my := c.m[0], c.m[1]
-	for it := 0; it < iters; it++ {
-		// P = orth(T·Q), then R = Tᵀ·P.
-		c.applyT(c.pm, c.q, false)
-		orthonormalise(c.pm, mx, p, c.tau, &c.work)
-		c.applyT(c.r, c.pm, true)
-		// R = Ũ·Σ·Vᵀ from RᵀR = V·Σ²·Vᵀ; then T ≈ (P·V)·Σ·Ũᵀ.
-		g := dense.Dense(p, p, c.g)
-		rm := dense.Dense(my, p, c.r)
-		clear(c.g)
-		c.ws.Gemm(dense.Op{TransA: true}, rm, rm, g)
-		if !c.eigDesc() {
-			return fmt.Errorf("%w: the Rayleigh–Ritz eigenproblem did not converge", ErrDiverged)
+	// P = orth(T·Q), then R = Tᵀ·P.
+	c.applyT(c.pm, c.q, false)
+	orthonormalise(c.pm, mx, p, c.tau, &c.work)
+	c.applyT(c.r, c.pm, true)
+	// R = Ũ·Σ·Vᵀ from RᵀR = V·Σ²·Vᵀ; then T ≈ (P·V)·Σ·Ũᵀ.
+	g := dense.Dense(p, p, c.g)
+	rm := dense.Dense(my, p, c.r)
+	clear(c.g)
+	c.ws.Gemm(dense.Op{TransA: true}, rm, rm, g)
+	if !c.eigDesc() {
+		return fmt.Errorf("%w: the Rayleigh–Ritz eigenproblem did not converge", ErrDiverged)
+	}
+	// Q ← R·V·Σ⁻¹ (the right singular vectors), P ← P·V, each pair's
+	// sign chosen to agree with the previous Q (the eigensolver's signs
+	// are arbitrary; the served functions should not flip).
+	rv := c.z2[:my*p]
+	clear(rv)
+	c.ws.Gemm(dense.Op{}, rm, g, dense.Dense(my, p, rv))
+	for j := 0; j < p; j++ {
+		var s float64
+		for r := 0; r < my; r++ {
+			s += c.q[r*p+j] * rv[r*p+j]
 		}
-		// Q ← R·V·Σ⁻¹ (the right singular vectors), P ← P·V, each pair's
-		// sign chosen to agree with the previous Q (the eigensolver's signs
-		// are arbitrary; the served functions should not flip).
-		rv := c.z2[:my*p]
-		clear(rv)
-		c.ws.Gemm(dense.Op{}, rm, g, dense.Dense(my, p, rv))
-		for j := 0; j < p; j++ {
-			var s float64
+		if s < 0 {
 			for r := 0; r < my; r++ {
-				s += c.q[r*p+j] * rv[r*p+j]
+				rv[r*p+j] = -rv[r*p+j]
 			}
-			if s < 0 {
-				for r := 0; r < my; r++ {
-					rv[r*p+j] = -rv[r*p+j]
-				}
-				for r := 0; r < p; r++ {
-					c.g[r*p+j] = -c.g[r*p+j]
-				}
+			for r := 0; r < p; r++ {
+				c.g[r*p+j] = -c.g[r*p+j]
 			}
 		}
-		copy(c.q, rv)
-		for j := 0; j < p; j++ {
-			c.cor[j] = math.Sqrt(math.Max(c.ev[j], 0))
-		}
-		copy(c.z1[:mx*p], c.pm)
-		clear(c.pm)
-		c.ws.Gemm(dense.Op{}, dense.Dense(mx, p, c.z1[:mx*p]), g, dense.Dense(mx, p, c.pm))
-		normaliseColumns(c.q, my, p)
 	}
-	// α = U_x⁻¹·P[:, :k], β = U_y⁻¹·Q[:, :k]: unit regularised variance.
-	for i, dst := range [][]float64{ax, ay} {
-		m, src := c.m[i], c.pm
-		if i == 1 {
-			src = c.q
-		}
-		for r := 0; r < m; r++ {
-			copy(dst[r*k:r*k+k], src[r*p:r*p+k])
-		}
-		c.ws.SolveUpper(dense.Dense(m, m, c.chol[i]), dense.Dense(m, k, dst), false)
+	copy(c.q, rv)
+	for j := 0; j < p; j++ {
+		c.cor[j] = math.Sqrt(math.Max(c.ev[j], 0))
 	}
-	c.solves++
-	c.nSolved = c.n
+	copy(c.z1[:mx*p], c.pm)
+	clear(c.pm)
+	c.ws.Gemm(dense.Op{}, dense.Dense(mx, p, c.z1[:mx*p]), g, dense.Dense(mx, p, c.pm))
+	normaliseColumns(c.q, my, p)
 	return nil
 }
 

@@ -306,7 +306,7 @@ func TestPublishedOnceThePointerMoves(t *testing.T) {
 	c := testConfig(t)
 	mem := publish.NewMemBackend()
 	hung, release := hangOn(t, mem, "ListObjects") // the prune's first call
-	defer release() // before startLoop's cleanup
+	defer release()                                // before startLoop's cleanup
 	src := ingest.NewMemSource("v", 64)
 	src.Produce(0, points(640, 1, 25)...)
 	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })

@@ -75,25 +75,8 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	if rows == 0 {
 		return errors.New("input holds no vectors")
 	}
-	// A file is a bounded data set: landmark blocks unless the user chose
-	// (online.FitFeatures).
 	if !has("features") {
-		alg := "kpca"
-		for _, s := range sets {
-			if v, ok := strings.CutPrefix(s, "learner.algorithm="); ok {
-				alg = v
-			}
-		}
-		if src, n := online.FitFeatures(online.Algorithm(alg), rows); src != "" {
-			sets = append(sets, "learner.features="+string(src))
-			if n > 0 && !has("max_features") {
-				sets = append(sets, "learner.max_features="+strconv.Itoa(n))
-			}
-			fmt.Fprintf(f.Err, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
-		} else if !online.Algorithm(alg).TwoView() {
-			// Say why the README's default does not apply.
-			fmt.Fprintf(f.Err, "features: random (%d rows, fewer than one landmark block of %d: landmark features need a block of rows; with so few rows exact kernel PCA is the better tool)\n", rows, online.DefaultCovarianceBlockSize)
-		}
+		sets = f.fileFeatures(sets, rows, has("max_features"))
 	}
 	c, err := configs.Load("", nil, sets...)
 	if err != nil {
@@ -131,11 +114,43 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	if _, err := snapshot.WriteFile(*out, snap.Served()); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.Err, "wrote %s: %s, %d rows (%d samples learned over the passes), %d features, bandwidth %.4g", *out, cfg.Algorithm, rows, rep.Samples, rep.Features, rep.Bandwidth)
+	f.fitReport(*out, cfg, rows, c.Learner.Batch, *epochs, rep, time.Since(start))
+	return nil
+}
+
+// fileFeatures adds fit's choice of features to sets (the user chose
+// none): a file is a bounded data set, so landmark blocks where the
+// algorithm takes them (online.FitFeatures), with their count unless
+// hasMax; it says what it chose and why.
+func (f Files) fileFeatures(sets []string, rows int, hasMax bool) []string {
+	alg := "kpca"
+	for _, s := range sets {
+		if v, ok := strings.CutPrefix(s, "learner.algorithm="); ok {
+			alg = v
+		}
+	}
+	if src, n := online.FitFeatures(online.Algorithm(alg), rows); src != "" {
+		sets = append(sets, "learner.features="+string(src))
+		if n > 0 && !hasMax {
+			sets = append(sets, "learner.max_features="+strconv.Itoa(n))
+		}
+		fmt.Fprintf(f.Err, "features: landmarks (fit's default for a file; --features random for the streaming learner's random features)\n")
+	} else if !online.Algorithm(alg).TwoView() {
+		// Say why the README's default does not apply.
+		fmt.Fprintf(f.Err, "features: random (%d rows, fewer than one landmark block of %d: landmark features need a block of rows; with so few rows exact kernel PCA is the better tool)\n", rows, online.DefaultCovarianceBlockSize)
+	}
+	return sets
+}
+
+// fitReport says what fit wrote (out) and learned, warns of a k the
+// file's eigenvalues do not support, and hints at more passes when there
+// were too few steps to converge.
+func (f Files) fitReport(out string, cfg online.Config, rows, batch, epochs int, rep online.FitReport, took time.Duration) {
+	fmt.Fprintf(f.Err, "wrote %s: %s, %d rows (%d samples learned over the passes), %d features, bandwidth %.4g", out, cfg.Algorithm, rows, rep.Samples, rep.Features, rep.Bandwidth)
 	if len(rep.Eigenvalues) > 0 {
 		fmt.Fprintf(f.Err, ", eigenvalue estimates %.4g", rep.Eigenvalues)
 	}
-	fmt.Fprintf(f.Err, ", %d batches rejected, %.1fs\n", rep.Rejected, time.Since(start).Seconds())
+	fmt.Fprintf(f.Err, ", %d batches rejected, %.1fs\n", rep.Rejected, took.Seconds())
 	if w := kWarning(cfg.K, rows, rep.Eigenvalues); w != "" {
 		fmt.Fprintln(f.Err, "warning: "+w)
 	}
@@ -144,11 +159,10 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	}
 	// The step rules need steps; the covariance solver's statistics are
 	// the file's after one pass.
-	if steps := (rows + c.Learner.Batch - 1) / c.Learner.Batch * *epochs; *epochs > 0 && steps < 20 && cfg.Solver != online.SolverCovariance {
+	if steps := (rows + batch - 1) / batch * epochs; epochs > 0 && steps < 20 && cfg.Solver != online.SolverCovariance {
 		fmt.Fprintf(f.Err, "hint: %d learning step(s) (%d rows, batch %d, %d epoch(s)); a small file needs more passes to converge: try --epochs %d\n",
-			steps, rows, c.Learner.Batch, *epochs, max(20, 20**epochs/max(steps, 1)))
+			steps, rows, batch, epochs, max(20, 20*epochs/max(steps, 1)))
 	}
-	return nil
 }
 
 // Project is `streamkpca project`; args are its flags.
