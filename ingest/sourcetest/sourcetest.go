@@ -202,19 +202,23 @@ func lagCounts(t *testing.T, f Factory) {
 	run(t, src, none)
 	// Nothing taken: once fetching has started, the lag counts the
 	// waiting messages (queued ones included), give or take the one a
-	// fetcher holds while it waits for room.
+	// fetcher holds while it waits for room; never more than there are.
 	deadline := time.Now().Add(60 * time.Second)
-	for src.Lag() < 99 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lag %d with 100 messages waiting", src.Lag())
+	waitLag := func(what string, done func(int64) bool) {
+		for {
+			l := src.Lag()
+			switch {
+			case l > 100 || l < 0:
+				t.Fatalf("lag %d %s: 100 messages were produced", l, what)
+			case done(l):
+				return
+			case time.Now().After(deadline):
+				t.Fatalf("lag %d %s", l, what)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	waitLag("with 100 messages waiting", func(l int64) bool { return l >= 99 })
 	take(t, src, 100)
-	for src.Lag() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lag %d with every message taken", src.Lag())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLag("with every message taken", func(l int64) bool { return l == 0 })
 }

@@ -2,6 +2,7 @@ package sourcetest_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -46,6 +47,37 @@ func (s stubborn) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
 	return b, err
 }
 
+// doubling counts every waiting message twice.
+type doubling struct{ *ingest.MemSource }
+
+func (d doubling) Lag() int64 { return 2 * d.MemSource.Lag() }
+
+// locking holds its lock while it asks the model for its first offset,
+// and Lag takes it: the lock-order deadlock the suite's
+// AsksForOffsetsWithoutItsLocks guards against. (Only the first: each
+// such call waits out the suite's 10 s, and one shows the deadlock.)
+type locking struct {
+	*ingest.MemSource
+	mu    *sync.Mutex
+	asked *atomic.Bool
+}
+
+func (l locking) Run(ctx context.Context, next ingest.OffsetFunc) error {
+	return l.MemSource.Run(ctx, func(topic string, p int) (int64, bool) {
+		if !l.asked.Swap(true) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+		}
+		return next(topic, p)
+	})
+}
+
+func (l locking) Lag() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.MemSource.Lag()
+}
+
 // TestTheSuiteCanFail: a source that breaks one promise of ingest.Source
 // fails the subtest of that promise (and those that rely on it), and
 // passes the others.
@@ -54,6 +86,8 @@ func TestTheSuiteCanFail(t *testing.T) {
 		"off-by-one": func(s *ingest.MemSource) ingest.Source { return offByOne{s} },
 		"hasty":      func(s *ingest.MemSource) ingest.Source { return hasty{s, new(atomic.Bool)} },
 		"stubborn":   func(s *ingest.MemSource) ingest.Source { return stubborn{s} },
+		"doubling":   func(s *ingest.MemSource) ingest.Source { return doubling{s} },
+		"locking":    func(s *ingest.MemSource) ingest.Source { return locking{s, new(sync.Mutex), new(atomic.Bool)} },
 	}
 	for name, wrap := range broken {
 		if testkit.InChild("SOURCETEST_BROKEN=" + name) {
@@ -73,6 +107,11 @@ func TestTheSuiteCanFail(t *testing.T) {
 		// wrong (the suites that take messages skip it).
 		"hasty":    {"FetchReturnsBatchesWithTheirOffsets", "FetchEndsWithItsContext"},
 		"stubborn": {"FetchEndsWithItsContext"},
+		// (A lag that never reaches the count fails too, only after the
+		// suite's minute.)
+		"doubling": {"LagCountsQueuedMessages"},
+		// Lag answers once next returns: the suite waits 10 s for it.
+		"locking": {"AsksForOffsetsWithoutItsLocks"},
 	} {
 		testkit.ChildFails(t, "SOURCETEST_BROKEN="+name, all, fails)
 	}

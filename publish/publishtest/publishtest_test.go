@@ -2,6 +2,9 @@ package publishtest_test
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/streamkpca/streamkpca/internal/testkit"
@@ -26,6 +29,84 @@ type hoarding struct{ *publish.MemBackend }
 
 func (hoarding) DeleteObject(context.Context, string) error { return nil }
 
+// amnesic never finds a key's revision, and swaps whatever it is: a
+// backend without the compare-and-swap the lease is built on.
+type amnesic struct{ noCAS }
+
+func (amnesic) GetKeyRevision(context.Context, string) ([]byte, uint64, error) {
+	return nil, 0, publish.ErrNotFound
+}
+
+// unlisted stores objects and never lists them.
+type unlisted struct{ *publish.MemBackend }
+
+func (unlisted) ListObjects(context.Context) ([]publish.ObjectInfo, error) { return nil, nil }
+
+// replaying gives a new watch every value a key ever had, not only its
+// current one.
+type replaying struct {
+	*publish.MemBackend
+	mu       sync.Mutex
+	history  map[string][][]byte
+	replayed *atomic.Int64 // values sent that were no longer current
+}
+
+func (r *replaying) PutKey(ctx context.Context, key string, value []byte) error {
+	r.mu.Lock()
+	r.history[key] = append(r.history[key], slices.Clone(value))
+	r.mu.Unlock()
+	return r.MemBackend.PutKey(ctx, key, value)
+}
+
+func (r *replaying) WatchKeys(ctx context.Context, keys []string) (<-chan publish.KeyUpdate, error) {
+	in, err := r.MemBackend.WatchKeys(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan publish.KeyUpdate)
+	go func() {
+		defer close(out)
+		initial := true
+		for u := range in {
+			send := []publish.KeyUpdate{u}
+			if initial && !u.Initial && !u.Deleted {
+				r.mu.Lock()
+				send = send[:0]
+				for _, v := range r.history[u.Key] {
+					send = append(send, publish.KeyUpdate{Key: u.Key, Value: v})
+				}
+				r.replayed.Add(int64(max(len(send)-1, 0)))
+				r.mu.Unlock()
+			}
+			initial = initial && !u.Initial
+			for _, s := range send {
+				select {
+				case out <- s:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestTheSuiteHoldsOverAReplayingBackend: LateReader's rule (a late
+// watch delivers the newest version, not the history) is Watch's, kept
+// above any backend: over one that replays every value a key had, the
+// whole suite passes. (So no broken backend fails LateReader alone.)
+func TestTheSuiteHoldsOverAReplayingBackend(t *testing.T) {
+	var replayed atomic.Int64
+	publishtest.Run(t, publishtest.Harness{Golden: "../../snapshot/testdata/golden.skpca", New: func(t *testing.T) func(bool) publish.Backend {
+		b := &replaying{MemBackend: publish.NewMemBackend(), history: map[string][][]byte{}, replayed: &replayed}
+		return func(bool) publish.Backend { return b }
+	}})
+	if replayed.Load() == 0 {
+		t.Fatal("no watch was given an old value: the suite did not meet a replaying backend")
+	}
+	t.Logf("%d old values replayed to watches", replayed.Load())
+}
+
 // TestTheSuiteCanFail: a backend that breaks one promise of
 // publish.Backend fails the subtests of the rules built on it, and
 // passes the others.
@@ -33,6 +114,8 @@ func TestTheSuiteCanFail(t *testing.T) {
 	broken := map[string]func(*publish.MemBackend) publish.Backend{
 		"no-cas":   func(b *publish.MemBackend) publish.Backend { return noCAS{b} },
 		"hoarding": func(b *publish.MemBackend) publish.Backend { return hoarding{b} },
+		"amnesic":  func(b *publish.MemBackend) publish.Backend { return amnesic{noCAS{b}} },
+		"unlisted": func(b *publish.MemBackend) publish.Backend { return unlisted{b} },
 	}
 	for name, wrap := range broken {
 		if testkit.InChild("PUBLISHTEST_BROKEN=" + name) {
@@ -51,6 +134,8 @@ func TestTheSuiteCanFail(t *testing.T) {
 		"no-cas": {"SwapKey"},
 		// Pruning: the store keeps what it should have dropped.
 		"hoarding": {"Reset", "Pins"},
+		"amnesic":  {"SwapKey", "Lease"},
+		"unlisted": {"Reset", "PoisonedPointer", "Pins", "Lease"},
 	} {
 		testkit.ChildFails(t, "PUBLISHTEST_BROKEN="+name, all, fails)
 	}
