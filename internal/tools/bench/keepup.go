@@ -20,6 +20,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/pipeline"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // KeepUpConfig configures RunKeepUp. Zero values mean the default.
@@ -88,7 +89,9 @@ type KeepUpResult struct {
 	GrowthShare float64 `json:"lag_growth_share"`
 	// Shed is the messages not learned to keep up.
 	Shed uint64 `json:"shed"`
-	// Error is the served model's subspace error at the end.
+	// Error is the subspace error of the model served at the end, after
+	// the service's graceful stop (its final snapshot); 1 if there is
+	// none.
 	Error float64 `json:"subspace_error"`
 	// Stream is "hermite16" or "mnist"; Frequencies the learner's.
 	Stream      string `json:"stream"`
@@ -172,6 +175,15 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	}()
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
+	// score is a served model's subspace error on the held-out points (1
+	// when it cannot project them).
+	score := func(m *snapshot.Model) float64 {
+		proj, err := m.Project(nil, held)
+		if err != nil {
+			return 1
+		}
+		return synth.SubspaceError(mat.NewDense(nheld, m.K(), proj), truth(m.K()))
+	}
 	sample := func() KeepUpPoint {
 		// The group's figures: consumed and shed summed over the
 		// instances, the learned fraction the lowest of them; the model
@@ -191,9 +203,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 		pt.Error = 1
 		if m, _ := ps[0].Current().Get(); m != nil {
-			if proj, err := m.Project(nil, held); err == nil {
-				pt.Error = synth.SubspaceError(mat.NewDense(nheld, m.K(), proj), truth(m.K()))
-			}
+			pt.Error = score(m)
 			if f := m.Header().Views[0].Frequencies; f != "" {
 				res.Frequencies = f
 			} else {
@@ -237,6 +247,11 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		if err := <-done; err != nil {
 			return res, err
 		}
+	}
+	// The model served after the graceful stop (its final snapshot): a
+	// run too short for the snapshot cadence is scored too.
+	if m, _ := ps[0].Current().Get(); m != nil {
+		res.Error = score(m)
 	}
 	return res, nil
 }
