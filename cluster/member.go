@@ -977,13 +977,11 @@ func (m *Member) reduceMySlice(all [][]byte) (want partLens, some bool, err erro
 	n, me := m.g.Size(), m.g.Rank()
 	m.red = m.red[:0]
 	for i, p := range all {
-		d, _ := open(p)
-		h, ln := d.u8(), d.lens()
-		m.sl = d.floats(m.sl)
-		if err := d.end(); err != nil {
+		has, ln, err := m.decodePart(p)
+		if err != nil {
 			return want, false, m.lost(fmt.Errorf("cluster: member %d's slice: %w", i, err))
 		}
-		if h == 0 {
+		if !has {
 			continue
 		}
 		if some && ln != want || len(m.sl) != bound(me+1, n, ln.total())-bound(me, n, ln.total()) {
@@ -1006,18 +1004,25 @@ func (m *Member) joinSums(all [][]byte, want partLens, some bool) error {
 	n := m.g.Size()
 	m.flat = m.flat[:0]
 	for i, p := range all {
-		d, _ := open(p)
-		h, ln := d.u8(), d.lens()
-		m.sl = d.floats(m.sl)
-		if err := d.end(); err != nil {
+		has, ln, err := m.decodePart(p)
+		if err != nil {
 			return m.lost(fmt.Errorf("cluster: member %d's sum: %w", i, err))
 		}
-		if h == 0 && some || h != 0 && (!some || ln != want) || len(m.sl) != bound(i+1, n, want.total())-bound(i, n, want.total()) {
+		if has != some || has && ln != want || len(m.sl) != bound(i+1, n, want.total())-bound(i, n, want.total()) {
 			return m.lost(fmt.Errorf("%w: member %d's sum disagrees with the slices this member reduced", errWire, i))
 		}
 		m.flat = append(m.flat, m.sl...)
 	}
 	return nil
+}
+
+// decodePart reads one member's message of a reduceScatter round (a
+// flag for whether it has a part, the part sizes, the floats) into m.sl.
+func (m *Member) decodePart(p []byte) (has bool, ln partLens, err error) {
+	d, _ := open(p)
+	h, ln := d.u8(), d.lens()
+	m.sl = d.floats(m.sl)
+	return h != 0, ln, d.end()
 }
 
 func addFloats(dst, src []float64) {

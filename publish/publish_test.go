@@ -216,10 +216,7 @@ func TestPublishPrunesToFit(t *testing.T) {
 	b := NewMemBackend()
 	_, one := testkit.Golden(t, 1)
 	b.MaxBytes = 3*len(one) + len(one)/2 // room for three versions
-	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: 5}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := goldenPublisher(t, b, 5)
 	ctx := context.Background()
 	for v := uint64(1); v <= 8; v++ {
 		s, data := testkit.Golden(t, v)
@@ -238,12 +235,7 @@ func TestPublishPrunesToFit(t *testing.T) {
 	if err != nil || n.Version != 8 || m.Header().Version() != 8 {
 		t.Fatalf("latest: version %d (%v), want 8", n.Version, err)
 	}
-	lst, _ := b.ListObjects(ctx)
-	var names []string
-	for _, o := range lst {
-		names = append(names, o.Name)
-	}
-	if !slices.Contains(names, ObjectName("golden", "", 2)) || !slices.Contains(names, ObjectName("golden", "", 8)) || len(names) > 3 {
+	if names := storedNames(t, b); !slices.Contains(names, ObjectName("golden", "", 2)) || !slices.Contains(names, ObjectName("golden", "", 8)) || len(names) > 3 {
 		t.Errorf("stored %v: want the pinned version 2 and the newest 8, within room for three", names)
 	}
 }
@@ -338,17 +330,9 @@ func TestVersionsListReadsEachVersionOnce(t *testing.T) {
 // it. A pin and a prune are now ordered: the pinned version stays.
 func TestPinIsNotPrunedUnderIt(t *testing.T) {
 	b := NewMemBackend()
-	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: 2}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := goldenPublisher(t, b, 2)
 	ctx := context.Background()
-	for v := uint64(1); v <= 4; v++ { // version 1 is pruned by the time of the pin
-		s, data := testkit.Golden(t, v)
-		if _, err := pub.Publish(ctx, s, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishGolden(t, 4, pub.Publish) // version 1 is pruned by the time of the pin
 	published := make(chan error, 1)
 	var first atomic.Bool
 	b.Fail = func(method string) error {
@@ -382,34 +366,60 @@ func TestPinIsNotPrunedUnderIt(t *testing.T) {
 // deletes nothing; Prune then leaves the newest Keep.
 func TestPutThenPrune(t *testing.T) {
 	b := NewMemBackend()
-	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: 2}, zerolog.Nop())
+	pub := goldenPublisher(t, b, 2)
+	n := publishGolden(t, 4, func(ctx context.Context, s *snapshot.Snapshot, data []byte) (Notice, error) {
+		n, err := pub.Put(ctx, s, data)
+		if _, latest, lerr := LatestFrom(ctx, b, Config{Model: "golden"}); err == nil && (lerr != nil || latest.Version != n.Version) {
+			t.Fatalf("after put %d the key names version %d (%v)", n.Version, latest.Version, lerr)
+		}
+		return n, err
+	})
+	if got := storedNames(t, b); len(got) != 4 {
+		t.Fatalf("stored after four puts: %v, want all four", got)
+	}
+	pub.Prune(context.Background(), n)
+	if got, want := storedNames(t, b), []string{ObjectName("golden", "", 3), ObjectName("golden", "", 4)}; !slices.Equal(got, want) {
+		t.Fatalf("stored after the prune: %v, want %v", got, want)
+	}
+}
+
+// goldenPublisher returns a publisher of the model "golden" on b that
+// keeps keep versions.
+func goldenPublisher(t *testing.T, b Backend, keep int) *Publisher {
+	t.Helper()
+	pub, err := NewPublisherOn(b, Config{Model: "golden", Keep: keep}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	return pub
+}
+
+// publishGolden hands the golden versions 1 to last to publish (a
+// publisher's Publish or Put) in order and returns the last notice.
+func publishGolden(t *testing.T, last uint64, publish func(context.Context, *snapshot.Snapshot, []byte) (Notice, error)) Notice {
+	t.Helper()
 	var n Notice
-	for v := uint64(1); v <= 4; v++ {
+	for v := uint64(1); v <= last; v++ {
 		s, data := testkit.Golden(t, v)
-		if n, err = pub.Put(ctx, s, data); err != nil {
-			t.Fatalf("put %d: %v", v, err)
-		}
-		if _, latest, err := LatestFrom(ctx, b, Config{Model: "golden"}); err != nil || latest.Version != v {
-			t.Fatalf("after put %d the key names version %d (%v)", v, latest.Version, err)
+		var err error
+		if n, err = publish(context.Background(), s, data); err != nil {
+			t.Fatalf("version %d: %v", v, err)
 		}
 	}
-	stored := func() (names []string) {
-		lst, _ := b.ListObjects(ctx)
-		for _, o := range lst {
-			names = append(names, o.Name)
-		}
-		slices.Sort(names)
-		return names
+	return n
+}
+
+// storedNames lists the names of b's objects, sorted.
+func storedNames(t *testing.T, b Backend) []string {
+	t.Helper()
+	lst, err := b.ListObjects(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := stored(); len(got) != 4 {
-		t.Fatalf("stored after four puts: %v, want all four", got)
+	var names []string
+	for _, o := range lst {
+		names = append(names, o.Name)
 	}
-	pub.Prune(ctx, n)
-	if got, want := stored(), []string{ObjectName("golden", "", 3), ObjectName("golden", "", 4)}; !slices.Equal(got, want) {
-		t.Fatalf("stored after the prune: %v, want %v", got, want)
-	}
+	slices.Sort(names)
+	return names
 }
