@@ -82,11 +82,7 @@ func TestPublishPathWithoutAServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := mem.GetObject(context.Background(), n.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := snapshot.Decode(data)
+	pub, err := snapshot.Decode(objectBytes(t, mem, n.Object))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,8 +273,7 @@ func TestStatusShowsTheStoreLimits(t *testing.T) {
 	objs, _ := mem.ListObjects(context.Background())
 	var stored int
 	for _, o := range objs {
-		b, _ := mem.GetObject(context.Background(), o.Name)
-		stored += len(b)
+		stored += len(objectBytes(t, mem, o.Name))
 	}
 	if u := h.p.Status().Store; u.MaxBytes != 8<<20 || u.Bytes == 0 || u.Bytes > uint64(stored) {
 		t.Fatalf("store usage %+v; the store holds %d bytes of an 8 MiB limit", u, stored)
@@ -334,4 +329,19 @@ func TestPublishedOnceThePointerMoves(t *testing.T) {
 	if got := testutil.ToFloat64(h.p.met.PublishErrors); got != 0 {
 		t.Fatalf("%v publish errors counted for a hung prune", got)
 	}
+}
+
+// objectBytes reads the object name stored in b whole.
+func objectBytes(t *testing.T, b publish.Backend, name string) []byte {
+	t.Helper()
+	rc, err := b.GetObject(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

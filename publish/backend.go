@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"errors"
+	"io"
 )
 
 // Backend is what a model's versions are published through: an object
@@ -19,16 +20,20 @@ import (
 // used before the writer has created anything: reads then fail (or
 // Watch waits).
 type Backend interface {
-	// PutObject stores data under name with metadata, replacing an
-	// object of that name. It copies data only into what it stores, and a put
-	// that stops making progress ends with an error whatever ctx's
-	// deadline (NATSBackend: no byte moved for 15 s).
-	PutObject(ctx context.Context, name string, meta map[string]string, data []byte) error
-	// GetObject returns the bytes stored under name, checked against the
-	// store's own digest; ErrNotFound when there are none. It reads into
-	// room for the whole object, once, and ends as PutObject does when
-	// the transfer stalls.
-	GetObject(ctx context.Context, name string) ([]byte, error)
+	// PutObject stores the bytes read from r, to its end, under name
+	// with metadata, replacing an object of that name. It holds no more
+	// of them at a time than its transfer needs (NATSBackend: a chunk;
+	// MemBackend keeps what it stores), and a put that stops making
+	// progress ends with an error whatever ctx's deadline (NATSBackend:
+	// no byte moved for 15 s).
+	PutObject(ctx context.Context, name string, meta map[string]string, r io.Reader) error
+	// GetObject returns a reader of the bytes stored under name
+	// (ErrNotFound when there are none); the caller closes it. Its Read
+	// ends in io.EOF only once every byte has come and matched the
+	// store's own digest (ErrCorrupt otherwise), and in an error when ctx
+	// ends or the transfer stalls as a put's does. It holds no more of
+	// the object at a time than its transfer needs.
+	GetObject(ctx context.Context, name string) (io.ReadCloser, error)
 	// ListObjects lists the stored objects (names and metadata), in any
 	// order.
 	ListObjects(ctx context.Context) ([]ObjectInfo, error)
@@ -79,6 +84,11 @@ type KeyUpdate struct {
 // ErrNotFound is a Backend's error for an object or key that is not
 // there.
 var ErrNotFound = errors.New("publish: not found")
+
+// ErrCorrupt is a Backend's error (wrapped) for an object whose bytes
+// do not match what the store recorded when they were put (their digest
+// or size).
+var ErrCorrupt = errors.New("publish: the object's bytes do not match its digest")
 
 // ErrConflict is a Backend's error (wrapped) for a SwapKey whose
 // expected revision is no longer the key's: someone else wrote it first.

@@ -1,8 +1,10 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
@@ -65,9 +67,13 @@ func (b *MemBackend) SetFail(f func(method string) error) {
 	b.mu.Unlock()
 }
 
-func (b *MemBackend) PutObject(_ context.Context, name string, meta map[string]string, data []byte) error {
+func (b *MemBackend) PutObject(_ context.Context, name string, meta map[string]string, r io.Reader) error {
 	if err := b.fail("PutObject"); err != nil {
 		return err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("publish: put %s: %w", name, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -82,11 +88,13 @@ func (b *MemBackend) PutObject(_ context.Context, name string, meta map[string]s
 			return fmt.Errorf("publish: put %s: %w (%d bytes of %d)", name, ErrStoreFull, used, b.MaxBytes)
 		}
 	}
-	b.objects[name] = memObject{meta: maps.Clone(meta), data: slices.Clone(data)}
+	b.objects[name] = memObject{meta: maps.Clone(meta), data: data}
 	return nil
 }
 
-func (b *MemBackend) GetObject(_ context.Context, name string) ([]byte, error) {
+// GetObject reads the stored bytes themselves: an object is never
+// changed once stored (a put of the same name replaces it).
+func (b *MemBackend) GetObject(_ context.Context, name string) (io.ReadCloser, error) {
 	if err := b.fail("GetObject"); err != nil {
 		return nil, err
 	}
@@ -96,7 +104,7 @@ func (b *MemBackend) GetObject(_ context.Context, name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("publish: get %s: %w", name, ErrNotFound)
 	}
-	return slices.Clone(o.data), nil
+	return io.NopCloser(bytes.NewReader(o.data)), nil
 }
 
 func (b *MemBackend) ListObjects(context.Context) ([]ObjectInfo, error) {

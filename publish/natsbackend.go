@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // NATSBackend is the Backend over NATS JetStream: an Object Store bucket
@@ -27,6 +31,9 @@ type NATSBackend struct {
 	create bool
 	// stall bounds a transfer's silence (defaultStall).
 	stall time.Duration
+	// window bounds the bytes of a put's chunks awaiting acknowledgement
+	// (defaultWindow).
+	window int
 
 	mu  sync.Mutex
 	obs jetstream.ObjectStore
@@ -43,7 +50,7 @@ func NewNATSBackend(nc *nats.Conn, cfg Config, create bool) (*NATSBackend, error
 	if err != nil {
 		return nil, fmt.Errorf("publish: jetstream: %w", err)
 	}
-	return &NATSBackend{nc: nc, js: js, cfg: cfg, create: create, stall: defaultStall}, nil
+	return &NATSBackend{nc: nc, js: js, cfg: cfg, create: create, stall: defaultStall, window: defaultWindow}, nil
 }
 
 // defaultStall bounds how long an object's put or get may go without a
@@ -52,10 +59,10 @@ func NewNATSBackend(nc *nats.Conn, cfg Config, create bool) (*NATSBackend, error
 const defaultStall = 15 * time.Second
 
 // collectEvery: a get of a large object collects the garbage of its
-// chunks (each a fresh buffer, copied into the object's room) every this
-// many bytes: left to the collector's pace, they pile up to the size of
-// the object itself (its room is live from the start), doubling the
-// heap a reader of a large model needs.
+// chunks (each a fresh buffer, handed on and dropped) every this many
+// bytes: a reader that builds the object up in memory (a snapshot's
+// decoder) would otherwise see them pile up, at the collector's pace,
+// to the size of what it has built, doubling its heap.
 const collectEvery = 32 << 20
 
 // errStalled ends a transfer that moved nothing for the stall bound.
@@ -140,14 +147,23 @@ func (b *NATSBackend) handles(ctx context.Context) (jetstream.ObjectStore, jetst
 	return obs, kv, nil
 }
 
-func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[string]string, data []byte) error {
-	obs, _, err := b.handles(ctx)
-	if err != nil {
+// PutObject writes the object's chunks itself rather than through the
+// object store's Put: that Put publishes every chunk without waiting
+// for the server's acknowledgements (up to 4,000 chunks, 500 MiB, in
+// flight), more than a stream takes in at once (128 MiB by default):
+// a large model met "too many requests" whenever the server fell behind.
+// Here at most b.window bytes of chunks await their acknowledgement;
+// the object's info (size, chunk count, digest) is written when every
+// chunk is stored, and the chunks of the object it replaces are purged.
+// The layout is the object store's own: its List, GetInfo and Delete
+// read it.
+func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[string]string, r io.Reader) error {
+	if _, _, err := b.handles(ctx); err != nil {
 		return err
 	}
 	tctx, end := b.transfer(ctx)
 	defer end()
-	if _, err := obs.Put(tctx, jetstream.ObjectMeta{Name: name, Metadata: meta}, bytes.NewReader(data)); err != nil {
+	if err := b.putChunks(tctx, name, meta, r); err != nil {
 		err = stalled(tctx, err)
 		if storeFull(err) {
 			return fmt.Errorf("publish: put %s: %w: %w", name, ErrStoreFull, err)
@@ -155,6 +171,110 @@ func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[strin
 		return fmt.Errorf("publish: put %s: %w", name, err)
 	}
 	return nil
+}
+
+// chunkSize is the size of an object's chunks (the object store's
+// default).
+const chunkSize = 128 << 10
+
+// defaultWindow bounds the bytes of a put's chunks awaiting the server's
+// acknowledgement.
+const defaultWindow = 8 << 20
+
+func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[string]string, r io.Reader) error {
+	obs, _, err := b.handles(ctx)
+	if err != nil {
+		return err
+	}
+	old, err := obs.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	bucket := b.cfg.ObjectBucket
+	id := nuid.Next()
+	subject := "$O." + bucket + ".C." + id
+	info := jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Metadata: meta, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}},
+		Bucket:     bucket, NUID: id,
+	}
+	purge := func(subject string) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if st, err := b.js.Stream(pctx, "OBJ_"+bucket); err == nil {
+			_ = st.Purge(pctx, jetstream.WithPurgeSubject(subject))
+		}
+	}
+	sum := sha256.New()
+	window := max(b.window/chunkSize, 1)
+	bufs := make([][]byte, 0, window) // chunk k is sent from bufs[k%window]
+	acks := make([]jetstream.PubAckFuture, 0, window)
+	for {
+		if len(acks) == window { // chunk k-window's buffer is free once it is acknowledged
+			if err := awaitAck(ctx, acks[0]); err != nil {
+				purge(subject)
+				return err
+			}
+			acks = acks[1:]
+		}
+		k := int(info.Chunks) % window
+		if k == len(bufs) {
+			bufs = append(bufs, make([]byte, chunkSize))
+		}
+		n, rerr := io.ReadFull(r, bufs[k])
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			purge(subject)
+			return rerr
+		}
+		if n > 0 {
+			sum.Write(bufs[k][:n])
+			ack, err := b.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: bufs[k][:n]})
+			if err != nil {
+				purge(subject)
+				return err
+			}
+			acks = append(acks, ack)
+			info.Chunks++
+			info.Size += uint64(n)
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	for _, a := range acks {
+		if err := awaitAck(ctx, a); err != nil {
+			purge(subject)
+			return err
+		}
+	}
+	info.Digest = jetstream.GetObjectDigestValue(sum)
+	data, err := json.Marshal(info)
+	if err != nil {
+		purge(subject)
+		return err
+	}
+	m := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name)))
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = data
+	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+		purge(subject)
+		return err
+	}
+	if old != nil && !old.Deleted && old.NUID != "" {
+		purge("$O." + bucket + ".C." + old.NUID)
+	}
+	return nil
+}
+
+// awaitAck waits for a published chunk's acknowledgement.
+func awaitAck(ctx context.Context, a jetstream.PubAckFuture) error {
+	select {
+	case <-a.Ok():
+		return nil
+	case err := <-a.Err():
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // storeFull reports whether a JetStream error says the store has no room:
@@ -182,10 +302,11 @@ func storeFull(err error) bool {
 // whose context has no deadline by nats.go's default timeout (5 s),
 // whole, and blocks a read until the context's deadline, so neither a
 // large model on a slow link nor a stalled transfer could be handled.
-// Here a get ends when ctx does or when no chunk has come for b.stall;
-// the bytes are read into room for the whole object (its size is in its
-// info) and checked against its digest.
-func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error) {
+// Here a get ends when ctx does or when a wait for the next chunk
+// lasts b.stall (the time the caller takes between reads is its own);
+// the chunks are handed on as they come, and their size and digest
+// checked against the object's info at the end.
+func (b *NATSBackend) GetObject(ctx context.Context, name string) (io.ReadCloser, error) {
 	obs, _, err := b.handles(ctx)
 	if err != nil {
 		return nil, err
@@ -201,60 +322,122 @@ func (b *NATSBackend) GetObject(ctx context.Context, name string) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("publish: get %s: its digest %q: %w", name, info.Digest, err)
 	}
-	data := make([]byte, 0, info.Size)
-	sum := sha256.New()
-	if info.Size > 0 {
-		cons, err := b.js.OrderedConsumer(ctx, "OBJ_"+b.cfg.ObjectBucket, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{"$O." + b.cfg.ObjectBucket + ".C." + info.NUID},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("publish: get %s: %w", name, err)
-		}
-		it, err := cons.Messages()
-		if err != nil {
-			return nil, fmt.Errorf("publish: get %s: %w", name, err)
-		}
-		var why error
-		var whyMu sync.Mutex
-		stop := func(err error) {
-			whyMu.Lock()
-			if why == nil {
-				why = err
-			}
-			whyMu.Unlock()
-			it.Stop()
-		}
-		stall := time.AfterFunc(b.stall, func() { stop(fmt.Errorf("%w for %v", errStalled, b.stall)) })
-		defer stall.Stop()
-		defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
-		for uint64(len(data)) < info.Size {
-			msg, err := it.Next()
-			if err != nil {
-				it.Stop()
-				whyMu.Lock()
-				if why != nil {
-					err = why
-				}
-				whyMu.Unlock()
-				return nil, fmt.Errorf("publish: get %s after %d of %d bytes: %w", name, len(data), info.Size, err)
-			}
-			stall.Reset(b.stall)
-			if uint64(len(data)+len(msg.Data())) > info.Size {
-				it.Stop()
-				return nil, fmt.Errorf("publish: get %s: chunks past its size %d", name, info.Size)
-			}
-			data = append(data, msg.Data()...)
-			sum.Write(msg.Data())
-			if collectEvery > 0 && info.Size >= 2*collectEvery && len(data)/collectEvery != (len(data)-len(msg.Data()))/collectEvery {
-				runtime.GC()
-			}
-		}
-		it.Stop()
+	r := &objectReader{name: name, size: info.Size, want: want, sum: sha256.New(), stall: b.stall}
+	if info.Size == 0 {
+		return r, nil
 	}
-	if !bytes.Equal(sum.Sum(nil), want) {
-		return nil, fmt.Errorf("publish: get %s: %w", name, jetstream.ErrDigestMismatch)
+	cons, err := b.js.OrderedConsumer(ctx, "OBJ_"+b.cfg.ObjectBucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"$O." + b.cfg.ObjectBucket + ".C." + info.NUID},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish: get %s: %w", name, err)
 	}
-	return data, nil
+	if r.it, err = cons.Messages(); err != nil {
+		return nil, fmt.Errorf("publish: get %s: %w", name, err)
+	}
+	r.timer = time.AfterFunc(time.Hour, func() { r.stop(fmt.Errorf("%w for %v", errStalled, b.stall)) })
+	r.timer.Stop()
+	r.unwatch = context.AfterFunc(ctx, func() { r.stop(context.Cause(ctx)) })
+	return r, nil
+}
+
+// objectReader is GetObject's reader: an object's chunks as its ordered
+// consumer delivers them.
+type objectReader struct {
+	name  string
+	size  uint64
+	want  []byte // the digest the store recorded
+	sum   hash.Hash
+	stall time.Duration
+
+	it      jetstream.MessagesContext // nil for an empty object
+	timer   *time.Timer               // ends a wait for a chunk past stall
+	unwatch func() bool               // ends the watch of the get's ctx
+	got     uint64
+	cur     []byte // what is left of the chunk last received
+	err     error  // what every later Read returns
+	done    sync.Once
+
+	whyMu sync.Mutex
+	why   error // why the transfer was stopped: a stall, the ctx's end
+}
+
+// stop ends the transfer for why (the first reason is kept).
+func (r *objectReader) stop(why error) {
+	r.whyMu.Lock()
+	if r.why == nil {
+		r.why = why
+	}
+	r.whyMu.Unlock()
+	r.it.Stop()
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	for len(r.cur) == 0 {
+		if r.got == r.size {
+			r.release()
+			r.err = io.EOF
+			if !bytes.Equal(r.sum.Sum(nil), r.want) {
+				r.err = fmt.Errorf("publish: get %s: %w: %w", r.name, ErrCorrupt, jetstream.ErrDigestMismatch)
+			}
+			return 0, r.err
+		}
+		r.timer.Reset(r.stall)
+		msg, err := r.it.Next()
+		r.timer.Stop()
+		if err != nil {
+			r.whyMu.Lock()
+			if r.why != nil {
+				err = r.why
+			}
+			r.whyMu.Unlock()
+			return 0, r.fail(fmt.Errorf("publish: get %s after %d of %d bytes: %w", r.name, r.got, r.size, err))
+		}
+		d := msg.Data()
+		if r.got+uint64(len(d)) > r.size {
+			return 0, r.fail(fmt.Errorf("publish: get %s: %w: chunks past its size %d", r.name, ErrCorrupt, r.size))
+		}
+		if collectEvery > 0 && r.size >= 2*collectEvery && (r.got+uint64(len(d)))/collectEvery != r.got/collectEvery {
+			runtime.GC()
+		}
+		r.got += uint64(len(d))
+		r.sum.Write(d)
+		r.cur = d
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// fail ends the transfer with err, which every later Read returns.
+func (r *objectReader) fail(err error) error {
+	r.release()
+	r.err = err
+	return err
+}
+
+// release stops the consumer and the watches, once.
+func (r *objectReader) release() {
+	r.done.Do(func() {
+		if r.it == nil {
+			return
+		}
+		r.unwatch()
+		r.timer.Stop()
+		r.it.Stop()
+	})
+}
+
+// Close ends the transfer; a Read after it fails.
+func (r *objectReader) Close() error {
+	r.release()
+	if r.err == nil {
+		r.err = fmt.Errorf("publish: get %s: read after close", r.name)
+	}
+	return nil
 }
 
 func (b *NATSBackend) ListObjects(ctx context.Context) ([]ObjectInfo, error) {

@@ -357,7 +357,7 @@ func TestPinIsNotPrunedUnderIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Fail = nil
-	if _, err := b.GetObject(ctx, ObjectName("golden", "", 1)); err != nil {
+	if _, err := getAll(b, ObjectName("golden", "", 1)); err != nil {
 		t.Fatalf("the pinned version 1: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -239,7 +241,7 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes, Switches: h.Diagnostics.Switches,
 	}
 	meta := map[string]string{metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}
-	if err := p.b.PutObject(ctx, n.Object, meta, data); err != nil {
+	if err := p.b.PutObject(ctx, n.Object, meta, bytes.NewReader(data)); err != nil {
 		return n, err
 	}
 	return n, nil
@@ -509,12 +511,9 @@ func newestStored(ctx context.Context, b Backend, cfg Config, inc string) (*snap
 	slices.SortFunc(cands, func(a, b ObjectInfo) int { return cmp.Compare(version(b), version(a)) })
 	for _, o := range cands {
 		n := Notice{Model: cfg.Model, Incarnation: inc, Version: version(o), Object: o.Name, Bucket: cfg.ObjectBucket}
-		data, err := b.GetObject(ctx, o.Name)
+		m, n, err := readVersion(ctx, b, n)
 		if err == nil {
-			var m *snapshot.Model
-			if m, n, err = model(data, n); err == nil {
-				return m, n, nil
-			}
+			return m, n, nil
 		}
 		if cfg.OnSkip != nil {
 			cfg.OnSkip(n, err)
@@ -523,40 +522,56 @@ func newestStored(ctx context.Context, b Backend, cfg Config, inc string) (*snap
 	return nil, Notice{}, fmt.Errorf("publish: no stored version of %s (incarnation %q) can be fetched", cfg.Model, inc)
 }
 
-// model decodes a version's bytes into a Model and fills n from its
-// header.
-func model(data []byte, n Notice) (*snapshot.Model, Notice, error) {
-	snap, err := snapshot.Decode(data)
+// readVersion reads the object n names, as it comes (its bytes are
+// never held whole), decodes it into a Model and fills n from its
+// header, size and digest.
+func readVersion(ctx context.Context, b Backend, n Notice) (*snapshot.Model, Notice, error) {
+	rc, err := b.GetObject(ctx, n.Object)
 	if err != nil {
 		return nil, n, err
 	}
+	defer rc.Close()
+	sum := sha256.New()
+	var snap snapshot.Snapshot
+	size, err := snap.ReadFrom(io.TeeReader(rc, sum))
+	if err != nil {
+		return nil, n, fmt.Errorf("publish: %s: %w", n.Object, err)
+	}
+	// The backend checks the object's digest when its end is read: a
+	// version is taken only then, and only if nothing follows the
+	// snapshot.
+	if extra, err := io.Copy(io.Discard, rc); err != nil || extra > 0 {
+		if err == nil {
+			err = fmt.Errorf("%w: %d bytes after the snapshot", snapshot.ErrSize, extra)
+		}
+		return nil, n, fmt.Errorf("publish: %s: %w", n.Object, err)
+	}
 	h := snap.Header
 	n.Version, n.SamplesSeen, n.Features, n.Created = h.Version(), h.SamplesSeen, h.Features(), h.Created
-	n.Size, n.Quality, n.Changes = len(data), h.Diagnostics.Quality, h.Diagnostics.Changes
-	sum := sha256.Sum256(data)
-	n.SHA256 = hex.EncodeToString(sum[:])
-	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	n.Size, n.Quality, n.Changes = int(size), h.Diagnostics.Quality, h.Diagnostics.Changes
+	n.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	m, err := snapshot.NewModel(&snap, snapshot.ModelOptions{})
 	if err != nil {
 		return nil, n, err
 	}
 	return m, n, nil
 }
 
+// fetch reads the version a notice names, checked against the notice's
+// digest; it returns the notice as it came.
 func fetch(ctx context.Context, b Backend, notice []byte) (*snapshot.Model, Notice, error) {
 	var n Notice
 	if err := json.Unmarshal(notice, &n); err != nil {
 		return nil, n, fmt.Errorf("publish: bad notice: %w", err)
 	}
-	data, err := b.GetObject(ctx, n.Object)
+	m, got, err := readVersion(ctx, b, n)
 	if err != nil {
 		return nil, n, err
 	}
-	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != n.SHA256 {
+	if got.SHA256 != n.SHA256 {
 		return nil, n, fmt.Errorf("publish: %s: sha256 mismatch", n.Object)
 	}
-	m, _, err := model(data, n)
-	return m, n, err
+	return m, n, nil
 }
 
 // Watch calls fn with a ready Model for the version served to clients:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,12 +54,12 @@ func TestLargeObjectOverASlowLink(t *testing.T) {
 		data[i] ^= byte(i * 31)
 	}
 	start := time.Now()
-	if err := b.PutObject(context.Background(), "big/1", nil, data); err != nil {
+	if err := b.PutObject(context.Background(), "big/1", nil, bytes.NewReader(data)); err != nil {
 		t.Fatalf("put of %d MB after %v: %v", len(data)>>20, time.Since(start).Round(time.Millisecond), err)
 	}
 	t.Logf("put %d MB in %v", len(data)>>20, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	got, err := b.GetObject(context.Background(), "big/1")
+	got, err := getAll(b, "big/1")
 	if err != nil {
 		t.Fatalf("get after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	}
@@ -75,13 +76,13 @@ func TestStalledTransferEnds(t *testing.T) {
 	b, px, throttle := proxiedBackend(t)
 	b.stall = time.Second
 	data := make([]byte, 2<<20)
-	if err := b.PutObject(context.Background(), "big/1", nil, data); err != nil {
+	if err := b.PutObject(context.Background(), "big/1", nil, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	throttle(256)
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.GetObject(context.Background(), "big/1")
+		_, err := getAll(b, "big/1")
 		done <- err
 	}()
 	time.Sleep(1500 * time.Millisecond) // some of it has come
@@ -105,7 +106,7 @@ func TestStalledPutEnds(t *testing.T) {
 	b.stall = time.Second
 	throttle(256)
 	done := make(chan error, 1)
-	go func() { done <- b.PutObject(context.Background(), "big/2", nil, make([]byte, 2<<20)) }()
+	go func() { done <- b.PutObject(context.Background(), "big/2", nil, bytes.NewReader(make([]byte, 2<<20))) }()
 	time.Sleep(time.Second)
 	heal := testkit.Partition(t, px)
 	defer heal()
@@ -118,4 +119,14 @@ func TestStalledPutEnds(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a stalled put did not return within 30 s")
 	}
+}
+
+// getAll reads the object name through b whole.
+func getAll(b Backend, name string) ([]byte, error) {
+	rc, err := b.GetObject(context.Background(), name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }

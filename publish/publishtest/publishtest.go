@@ -6,13 +6,16 @@
 package publishtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,6 +43,68 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LateReader", func(t *testing.T) { lateReader(t, h) })
 	t.Run("SwapKey", func(t *testing.T) { swapKey(t, h) })
 	t.Run("Lease", func(t *testing.T) { lease(t, h) })
+	t.Run("Objects", func(t *testing.T) { objects(t, h) })
+}
+
+// objects: the object store takes and gives streams. A put reads its
+// reader to the end however little each read returns, and a get gives
+// the same bytes back however little is asked at a time, then io.EOF; a
+// put of a stored name replaces the object; a put whose reader fails
+// returns the reader's error and stores nothing (the object before it
+// stays); a name never stored is ErrNotFound. Objects span several
+// chunks of a chunked store (NATS: 128 KiB).
+func objects(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	w, r := f.open(true), f.open(false)
+	meta := map[string]string{"incarnation": "objects", "version": "1"}
+	first, second := pattern(300<<10, 1), pattern(200<<10, 2)
+	if err := w.PutObject(f.ctx, "o/1", meta, iotest.HalfReader(bytes.NewReader(first))); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if got, err := readAll(f.ctx, r, "o/1"); err != nil || !bytes.Equal(got, first) {
+		t.Fatalf("get: %d bytes (%v), want the %d put", len(got), err, len(first))
+	}
+	if err := w.PutObject(f.ctx, "o/1", meta, bytes.NewReader(second)); err != nil {
+		t.Fatalf("put again: %v", err)
+	}
+	errReader := errors.New("the reader failed")
+	failing := func() io.Reader {
+		return io.MultiReader(bytes.NewReader(first[:150<<10]), iotest.ErrReader(errReader))
+	}
+	if err := w.PutObject(f.ctx, "o/1", meta, failing()); !errors.Is(err, errReader) {
+		t.Fatalf("a put whose reader fails over a stored object: %v, want the reader's error", err)
+	}
+	if err := w.PutObject(f.ctx, "o/2", meta, failing()); !errors.Is(err, errReader) {
+		t.Fatalf("a put whose reader fails: %v, want the reader's error", err)
+	}
+	if got, err := readAll(f.ctx, r, "o/1"); err != nil || !bytes.Equal(got, second) {
+		t.Fatalf("get after a replacing put and a failed one: %d bytes (%v), want the %d of the replacing put", len(got), err, len(second))
+	}
+	if _, err := r.GetObject(f.ctx, "o/2"); !errors.Is(err, publish.ErrNotFound) {
+		t.Fatalf("get of an object whose only put failed: %v, want ErrNotFound", err)
+	}
+	if got, want := f.stored(), []string{"objects/1"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+}
+
+// pattern is n bytes that differ with seed and along their length.
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31+i>>9) ^ seed
+	}
+	return p
+}
+
+// readAll reads the object name through b a byte at a time, to the end.
+func readAll(ctx context.Context, b publish.Backend, name string) ([]byte, error) {
+	rc, err := b.GetObject(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(iotest.OneByteReader(rc))
 }
 
 // swapKey: the compare-and-swap the lease is built on. A create
