@@ -1,11 +1,16 @@
 package testkit
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/devstack"
 )
 
 // InChild reports whether this process is the child ChildFails started
@@ -38,4 +43,64 @@ func ChildFails(t *testing.T, env string, all, fail []string) {
 			t.Errorf("%s: subtest %s failed %v passed %v, want it to fail: %v\n%s", env, sub, failed, passed, want, out)
 		}
 	}
+}
+
+// natsChild is the variable that makes a child of NATSProcess serve
+// NATS.
+const natsChild = "TESTKIT_NATS_PROCESS"
+
+// NATSProcess starts an embedded NATS server with JetStream in a child
+// process of this test binary and returns its URL; the child ends with
+// the test. t's test must begin with `if testkit.ServeNATSProcess(t) {
+// return }`: the child runs it again, and serves there. A test that
+// measures its own process's memory uses it, so that the server's
+// buffers are not counted.
+func NATSProcess(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), natsChild+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close() // the child's signal to stop
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the NATS child process: %v", err)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		if url, ok := strings.CutPrefix(lines.Text(), natsChild+"="); ok {
+			go func() { _, _ = io.Copy(io.Discard, stdout) }()
+			return url
+		}
+	}
+	t.Fatalf("the NATS child process ended without naming its server: %v", lines.Err())
+	return ""
+}
+
+// ServeNATSProcess, in the child NATSProcess started, serves an
+// embedded NATS server with JetStream until the parent closes its
+// stdin, and returns true; elsewhere it returns false at once.
+func ServeNATSProcess(t *testing.T) bool {
+	if !InChild(natsChild + "=1") {
+		return false
+	}
+	stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	fmt.Printf("%s=%s\n", natsChild, stack.NATSURL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return true
 }
