@@ -25,7 +25,13 @@ var broken = map[string]func(cluster.Gatherer) cluster.Gatherer{
 	// payloads cut at 1 MiB, as a transport with a message size limit
 	// that does not split them would deliver them
 	"truncating": func(g cluster.Gatherer) cluster.Gatherer { return truncating{g} },
+	// every member says it is the next one's rank
+	"misranked": func(g cluster.Gatherer) cluster.Gatherer { return misranked{g} },
 }
+
+type misranked struct{ cluster.Gatherer }
+
+func (m misranked) Rank() int { return (m.Gatherer.Rank() + 1) % m.Size() }
 
 type truncating struct{ cluster.Gatherer }
 
@@ -107,6 +113,7 @@ func TestTheSuiteCanFail(t *testing.T) {
 		"reversed": {"RankOrder"}, "crossed": {"AllToAll"}, "patient": {"MemberGone"}, "vague": {"Cancel"},
 		// Both suites of payloads hold some of several megabytes.
 		"truncating": {"RankOrder", "AllToAll"},
+		"misranked":  {"RankOrder", "AllToAll"},
 	} {
 		testkit.ChildFails(t, "GATHERTEST_BROKEN="+name, all, fails)
 	}

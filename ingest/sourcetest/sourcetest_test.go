@@ -78,6 +78,35 @@ func (l locking) Lag() int64 {
 	return l.MemSource.Lag()
 }
 
+// greedy returns up to twice the messages a Fetch asks for.
+type greedy struct{ *ingest.MemSource }
+
+func (g greedy) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	return g.MemSource.Fetch(ctx, 2*max)
+}
+
+// anonymous delivers messages without their topic.
+type anonymous struct{ *ingest.MemSource }
+
+func (a anonymous) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+	b, err := a.MemSource.Fetch(ctx, max)
+	for i := range b.Messages {
+		b.Messages[i].Topic = ""
+	}
+	return b, err
+}
+
+// forgetful asks the model for its offsets and starts every partition
+// from the beginning all the same.
+type forgetful struct{ *ingest.MemSource }
+
+func (f forgetful) Run(ctx context.Context, next ingest.OffsetFunc) error {
+	return f.MemSource.Run(ctx, func(topic string, p int) (int64, bool) {
+		next(topic, p)
+		return 0, false
+	})
+}
+
 // TestTheSuiteCanFail: a source that breaks one promise of ingest.Source
 // fails the subtest of that promise (and those that rely on it), and
 // passes the others.
@@ -88,6 +117,9 @@ func TestTheSuiteCanFail(t *testing.T) {
 		"stubborn":   func(s *ingest.MemSource) ingest.Source { return stubborn{s} },
 		"doubling":   func(s *ingest.MemSource) ingest.Source { return doubling{s} },
 		"locking":    func(s *ingest.MemSource) ingest.Source { return locking{s, new(sync.Mutex), new(atomic.Bool)} },
+		"greedy":     func(s *ingest.MemSource) ingest.Source { return greedy{s} },
+		"anonymous":  func(s *ingest.MemSource) ingest.Source { return anonymous{s} },
+		"forgetful":  func(s *ingest.MemSource) ingest.Source { return forgetful{s} },
 	}
 	for name, wrap := range broken {
 		if testkit.InChild("SOURCETEST_BROKEN=" + name) {
@@ -112,6 +144,10 @@ func TestTheSuiteCanFail(t *testing.T) {
 		"doubling": {"LagCountsQueuedMessages"},
 		// Lag answers once next returns: the suite waits 10 s for it.
 		"locking": {"AsksForOffsetsWithoutItsLocks"},
+		// The suite's other takes ask for no more than are left.
+		"greedy":    {"FetchReturnsBatchesWithTheirOffsets"},
+		"anonymous": {"DeliversEveryMessageInOrder"},
+		"forgetful": {"StartsAtTheModelsOffsets"},
 	} {
 		testkit.ChildFails(t, "SOURCETEST_BROKEN="+name, all, fails)
 	}

@@ -3,6 +3,7 @@ package publishtest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -66,6 +67,76 @@ func (b oneRead) PutObject(ctx context.Context, name string, meta map[string]str
 		return err
 	}
 	return b.MemBackend.PutObject(ctx, name, meta, bytes.NewReader(buf[:n]))
+}
+
+// shortGet ends every get after 64 KiB, as if the object ended there.
+type shortGet struct{ *publish.MemBackend }
+
+func (b shortGet) GetObject(ctx context.Context, name string) (io.ReadCloser, error) {
+	rc, err := b.MemBackend.GetObject(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(rc, 64<<10), rc}, nil
+}
+
+// nameless lists objects without their metadata.
+type nameless struct{ *publish.MemBackend }
+
+func (b nameless) ListObjects(ctx context.Context) ([]publish.ObjectInfo, error) {
+	lst, err := b.MemBackend.ListObjects(ctx)
+	for i := range lst {
+		lst[i].Metadata = nil
+	}
+	return lst, err
+}
+
+// staleRevision swaps as it should and returns the key's revision
+// before the swap.
+type staleRevision struct{ *publish.MemBackend }
+
+func (b staleRevision) SwapKey(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if _, err := b.MemBackend.SwapKey(ctx, key, value, rev); err != nil {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// keeping refuses to replace a stored object, saying nothing.
+type keeping struct{ *publish.MemBackend }
+
+func (b keeping) PutObject(ctx context.Context, name string, meta map[string]string, r io.Reader) error {
+	if rc, err := b.MemBackend.GetObject(ctx, name); err == nil {
+		rc.Close()
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
+	return b.MemBackend.PutObject(ctx, name, meta, r)
+}
+
+// phantom gives an empty object for a name never stored.
+type phantom struct{ *publish.MemBackend }
+
+func (b phantom) GetObject(ctx context.Context, name string) (io.ReadCloser, error) {
+	rc, err := b.MemBackend.GetObject(ctx, name)
+	if errors.Is(err, publish.ErrNotFound) {
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	return rc, err
+}
+
+// unspecific says a key is not set in its own words, not ErrNotFound.
+type unspecific struct{ *publish.MemBackend }
+
+func (b unspecific) GetKey(ctx context.Context, key string) ([]byte, error) {
+	v, err := b.MemBackend.GetKey(ctx, key)
+	if errors.Is(err, publish.ErrNotFound) {
+		err = errors.New("no such key")
+	}
+	return v, err
 }
 
 // replaying gives a new watch every value a key ever had, not only its
@@ -138,12 +209,18 @@ func TestTheSuiteHoldsOverAReplayingBackend(t *testing.T) {
 // passes the others.
 func TestTheSuiteCanFail(t *testing.T) {
 	broken := map[string]func(*publish.MemBackend) publish.Backend{
-		"no-cas":   func(b *publish.MemBackend) publish.Backend { return noCAS{b} },
-		"hoarding": func(b *publish.MemBackend) publish.Backend { return hoarding{b} },
-		"amnesic":  func(b *publish.MemBackend) publish.Backend { return amnesic{noCAS{b}} },
-		"unlisted": func(b *publish.MemBackend) publish.Backend { return unlisted{b} },
-		"partial":  func(b *publish.MemBackend) publish.Backend { return partial{b} },
-		"one-read": func(b *publish.MemBackend) publish.Backend { return oneRead{b} },
+		"no-cas":     func(b *publish.MemBackend) publish.Backend { return noCAS{b} },
+		"hoarding":   func(b *publish.MemBackend) publish.Backend { return hoarding{b} },
+		"amnesic":    func(b *publish.MemBackend) publish.Backend { return amnesic{noCAS{b}} },
+		"unlisted":   func(b *publish.MemBackend) publish.Backend { return unlisted{b} },
+		"partial":    func(b *publish.MemBackend) publish.Backend { return partial{b} },
+		"one-read":   func(b *publish.MemBackend) publish.Backend { return oneRead{b} },
+		"short-get":  func(b *publish.MemBackend) publish.Backend { return shortGet{b} },
+		"nameless":   func(b *publish.MemBackend) publish.Backend { return nameless{b} },
+		"stale-rev":  func(b *publish.MemBackend) publish.Backend { return staleRevision{b} },
+		"keeping":    func(b *publish.MemBackend) publish.Backend { return keeping{b} },
+		"phantom":    func(b *publish.MemBackend) publish.Backend { return phantom{b} },
+		"unspecific": func(b *publish.MemBackend) publish.Backend { return unspecific{b} },
 	}
 	for name, wrap := range broken {
 		if testkit.InChild("PUBLISHTEST_BROKEN=" + name) {
@@ -168,6 +245,20 @@ func TestTheSuiteCanFail(t *testing.T) {
 		// suite's own puts come in pieces, or fail part way.
 		"partial":  {"Objects"},
 		"one-read": {"Objects"},
+		// The golden version is 760 bytes: only the suite's own objects
+		// are longer than 64 KiB.
+		"short-get": {"Objects"},
+		// What the store lists is matched to a model by its metadata.
+		"nameless": {"Reset", "PoisonedPointer", "Pins", "Lease", "Objects"},
+		// A lease renewed at a stale revision would be lost at its next
+		// renewal; the suite's Lease ends before one.
+		"stale-rev": {"SwapKey"},
+		"keeping":   {"Objects"},
+		// A version whose object is gone fails to decode all the same:
+		// only the suite's own get of a missing name sees the difference.
+		"phantom": {"Objects"},
+		// PinnedVersion takes a pin key that is not set for an error.
+		"unspecific": {"Pins"},
 	} {
 		testkit.ChildFails(t, "PUBLISHTEST_BROKEN="+name, all, fails)
 	}
