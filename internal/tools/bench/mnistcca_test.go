@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/streamkpca/streamkpca/internal/mnist"
+	"github.com/streamkpca/streamkpca/online"
 )
 
 // TestRegCCAClosedForm checks the baselines' CCA on data whose canonical
@@ -76,5 +81,59 @@ func TestRegCCAClosedForm(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// evenHalves returns n images whose left half is a·f₁ + b·f₂ + noise
+// and whose right half is a²·g₁ + |b|·g₂ + noise, for Gaussian a, b:
+// the halves share two latent variables only through even functions, so
+// linear CCA of the pixels finds almost nothing and kernel CCA nearly
+// two perfect correlations.
+func evenHalves(n int, seed uint64) mnist.Set {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	set := mnist.Set{X: make([]float64, n*mnist.Pixels), Labels: make([]int, n)}
+	for i := range n {
+		set.Labels[i] = i % 10
+		img := set.X[i*mnist.Pixels : (i+1)*mnist.Pixels]
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		for r := range 28 {
+			for c := range 14 {
+				img[r*28+c] = a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40) + 0.05*rng.NormFloat64()
+				img[r*28+14+c] = a*a*math.Cos(float64(r-c)/6) + math.Abs(b)*math.Sin(float64(r*c+3)/30) + 0.05*rng.NormFloat64()
+			}
+		}
+	}
+	return set
+}
+
+// RunMNISTCCA on halves related only through even functions: the
+// learner's and Nyström's held-out S₂ come near 2 (of at most 2), linear
+// CCA's near 0; the learner's curve has a checkpoint per epoch.
+func TestRunMNISTCCAFindsTheEvenRelation(t *testing.T) {
+	res, err := RunMNISTCCA(context.Background(), evenHalves(800, 1), MNISTCCAConfig{
+		MNISTRun: MNISTRun{Train: 512, Test: 256, K: 2, Epochs: 4, Batch: 128, Landmarks: 256},
+		Learner:  online.Config{MaxFeatures: 512, BlockSize: 128},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Train != 512 || res.Test != 256 || res.K != 2 {
+		t.Errorf("train %d test %d k %d, want 512, 256, 2", res.Train, res.Test, res.K)
+	}
+	by := map[string]CCAMethodResult{}
+	for _, m := range res.Methods {
+		t.Logf("%s (%d %s): S_2 %.3f in %.2f s, %d checkpoints", m.Method, m.Size, m.SizeOf, m.SumK, m.Seconds, len(m.Curve))
+		by[strings.Fields(m.Method)[0]] = m
+		if !(m.SumK >= 0 && m.SumK <= 2+1e-9) {
+			t.Errorf("%s: S_2 %v outside [0, 2]", m.Method, m.SumK)
+		}
+	}
+	learner, nystrom, linear := by["streamkpca"], by["Nyström"], by["linear"]
+	if len(learner.Curve) != 4 || learner.SumK != learner.Curve[3].SumK {
+		t.Errorf("the learner's curve has %d checkpoints, its S_2 %v; want one per epoch, 4, and the last one's", len(learner.Curve), learner.SumK)
+	}
+	if !(learner.SumK > 1.9) || !(nystrom.SumK > 1.9) || !(linear.SumK < 0.3) {
+		t.Errorf("held-out S_2: learner %v, Nyström %v, linear CCA %v; want the kernel methods above 1.9 and linear CCA below 0.3",
+			learner.SumK, nystrom.SumK, linear.SumK)
 	}
 }
