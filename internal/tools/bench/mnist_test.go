@@ -10,23 +10,26 @@ import (
 	"github.com/streamkpca/streamkpca/online"
 )
 
-// twoFactorImages returns n 28×28 images a·f₁ + b·f₂ + noise for two
-// fixed smooth patterns and Gaussian a, b: a stream whose kernel
-// spectrum falls fast, as MNIST's does.
-func twoFactorImages(n int, seed uint64) mnist.Set {
+// latentImages returns n 28×28 images whose pixel (r, c) is pixel(r, c,
+// a, b) plus a little noise, for latent a, b drawn from N(0, 1) for each
+// image: a stream whose kernel spectrum falls fast, as MNIST's does.
+func latentImages(n int, seed uint64, pixel func(r, c int, a, b float64) float64) mnist.Set {
 	rng := rand.New(rand.NewPCG(seed, 9))
 	set := mnist.Set{X: make([]float64, n*mnist.Pixels), Labels: make([]int, n)}
 	for i := range n {
 		set.Labels[i] = i % 10
 		img := set.X[i*mnist.Pixels : (i+1)*mnist.Pixels]
 		a, b := rng.NormFloat64(), rng.NormFloat64()
-		for r := range 28 {
-			for c := range 28 {
-				img[r*28+c] = a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40) + 0.05*rng.NormFloat64()
-			}
+		for p := range img {
+			img[p] = pixel(p/28, p%28, a, b) + 0.05*rng.NormFloat64()
 		}
 	}
 	return set
+}
+
+// twoFactors is a·f₁ + b·f₂ for two fixed smooth patterns.
+func twoFactors(r, c int, a, b float64) float64 {
+	return a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40)
 }
 
 // RunMNIST scores each method against exact kernel PCA of the same
@@ -35,7 +38,7 @@ func twoFactorImages(n int, seed uint64) mnist.Set {
 // the training images as landmarks is closer still.
 func TestRunMNISTScoresAgainstExact(t *testing.T) {
 	progress := map[string]int{}
-	res, err := RunMNIST(context.Background(), twoFactorImages(700, 1), MNISTConfig{
+	res, err := RunMNIST(context.Background(), latentImages(700, 1, twoFactors), MNISTConfig{
 		MNISTRun: MNISTRun{Train: 512, Test: 128, K: 3, Epochs: 6, Batch: 128, Landmarks: 256},
 		Learner:  online.Config{K: 3, MaxFeatures: 2048, BlockSize: 128},
 		Progress: func(method string, _ Checkpoint) { progress[method]++ },

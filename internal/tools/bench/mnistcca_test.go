@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/online"
 )
 
@@ -84,33 +83,23 @@ func TestRegCCAClosedForm(t *testing.T) {
 	}
 }
 
-// evenHalves returns n images whose left half is a·f₁ + b·f₂ + noise
-// and whose right half is a²·g₁ + |b|·g₂ + noise, for Gaussian a, b:
-// the halves share two latent variables only through even functions, so
-// linear CCA of the pixels finds almost nothing and kernel CCA nearly
-// two perfect correlations.
-func evenHalves(n int, seed uint64) mnist.Set {
-	rng := rand.New(rand.NewPCG(seed, 5))
-	set := mnist.Set{X: make([]float64, n*mnist.Pixels), Labels: make([]int, n)}
-	for i := range n {
-		set.Labels[i] = i % 10
-		img := set.X[i*mnist.Pixels : (i+1)*mnist.Pixels]
-		a, b := rng.NormFloat64(), rng.NormFloat64()
-		for r := range 28 {
-			for c := range 14 {
-				img[r*28+c] = a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40) + 0.05*rng.NormFloat64()
-				img[r*28+14+c] = a*a*math.Cos(float64(r-c)/6) + math.Abs(b)*math.Sin(float64(r*c+3)/30) + 0.05*rng.NormFloat64()
-			}
-		}
+// evenHalves is a·f₁ + b·f₂ on an image's left half and a²·g₁ + |b|·g₂
+// on its right: the halves share two latent variables only through even
+// functions, so linear CCA of the pixels finds almost nothing and kernel
+// CCA nearly two perfect correlations.
+func evenHalves(r, c int, a, b float64) float64 {
+	if c < 14 {
+		return twoFactors(r, c, a, b)
 	}
-	return set
+	c -= 14
+	return a*a*math.Cos(float64(r-c)/6) + math.Abs(b)*math.Sin(float64(r*c+3)/30)
 }
 
 // RunMNISTCCA on halves related only through even functions: the
 // learner's and Nyström's held-out S₂ come near 2 (of at most 2), linear
 // CCA's near 0; the learner's curve has a checkpoint per epoch.
 func TestRunMNISTCCAFindsTheEvenRelation(t *testing.T) {
-	res, err := RunMNISTCCA(context.Background(), evenHalves(800, 1), MNISTCCAConfig{
+	res, err := RunMNISTCCA(context.Background(), latentImages(800, 1, evenHalves), MNISTCCAConfig{
 		MNISTRun: MNISTRun{Train: 512, Test: 256, K: 2, Epochs: 4, Batch: 128, Landmarks: 256},
 		Learner:  online.Config{MaxFeatures: 512, BlockSize: 128},
 	})
@@ -132,8 +121,8 @@ func TestRunMNISTCCAFindsTheEvenRelation(t *testing.T) {
 	if len(learner.Curve) != 4 || learner.SumK != learner.Curve[3].SumK {
 		t.Errorf("the learner's curve has %d checkpoints, its S_2 %v; want one per epoch, 4, and the last one's", len(learner.Curve), learner.SumK)
 	}
-	if !(learner.SumK > 1.9) || !(nystrom.SumK > 1.9) || !(linear.SumK < 0.3) {
-		t.Errorf("held-out S_2: learner %v, Nyström %v, linear CCA %v; want the kernel methods above 1.9 and linear CCA below 0.3",
+	if !(learner.SumK > 1.9) || !(nystrom.SumK > 1.9) || !(linear.SumK < 0.5) {
+		t.Errorf("held-out S_2: learner %v, Nyström %v, linear CCA %v; want the kernel methods above 1.9 and linear CCA below 0.5",
 			learner.SumK, nystrom.SumK, linear.SumK)
 	}
 }
