@@ -32,7 +32,10 @@ type Backend interface {
 	// ends in io.EOF only once every byte has come and matched the
 	// store's own digest (ErrCorrupt otherwise), and in an error when ctx
 	// ends or the transfer stalls as a put's does. It holds no more of
-	// the object at a time than its transfer needs.
+	// the object at a time than its transfer needs. A reader that can
+	// say the object's size has a method Size() int64 (NATSBackend's and
+	// MemBackend's do): a version's decoder then makes room for its
+	// coefficients at once instead of growing it.
 	GetObject(ctx context.Context, name string) (io.ReadCloser, error)
 	// ListObjects lists the stored objects (names and metadata), in any
 	// order.

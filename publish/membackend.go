@@ -104,8 +104,13 @@ func (b *MemBackend) GetObject(_ context.Context, name string) (io.ReadCloser, e
 	if !ok {
 		return nil, fmt.Errorf("publish: get %s: %w", name, ErrNotFound)
 	}
-	return io.NopCloser(bytes.NewReader(o.data)), nil
+	return memReader{bytes.NewReader(o.data)}, nil
 }
+
+// memReader is MemBackend's object reader; its Size is the object's.
+type memReader struct{ *bytes.Reader }
+
+func (memReader) Close() error { return nil }
 
 func (b *MemBackend) ListObjects(context.Context) ([]ObjectInfo, error) {
 	if err := b.fail("ListObjects"); err != nil {

@@ -431,6 +431,9 @@ func (r *objectReader) release() {
 	})
 }
 
+// Size is the object's size, as the store recorded it.
+func (r *objectReader) Size() int64 { return int64(r.size) }
+
 // Close ends the transfer; a Read after it fails.
 func (r *objectReader) Close() error {
 	r.release()

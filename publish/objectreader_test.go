@@ -2,6 +2,7 @@ package publish
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"testing"
@@ -201,5 +202,47 @@ func TestPutStaysWithinTheStreamsIntake(t *testing.T) {
 	u, err := b.StoreUsage(t.Context())
 	if err != nil || u.Bytes > uint64(len(data))+64<<10 {
 		t.Fatalf("the store holds %d bytes (%v) after a put replaced an object of %d: the old chunks were not purged", u.Bytes, err, len(data))
+	}
+}
+
+// sizeAsked is a MemBackend whose object readers record whether their
+// Size was asked for.
+type sizeAsked struct {
+	*MemBackend
+	asked *bool
+}
+
+func (b sizeAsked) GetObject(ctx context.Context, name string) (io.ReadCloser, error) {
+	rc, err := b.MemBackend.GetObject(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return askedReader{rc.(memReader), b.asked}, nil
+}
+
+type askedReader struct {
+	memReader
+	asked *bool
+}
+
+func (r askedReader) Size() int64 { *r.asked = true; return r.memReader.Size() }
+
+// A reader of versions hands the object's size on to the snapshot
+// decoder (which then decodes the coefficients into room made at once,
+// holding a large model about once: snapshot's
+// TestReadFromASizedReaderHoldsTheModelOnce), through the digest's tee.
+func TestReadVersionGivesTheDecoderTheSize(t *testing.T) {
+	var asked bool
+	b := sizeAsked{NewMemBackend(), &asked}
+	_, data := testkit.Golden(t, 3)
+	if err := b.PutObject(t.Context(), "o", nil, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	m, n, err := readVersion(t.Context(), b, Notice{Object: "o"})
+	if err != nil || m.Header().Version() != 3 || n.Size != len(data) {
+		t.Fatalf("readVersion: %v, size %d; want version 3 of %d bytes", err, n.Size, len(data))
+	}
+	if !asked {
+		t.Error("the decoder was not given the object's size")
 	}
 }

@@ -532,8 +532,12 @@ func readVersion(ctx context.Context, b Backend, n Notice) (*snapshot.Model, Not
 	}
 	defer rc.Close()
 	sum := sha256.New()
+	var src io.Reader = io.TeeReader(rc, sum)
+	if s, ok := rc.(interface{ Size() int64 }); ok {
+		src = sized{src, s.Size()}
+	}
 	var snap snapshot.Snapshot
-	size, err := snap.ReadFrom(io.TeeReader(rc, sum))
+	size, err := snap.ReadFrom(src)
 	if err != nil {
 		return nil, n, fmt.Errorf("publish: %s: %w", n.Object, err)
 	}
@@ -556,6 +560,14 @@ func readVersion(ctx context.Context, b Backend, n Notice) (*snapshot.Model, Not
 	}
 	return m, n, nil
 }
+
+// sized is a reader that says its size (see snapshot.Snapshot.ReadFrom).
+type sized struct {
+	io.Reader
+	size int64
+}
+
+func (s sized) Size() int64 { return s.size }
 
 // fetch reads the version a notice names, checked against the notice's
 // digest; it returns the notice as it came.

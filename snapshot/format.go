@@ -907,13 +907,9 @@ func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	if err := decodeHeader(data[16:16+hlen], version, &h, n); err != nil {
 		return err
 	}
-	p := data[24+hlen : body]
 	coef := make([]float64, n)
-	for i := range coef {
-		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
-		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
-			return fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, i, coef[i])
-		}
+	if i := putFloats(coef, data[24+hlen:body]); i >= 0 {
+		return fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, i, coef[i])
 	}
 	s.Header = h
 	s.Coef, s.Landmarks, s.State = splitViews(coef, &h)
@@ -1009,7 +1005,13 @@ func readFull(r io.Reader, buf []byte, read *int64, what string) error {
 }
 
 // ReadFrom decodes a v1, v2 or v3 snapshot from r. It allocates for the payload only
-// as the bytes arrive, so a lying header cannot force a large allocation.
+// as the bytes arrive, so a lying header cannot force a large allocation
+// — unless r says how long it is (a method Size() int64 giving its
+// length from where ReadFrom starts, as bytes.Reader's and the object
+// readers of publish's backends) and that is the length the header
+// gives: room for the coefficients is then made at once and they are
+// decoded as they arrive, the encoded ones never held whole (a reader of
+// a large model holds it about once, not twice).
 func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	crc := crc32.New(castagnoli)
 	tr := io.TeeReader(r, crc)
@@ -1038,7 +1040,18 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	if err := decodeHeader(hdr, version, &h, n); err != nil {
 		return read, err
 	}
-	p, err := readGrow(tr, int(8*n), &read)
+	var coef []float64
+	bad := -1
+	if sz, ok := r.(interface{ Size() int64 }); ok && sz.Size() == 16+int64(hlen)+8+8*int64(n)+4 {
+		coef = make([]float64, n)
+		bad, err = readFloats(tr, coef, &read)
+	} else {
+		var p []byte
+		if p, err = readGrow(tr, int(8*n), &read); err == nil {
+			coef = make([]float64, n)
+			bad = putFloats(coef, p)
+		}
+	}
 	if err != nil {
 		return read, err
 	}
@@ -1049,16 +1062,44 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	if got, want := crc.Sum32(), binary.LittleEndian.Uint32(sum[:]); got != want {
 		return read, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
 	}
-	coef := make([]float64, n)
-	for i := range coef {
-		coef[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
-		if math.IsNaN(coef[i]) || math.IsInf(coef[i], 0) {
-			return read, fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, i, coef[i])
-		}
+	if bad >= 0 {
+		return read, fmt.Errorf("%w: coefficient or landmark value %d = %v", ErrNonFinite, bad, coef[bad])
 	}
 	s.Header = h
 	s.Coef, s.Landmarks, s.State = splitViews(coef, &h)
 	return read, nil
+}
+
+// putFloats decodes len(dst) little-endian float64s from p into dst and
+// returns the index of the first that is not finite, or -1.
+func putFloats(dst []float64, p []byte) int {
+	bad := -1
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
+		if bad < 0 && (math.IsNaN(dst[i]) || math.IsInf(dst[i], 0)) {
+			bad = i
+		}
+	}
+	return bad
+}
+
+// readFloats fills dst with little-endian float64s read from r in steps
+// of at most 1 MiB, adding what it read to *read, and returns the index
+// of the first that is not finite, or -1.
+func readFloats(r io.Reader, dst []float64, read *int64) (int, error) {
+	buf := make([]byte, min(8*len(dst), 1<<20))
+	bad := -1
+	for off := 0; off < len(dst); {
+		m := min(len(dst)-off, len(buf)/8)
+		if err := readFull(r, buf[:8*m], read, "coefficients"); err != nil {
+			return bad, err
+		}
+		if i := putFloats(dst[off:off+m], buf); bad < 0 && i >= 0 {
+			bad = off + i
+		}
+		off += m
+	}
+	return bad, nil
 }
 
 // readGrow reads exactly n bytes, growing its buffer in steps of at most
