@@ -191,19 +191,36 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 		return err
 	}
 	bucket := b.cfg.ObjectBucket
-	id := nuid.Next()
-	subject := "$O." + bucket + ".C." + id
 	info := jetstream.ObjectInfo{
 		ObjectMeta: jetstream.ObjectMeta{Name: name, Metadata: meta, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}},
-		Bucket:     bucket, NUID: id,
+		Bucket:     bucket, NUID: nuid.Next(),
 	}
-	purge := func(subject string) {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if st, err := b.js.Stream(pctx, "OBJ_"+bucket); err == nil {
-			_ = st.Purge(pctx, jetstream.WithPurgeSubject(subject))
+	err = b.sendChunks(ctx, r, &info)
+	if err == nil {
+		var data []byte
+		if data, err = json.Marshal(info); err == nil {
+			m := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name)))
+			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+			m.Data = data
+			_, err = b.js.PublishMsg(ctx, m)
 		}
 	}
+	if err != nil {
+		b.purge(ctx, "$O."+bucket+".C."+info.NUID)
+		return err
+	}
+	if old != nil && !old.Deleted && old.NUID != "" {
+		b.purge(ctx, "$O."+bucket+".C."+old.NUID)
+	}
+	return nil
+}
+
+// sendChunks publishes r's bytes, to its end, as the chunks of the
+// object info describes (its NUID), with at most b.window bytes awaiting
+// the server's acknowledgement, and records their count, size and
+// digest in info once every one is acknowledged.
+func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstream.ObjectInfo) error {
+	subject := "$O." + info.Bucket + ".C." + info.NUID
 	sum := sha256.New()
 	window := max(b.window/chunkSize, 1)
 	bufs := make([][]byte, 0, window) // chunk k is sent from bufs[k%window]
@@ -211,7 +228,6 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 	for {
 		if len(acks) == window { // chunk k-window's buffer is free once it is acknowledged
 			if err := awaitAck(ctx, acks[0]); err != nil {
-				purge(subject)
 				return err
 			}
 			acks = acks[1:]
@@ -222,14 +238,12 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 		}
 		n, rerr := io.ReadFull(r, bufs[k])
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			purge(subject)
 			return rerr
 		}
 		if n > 0 {
 			sum.Write(bufs[k][:n])
 			ack, err := b.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: bufs[k][:n]})
 			if err != nil {
-				purge(subject)
 				return err
 			}
 			acks = append(acks, ack)
@@ -242,27 +256,22 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 	}
 	for _, a := range acks {
 		if err := awaitAck(ctx, a); err != nil {
-			purge(subject)
 			return err
 		}
 	}
 	info.Digest = jetstream.GetObjectDigestValue(sum)
-	data, err := json.Marshal(info)
-	if err != nil {
-		purge(subject)
-		return err
-	}
-	m := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name)))
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Data = data
-	if _, err := b.js.PublishMsg(ctx, m); err != nil {
-		purge(subject)
-		return err
-	}
-	if old != nil && !old.Deleted && old.NUID != "" {
-		purge("$O." + bucket + ".C." + old.NUID)
-	}
 	return nil
+}
+
+// purge deletes the messages of subject from the object bucket's
+// stream, best effort, within 5 s of its own (ctx may have ended: a
+// failed put's chunks are purged after a stall).
+func (b *NATSBackend) purge(ctx context.Context, subject string) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if st, err := b.js.Stream(pctx, "OBJ_"+b.cfg.ObjectBucket); err == nil {
+		_ = st.Purge(pctx, jetstream.WithPurgeSubject(subject))
+	}
 }
 
 // awaitAck waits for a published chunk's acknowledgement.
