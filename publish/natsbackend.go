@@ -221,6 +221,15 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 // digest in info once every one is acknowledged.
 func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstream.ObjectInfo) error {
 	subject := "$O." + info.Bucket + ".C." + info.NUID
+	// A publisher of its own, cleaned up at the end: a put abandoned
+	// before its acknowledgements came (a stall, a partition) would
+	// otherwise leave them pending on a shared one, a window per failed
+	// put, until its 4,000 pending slots were full and every put stalled.
+	pjs, err := jetstream.New(b.nc)
+	if err != nil {
+		return err
+	}
+	defer pjs.CleanupPublisher()
 	sum := sha256.New()
 	window := max(b.window/chunkSize, 1)
 	bufs := make([][]byte, 0, window) // chunk k is sent from bufs[k%window]
@@ -242,7 +251,7 @@ func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstre
 		}
 		if n > 0 {
 			sum.Write(bufs[k][:n])
-			ack, err := b.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: bufs[k][:n]})
+			ack, err := pjs.PublishMsgAsync(&nats.Msg{Subject: subject, Data: bufs[k][:n]})
 			if err != nil {
 				return err
 			}
@@ -264,10 +273,14 @@ func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstre
 }
 
 // purge deletes the messages of subject from the object bucket's
-// stream, best effort, within 5 s of its own (ctx may have ended: a
-// failed put's chunks are purged after a stall).
+// stream, best effort, within ctx and 5 s. A put that ended with its
+// context (a stall, a stop) leaves its chunks, as the object store's own
+// put does: the server is out of reach, or the caller gone.
 func (b *NATSBackend) purge(ctx context.Context, subject string) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if ctx.Err() != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if st, err := b.js.Stream(pctx, "OBJ_"+b.cfg.ObjectBucket); err == nil {
 		_ = st.Purge(pctx, jetstream.WithPurgeSubject(subject))

@@ -105,6 +105,7 @@ func TestStalledPutEnds(t *testing.T) {
 	b, px, throttle := proxiedBackend(t)
 	b.stall = time.Second
 	throttle(256)
+	subsBefore := b.nc.NumSubscriptions()
 	done := make(chan error, 1)
 	go func() { done <- b.PutObject(context.Background(), "big/2", nil, bytes.NewReader(make([]byte, 2<<20))) }()
 	time.Sleep(time.Second)
@@ -116,6 +117,12 @@ func TestStalledPutEnds(t *testing.T) {
 			t.Fatalf("a stalled put returned %v; want an error saying it stalled", err)
 		}
 		t.Logf("stalled put: %v", err)
+		// Nothing of it is left pending on the connection: no reply
+		// subscription, no acknowledgement awaited by the backend's
+		// JetStream context (which a failed put per window would fill).
+		if subs := b.nc.NumSubscriptions(); subs != subsBefore || b.js.PublishAsyncPending() != 0 {
+			t.Errorf("after a stalled put: %d subscriptions (%d before), %d acknowledgements pending", subs, subsBefore, b.js.PublishAsyncPending())
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a stalled put did not return within 30 s")
 	}
