@@ -57,20 +57,7 @@ const natsChild = "TESTKIT_NATS_PROCESS"
 // buffers are not counted.
 func NATSProcess(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), natsChild+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := StartChild(t, natsChild+"=1")
 	t.Cleanup(func() {
 		stdin.Close() // the child's signal to stop
 		if err := cmd.Wait(); err != nil {
@@ -103,4 +90,28 @@ func ServeNATSProcess(t *testing.T) bool {
 	fmt.Printf("%s=%s\n", natsChild, stack.NATSURL())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return true
+}
+
+// StartChild starts t's test again in a child process of this test
+// binary with env (a NAME=value pair) set, its stderr this process's,
+// and returns it with its stdin and stdout: the test, seeing env, plays
+// its part there (closing stdin is the usual signal to end). The caller
+// waits for it.
+func StartChild(t *testing.T, env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
 }

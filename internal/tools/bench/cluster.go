@@ -138,8 +138,10 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) ([]ClusterRow, error) {
 	var rows []ClusterRow
 	gen := int64(0)
 	for _, d := range cfg.Dims {
+		// Forget off, as the service's runs (serviceConfig): no
+		// challenger replaces the model of the whole budget.
 		lc := online.Config{Model: "bench", K: cfg.K, BlockSize: online.DefaultSubspaceBlockSize, MaxFeatures: cfg.Features,
-			Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}, Workers: cfg.Workers}
+			Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}, Workers: cfg.Workers, Forget: online.ForgetOff}
 		start, err := fullBudget(lc, d)
 		if err != nil {
 			return nil, err

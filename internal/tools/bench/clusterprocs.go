@@ -176,12 +176,12 @@ func processRun(ctx context.Context, stack *devstack.Stack, cfg ClusterConfig, d
 kafka: {brokers: [%q], topic: %s, group: %s, format: f64le, dim: %d, session_timeout: 6s, rebalance_timeout: 6s}
 nats: {url: %q}
 cluster: {enabled: true}
-learner: {k: %d, bandwidth: %d, max_features: %d, batch: %d, block: %d, workers: %d, load_shedding: "off"}
+learner: {k: %d, bandwidth: %d, max_features: %d, batch: %d, block: %d, workers: %d, load_shedding: "off", forget: %q}
 snapshot: {dir: %q}
 http: {addr: "127.0.0.1:%d"}
 log: {level: warn, format: json}
 `, c.Model, stack.Brokers()[0], c.Kafka.Topic, c.Kafka.Group, d, c.NATS.URL,
-			c.Learner.K, d, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Block, c.Learner.Workers, c.Snapshot.Dir, port)
+			c.Learner.K, d, c.Learner.MaxFeatures, c.Learner.Batch, c.Learner.Block, c.Learner.Workers, c.Learner.Forget, c.Snapshot.Dir, port)
 		cfgFile := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 			return ClusterRow{}, err
@@ -202,17 +202,19 @@ log: {level: warn, format: json}
 		samples = "streamkpca_samples_learned_total"
 		batches = "streamkpca_batches_total"
 		members = "streamkpca_cluster_members"
+		feats   = "streamkpca_features"
 		sent    = "streamkpca_nats_sent_bytes_total"
 		recv    = "streamkpca_nats_received_bytes_total"
 	)
 	type reading struct {
 		samples, steps, cpu float64
 		sent, recv          []float64
+		features            int // the fewest any member's model has
 	}
 	read := func() (reading, error) {
 		var r reading
 		for i, c := range children {
-			m, err := c.metrics(ctx, samples, batches, sent, recv)
+			m, err := c.metrics(ctx, samples, batches, sent, recv, feats)
 			if err != nil {
 				return r, err
 			}
@@ -224,8 +226,9 @@ log: {level: warn, format: json}
 			r.cpu += cpu
 			r.sent, r.recv = append(r.sent, m[sent]), append(r.recv, m[recv])
 			if i == 0 {
-				r.steps = m[batches]
+				r.steps, r.features = m[batches], int(m[feats])
 			}
+			r.features = min(r.features, int(m[feats]))
 		}
 		return r, nil
 	}
@@ -301,8 +304,8 @@ log: {level: warn, format: json}
 		maxSent = max(maxSent, (r1.sent[i]-r0.sent[i])/steps)
 		maxRecv = max(maxRecv, (r1.recv[i]-r0.recv[i])/steps)
 	}
-	return ClusterRow{D: d, Members: n, Features: cfg.Features, K: cfg.K, Batch: cfg.Batch,
-		PointsPerSec: rowsLearned / wall, StepSec: wall / steps, PayloadBytes: 8 * cfg.Features * cfg.K,
+	return ClusterRow{D: d, Members: n, Features: r1.features, K: cfg.K, Batch: cfg.Batch,
+		PointsPerSec: rowsLearned / wall, StepSec: wall / steps, PayloadBytes: 8 * r1.features * cfg.K,
 		SentBytes: maxSent, ReceivedBytes: maxRecv, CPUMicros: 1e6 * (r1.cpu - r0.cpu) / rowsLearned,
 		Exchange: "reduce-scatter"}, nil
 }

@@ -91,6 +91,11 @@ func serviceConfig(stack *devstack.Stack, cfg ClusterConfig, d, n, i int) config
 	// keep up with (produced as fast as the broker takes it): every
 	// message, not the fraction load shedding would leave.
 	c.Learner.LoadShedding = "off"
+	// The step timed is that of a model of the whole budget: no
+	// challenger replaces it with a smaller one mid-run (one did after
+	// 18 steps from the start model, which has learned a few hundred
+	// points), so the challenger's own work is not in the figures.
+	c.Learner.Forget = "off"
 	c.Snapshot.Dir = filepath.Join(cfg.Dir, "d"+strconv.Itoa(d), "n"+strconv.Itoa(n), "instance"+strconv.Itoa(i))
 	c.HTTP.Addr = "off"
 	c.SetDefaults()

@@ -9,11 +9,13 @@ import (
 // TestClusterServiceRuns: `bench cluster --service` on a tiny model runs
 // the service alone and a group of two, both from the shared start model
 // (its whole feature budget: not a new model grown from the stream), and
-// times steps of the formed group.
+// times steps of the formed group. After 40 steps the model still has the
+// whole budget: with the service's default learner.forget a challenger
+// replaced it with one of 512 features before the timing ended.
 func TestClusterServiceRuns(t *testing.T) {
 	// Steps of a few milliseconds: slow enough for the harness to see
 	// them (it polls every millisecond), fast enough for a unit test.
-	cfg := ClusterConfig{Dims: []int{64}, Members: []int{2}, Features: 1024, K: 2, Batch: 256, Steps: 10, Dir: t.TempDir(), Service: true}
+	cfg := ClusterConfig{Dims: []int{64}, Members: []int{2}, Features: 1024, K: 2, Batch: 256, Steps: 40, Dir: t.TempDir(), Service: true}
 	rows, err := RunCluster(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -90,6 +90,10 @@ type CompareResult struct {
 	// held-out truth and learns nothing: subtracted from each method's.
 	IdleRSSMiB float64         `json:"idle_rss_mib,omitempty"`
 	Methods    []CompareMethod `json:"methods"`
+	// PeakRSSMiB is this process's peak RSS when RunCompare returned
+	// (VmHWM; 0 where /proc is not there): what a child of
+	// CompareIsolated says of itself.
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
 }
 
 // MarshalJSON writes NaN and ±Inf as null.
@@ -315,7 +319,27 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (CompareResult, error) {
 		row.Points = row.Curve[len(row.Curve)-1].Points
 		res.Methods = append(res.Methods, row)
 	}
+	res.PeakRSSMiB = processPeakRSS()
 	return res, nil
+}
+
+// processPeakRSS is this process's peak resident set since its exec, in
+// MiB (VmHWM in /proc/self/status; 0 if it cannot be read).
+func processPeakRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return 0
+			}
+			return kib / 1024
+		}
+	}
+	return 0
 }
 
 // dsgdMethod adapts the learner to baseline.Method. As the service
@@ -525,8 +549,12 @@ func CompareIsolated(ctx context.Context, argv []string, methods []string) (Comp
 		if err := json.Unmarshal(out, &one); err != nil || len(one.Methods) != 1 {
 			return CompareResult{}, 0, fmt.Errorf("printed no result (%v)", err)
 		}
-		var rss float64
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		// The child's own figure: the kernel's ru_maxrss of a child
+		// counts this process's resident memory at the fork (the child
+		// runs in it until its exec), so a large parent hid every method
+		// under its own size.
+		rss := one.PeakRSSMiB
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && rss == 0 {
 			rss = float64(ru.Maxrss) / 1024 // Linux: KiB
 		}
 		return one, rss, nil

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,33 @@ func TestCompareCentred(t *testing.T) {
 	cfg.Methods = []string{"rff"}
 	if _, err := RunCompare(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "uncentred") {
 		t.Errorf("--center with rff: %v, want a refusal", err)
+	}
+}
+
+// TestRunCompareStopsAndRefuses: a time limit stops a method at its
+// first checkpoint after it (and says so); a budget no checkpoint fits
+// in leaves no error at the budget; unknown cases and methods, and sizes
+// that are not positive integers, are refused by name.
+func TestRunCompareStopsAndRefuses(t *testing.T) {
+	res, err := RunCompare(t.Context(), CompareConfig{Case: "hermite1", Points: 100_000, Budget: time.Nanosecond, MaxTime: time.Nanosecond, Methods: []string{"rff=256"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Methods[0]
+	if m.Points != 2048 || len(m.Curve) != 1 || !strings.Contains(m.Notes, "time limit") || !math.IsNaN(m.ErrorAtBudget) {
+		t.Errorf("stopped at %d points after %d checkpoints (%q), error at the budget %v; want 2,048, 1, the time limit, NaN", m.Points, len(m.Curve), m.Notes, m.ErrorAtBudget)
+	}
+	for _, c := range []struct {
+		cfg  CompareConfig
+		want string
+	}{
+		{CompareConfig{Case: "hermite2"}, `unknown case "hermite2"`},
+		{CompareConfig{Case: "hermite1", Methods: []string{"pca"}}, `unknown method "pca"`},
+		{CompareConfig{Case: "hermite1", Methods: []string{"rff=0"}}, `"rff=0"`},
+		{CompareConfig{Case: "hermite1", Methods: []string{"rff=many"}}, `"rff=many"`},
+	} {
+		if _, err := RunCompare(t.Context(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
+		}
 	}
 }

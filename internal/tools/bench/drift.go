@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -455,6 +456,12 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 	defer dl.close()
 	out := DriftRun{Name: run}
 	every := T / 20
+	// No batch straddles a mark: the checkpoint T/20 before the change,
+	// the change's start and end (the restart), the +20% and +100%
+	// checkpoints and the stream's end, whatever T and the batch (a
+	// restarted run whose T was not a multiple of the batch never
+	// restarted, and its figures at the marks were left out).
+	marks := []int{T - every, T, end, end + T/5, end + T, total}
 	var learn time.Duration
 	for n := 0; n < total; {
 		if err := ctx.Err(); err != nil {
@@ -465,7 +472,12 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 				return out, err
 			}
 		}
-		b := min(cfg.Batch, total-n)
+		b := cfg.Batch
+		for _, m := range marks {
+			if m > n {
+				b = min(b, m-n)
+			}
+		}
 		changed, took, err := dl.step(n, b)
 		learn += took
 		if err != nil {
@@ -475,7 +487,7 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 			out.Detected = append(out.Detected, n)
 		}
 		n += b
-		if n%every != 0 && n != total {
+		if n%every != 0 && !slices.Contains(marks, n) {
 			continue
 		}
 		p := dl.point(n)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/rs/zerolog"
 
@@ -20,7 +21,6 @@ import (
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/pipeline"
-	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // KeepUpConfig configures RunKeepUp. Zero values mean the default.
@@ -175,9 +175,18 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	}()
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
-	// score is a served model's subspace error on the held-out points (1
-	// when it cannot project them).
-	score := func(m *snapshot.Model) float64 {
+	// served is the served model's subspace error on the held-out points
+	// (1 when there is none or it cannot project them), and notes its
+	// frequencies.
+	served := func() float64 {
+		m, _ := ps[0].Current().Get()
+		if m == nil {
+			return 1
+		}
+		res.Frequencies = m.Header().Views[0].Frequencies
+		if res.Frequencies == "" {
+			res.Frequencies = "iid"
+		}
 		proj, err := m.Project(nil, held)
 		if err != nil {
 			return 1
@@ -201,15 +210,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		if st.Quality != nil {
 			pt.Quality = st.Quality.Score
 		}
-		pt.Error = 1
-		if m, _ := ps[0].Current().Get(); m != nil {
-			pt.Error = score(m)
-			if f := m.Header().Views[0].Frequencies; f != "" {
-				res.Frequencies = f
-			} else {
-				res.Frequencies = "iid"
-			}
-		}
+		pt.Error = served()
 		pt.Lag = pt.Produced - int64(pt.Consumed)
 		return pt
 	}
@@ -249,10 +250,10 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 	}
 	// The model served after the graceful stop (its final snapshot): a
-	// run too short for the snapshot cadence is scored too.
-	if m, _ := ps[0].Current().Get(); m != nil {
-		res.Error = score(m)
-	}
+	// run too short for the snapshot cadence is scored too. In cluster
+	// mode a snapshot holds what the group confirmed when one was due
+	// (pipeline.onConfirmed): a run shorter than the cadence has none.
+	res.Error = served()
 	return res, nil
 }
 
