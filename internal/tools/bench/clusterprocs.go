@@ -207,9 +207,9 @@ log: {level: warn, format: json}
 		recv    = "streamkpca_nats_received_bytes_total"
 	)
 	type reading struct {
-		samples, steps, cpu float64
-		sent, recv          []float64
-		features            int // the fewest any member's model has
+		samples, cpu      float64
+		steps, sent, recv []float64 // each member's
+		features          int       // the fewest any member's model has
 	}
 	read := func() (reading, error) {
 		var r reading
@@ -225,8 +225,9 @@ log: {level: warn, format: json}
 			r.samples += m[samples]
 			r.cpu += cpu
 			r.sent, r.recv = append(r.sent, m[sent]), append(r.recv, m[recv])
+			r.steps = append(r.steps, m[batches])
 			if i == 0 {
-				r.steps, r.features = m[batches], int(m[feats])
+				r.features = int(m[feats])
 			}
 			r.features = min(r.features, int(m[feats]))
 		}
@@ -298,11 +299,15 @@ log: {level: warn, format: json}
 	stopProd()
 	<-produced
 	rowsLearned := r1.samples - r0.samples
-	steps := max(r1.steps-r0.steps, 1)
+	// A member's bytes a step are over its own steps, read in the same
+	// scrape: over the first member's, read a moment apart, they were a
+	// step off (4% in 24 steps).
+	steps := max(r1.steps[0]-r0.steps[0], 1)
 	var maxSent, maxRecv float64
 	for i := range r1.sent {
-		maxSent = max(maxSent, (r1.sent[i]-r0.sent[i])/steps)
-		maxRecv = max(maxRecv, (r1.recv[i]-r0.recv[i])/steps)
+		si := max(r1.steps[i]-r0.steps[i], 1)
+		maxSent = max(maxSent, (r1.sent[i]-r0.sent[i])/si)
+		maxRecv = max(maxRecv, (r1.recv[i]-r0.recv[i])/si)
 	}
 	return ClusterRow{D: d, Members: n, Features: r1.features, K: cfg.K, Batch: cfg.Batch,
 		PointsPerSec: rowsLearned / wall, StepSec: wall / steps, PayloadBytes: 8 * r1.features * cfg.K,
