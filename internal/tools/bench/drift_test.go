@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/online"
 )
 
@@ -44,26 +43,7 @@ func TestClassMix(t *testing.T) {
 // batch is cut in two), and a relation this strong is learned (S_2 above
 // 1.5 at the end, of at most 2).
 func TestDriftKCCACase(t *testing.T) {
-	const n = 9000
-	set := mnist.Set{X: make([]float64, n*mnist.Pixels), Labels: make([]int, n)}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range n {
-		lab := i % 10
-		set.Labels[i] = lab
-		img := set.X[i*mnist.Pixels : (i+1)*mnist.Pixels]
-		a, b := rng.NormFloat64(), rng.NormFloat64()
-		for r := range 28 {
-			for c := range 14 {
-				v := a*math.Sin(float64(r+c)/5) + b*math.Cos(float64(r*c)/40) + 0.1*rng.NormFloat64()
-				img[r*28+c] = v
-				if lab < 5 {
-					img[r*28+27-c] = v
-				} else {
-					img[r*28+27-c] = -v
-				}
-			}
-		}
-	}
+	set := mirroredOrNegated(9000)
 	res, err := RunDrift(context.Background(), DriftConfig{Case: "kcca-ramp", MNIST: set, Points: 2560, K: 2, Batch: 256,
 		Learner: online.Config{MaxFeatures: 256, BlockSize: 128}})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -245,6 +246,9 @@ func TestCompareIsolatedMeasuresEachChild(t *testing.T) {
 		if name == "fail" {
 			os.Exit(3)
 		}
+		if name == "exact" { // the idle child: say how it was run
+			_ = os.WriteFile(os.Getenv(childEnv+"_IDLE"), []byte(strings.Join(args, " ")), 0o600)
+		}
 		mib, _ := strconv.Atoi(size)
 		held := make([]byte, mib<<20)
 		for j := range held {
@@ -254,12 +258,14 @@ func TestCompareIsolatedMeasuresEachChild(t *testing.T) {
 		fmt.Printf("%s\n", b)
 		os.Exit(0)
 	}
-	ballast := make([]byte, 256<<20) // this process larger than any child
+	ballast := make([]byte, 160<<20) // this process larger than any child
 	for i := range ballast {
 		ballast[i] = 1
 	}
 	t.Setenv(childEnv, "compare")
-	argv := []string{os.Args[0], "-test.run=^" + t.Name() + "$", "-test.count=1", "--"}
+	idleArgs := filepath.Join(t.TempDir(), "idle")
+	t.Setenv(childEnv+"_IDLE", idleArgs)
+	argv := []string{os.Args[0], "-test.run=^" + t.Name() + "$", "-test.count=1", "--", "--case", "toy"}
 	res, err := CompareIsolated(t.Context(), argv, []string{"held=96", "held=32"})
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +274,10 @@ func TestCompareIsolatedMeasuresEachChild(t *testing.T) {
 		t.Fatalf("%+v: want the toy case, two methods and the idle child's RSS", res)
 	}
 	t.Logf("idle child %.1f MiB; methods %.1f and %.1f MiB above it", res.IdleRSSMiB, res.Methods[0].PeakMiB, res.Methods[1].PeakMiB)
+	// The idle child runs the caller's flags, then a trivial method.
+	if b, err := os.ReadFile(idleArgs); err != nil || string(b) != "--case toy --methods exact=1 --k 1 --points 1 --isolate=false --table=false" {
+		t.Errorf("the idle child ran with %q (%v)", b, err)
+	}
 	for i, want := range []float64{96, 32} {
 		m := res.Methods[i]
 		if m.Method != fmt.Sprintf("held=%.0f", want) || m.PeakOf != "RSS above idle" || math.Abs(m.PeakMiB-want) > 8 {

@@ -232,17 +232,8 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
-	last := res.Samples[len(res.Samples)-1]
-	res.LagAtEnd, res.Error = last.Lag, last.Error
-	for _, s := range res.Samples {
-		if s.Seconds >= 60 {
-			res.LagAt60 = s.Lag
-			if dt := last.Seconds - s.Seconds; dt > 0 {
-				res.GrowthShare = float64(last.Lag-s.Lag) / dt / cfg.Rate
-			}
-			break
-		}
-	}
+	res.LagAt60, res.LagAtEnd, res.GrowthShare = lagFigures(res.Samples, cfg.Rate)
+	res.Error = res.Samples[len(res.Samples)-1].Error
 	stop()
 	for range ps {
 		if err := <-done; err != nil {
@@ -255,6 +246,22 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	// (pipeline.onConfirmed): a run shorter than the cadence has none.
 	res.Error = served()
 	return res, nil
+}
+
+// lagFigures are a run's lag at its first sample at 60 s or later (0 if
+// none), at its last sample, and the lag's growth per second between
+// them over the produce rate.
+func lagFigures(samples []KeepUpPoint, rate float64) (at60, atEnd int64, growth float64) {
+	last := samples[len(samples)-1]
+	for _, s := range samples {
+		if s.Seconds >= 60 {
+			if dt := last.Seconds - s.Seconds; dt > 0 {
+				growth = float64(last.Lag-s.Lag) / dt / rate
+			}
+			return s.Lag, last.Lag, growth
+		}
+	}
+	return 0, last.Lag, 0
 }
 
 const mnistPixels = 784

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -99,13 +98,7 @@ func evenHalves(r, c int, a, b float64) float64 {
 // learner's and Nyström's held-out S₂ come near 2 (of at most 2), linear
 // CCA's near 0; the learner's curve has a checkpoint per epoch.
 func TestRunMNISTCCAFindsTheEvenRelation(t *testing.T) {
-	res, err := RunMNISTCCA(context.Background(), latentImages(800, 1, evenHalves), MNISTCCAConfig{
-		MNISTRun: MNISTRun{Train: 512, Test: 256, K: 2, Epochs: 4, Batch: 128, Landmarks: 256},
-		Learner:  online.Config{MaxFeatures: 512, BlockSize: 128},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runEvenHalves(t, MNISTRun{Train: 512, Test: 256, K: 2, Epochs: 4, Batch: 128, Landmarks: 256})
 	if res.Train != 512 || res.Test != 256 || res.K != 2 {
 		t.Errorf("train %d test %d k %d, want 512, 256, 2", res.Train, res.Test, res.K)
 	}
@@ -125,4 +118,16 @@ func TestRunMNISTCCAFindsTheEvenRelation(t *testing.T) {
 		t.Errorf("held-out S_2: learner %v, Nyström %v, linear CCA %v; want the kernel methods above 1.9 and linear CCA below 0.5",
 			learner.SumK, nystrom.SumK, linear.SumK)
 	}
+}
+
+// runEvenHalves is RunMNISTCCA on 800 images whose halves are related
+// only through even functions (evenHalves), with a learner of 512
+// features in blocks of 128.
+func runEvenHalves(t *testing.T, run MNISTRun) MNISTCCAResult {
+	t.Helper()
+	res, err := RunMNISTCCA(t.Context(), latentImages(800, 1, evenHalves), MNISTCCAConfig{MNISTRun: run, Learner: online.Config{MaxFeatures: 512, BlockSize: 128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/internal/mnist"
+	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
 )
 
@@ -32,7 +34,7 @@ func exchangeBytes(parts cluster.PartsExchange, n int, p float64) float64 {
 	return 2 * float64(n-1) / float64(n) * p
 }
 
-// TestClusterTrafficByHand: RunCluster's rows for groups of 1, 2 and 4
+// TestClusterTrafficByHand: RunCluster's rows for groups of 1 to 4
 // in memory and over NATS, both ways of summing the parts. A member
 // hands each payload it sends to the exchange once, so it sends its
 // part's P = 8·features·k bytes a step whatever the group, and receives
@@ -45,13 +47,13 @@ func TestClusterTrafficByHand(t *testing.T) {
 	p := float64(8 * features * k)
 	for _, parts := range []cluster.PartsExchange{cluster.ReduceScatter, cluster.AllGatherParts} {
 		for _, memory := range []bool{true, false} {
-			rows, err := RunCluster(t.Context(), ClusterConfig{Dims: []int{8}, Members: []int{1, 2, 4}, Features: features, K: k, Batch: 64, Steps: 4,
+			rows, err := RunCluster(t.Context(), ClusterConfig{Dims: []int{8}, Members: []int{1, 2, 3, 4}, Features: features, K: k, Batch: 64, Steps: 4,
 				Dir: t.TempDir(), Memory: memory, Parts: parts})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rows) != 4 || rows[0].Members != 0 || rows[0].Speedup != 1 {
-				t.Fatalf("rows %+v: want the lone learner (speedup 1) and groups of 1, 2, 4", rows)
+			if len(rows) != 5 || rows[0].Members != 0 || rows[0].Speedup != 1 {
+				t.Fatalf("rows %+v: want the lone learner (speedup 1) and groups of 1, 2, 3, 4", rows)
 			}
 			for _, r := range rows[1:] {
 				what := fmt.Sprintf("%s, memory %v, %d members", partsName(parts), memory, r.Members)
@@ -78,12 +80,17 @@ func TestClusterTrafficByHand(t *testing.T) {
 // and read, none is shed, and the model served after the graceful stop
 // is close to the stream's closed-form eigenfunctions.
 func TestKeepUpBelowCapacity(t *testing.T) {
-	res, err := RunKeepUp(t.Context(), KeepUpConfig{Rate: 2000, Duration: 4 * time.Second, Partitions: 2, Every: time.Second, Dir: t.TempDir()})
+	var seen []KeepUpPoint
+	res, err := RunKeepUp(t.Context(), KeepUpConfig{Rate: 2000, Duration: 4 * time.Second, Partitions: 2, Every: time.Second, Dir: t.TempDir(),
+		Progress: func(p KeepUpPoint) { seen = append(seen, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := res.Samples[len(res.Samples)-1]
 	t.Logf("%d samples; last %+v; error at the end %v", len(res.Samples), last, res.Error)
+	if !slices.Equal(seen, res.Samples) {
+		t.Errorf("progress saw %d samples, the result holds %d", len(seen), len(res.Samples))
+	}
 	if last.Produced != 8000 || res.Shed != 0 || res.Stream != "hermite16" || res.Instances != 1 {
 		t.Errorf("produced %d, shed %d on stream %s with %d instances; want 8,000, 0, hermite16, 1", last.Produced, res.Shed, res.Stream, res.Instances)
 	}
@@ -490,4 +497,220 @@ func kindOf(img []float64) int {
 		return 1
 	}
 	return 0
+}
+
+// TestRunMNISTWithRandomFeatures: with fixed random features asked for,
+// RunMNIST scores a third method, fixed random features + PCA, against
+// the same exact kernel PCA; with 4,096 features on the two-factor
+// images it is close to it.
+func TestRunMNISTWithRandomFeatures(t *testing.T) {
+	res, err := RunMNIST(t.Context(), latentImages(700, 1, twoFactors), MNISTConfig{
+		MNISTRun: MNISTRun{Train: 512, Test: 128, K: 3, Epochs: 2, Batch: 128, Landmarks: 128, RFFFeatures: 4096},
+		Learner:  online.Config{K: 3, MaxFeatures: 1024, BlockSize: 128},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Methods) != 3 {
+		t.Fatalf("%d methods, want the learner, Nyström and random features", len(res.Methods))
+	}
+	rf := res.Methods[2]
+	t.Logf("%s: %d %s, error %.3g", rf.Method, rf.Size, rf.SizeOf, rf.Error)
+	if rf.Size != 4096 || !(rf.Error < 0.05) {
+		t.Errorf("%s: %d %s, error %v; want 4,096 and below 0.05", rf.Method, rf.Size, rf.SizeOf, rf.Error)
+	}
+}
+
+// TestDriversReportProgress: each driver's Progress sees what its
+// result holds, once each: RunCompare every checkpoint of every method,
+// RunDrift every checkpoint of every run, RunCluster every row.
+func TestDriversReportProgress(t *testing.T) {
+	var cps int
+	cres, err := RunCompare(t.Context(), CompareConfig{Case: "hermite1", Points: 4096, Methods: []string{"rff=256", "nystrom=64"},
+		Progress: func(points, stop int, _, _ float64) {
+			if points > stop || stop != 4096 {
+				t.Errorf("compare: progress at %d of %d", points, stop)
+			}
+			cps++
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(cres.Methods[0].Curve) + len(cres.Methods[1].Curve); cps != want {
+		t.Errorf("compare: %d progress calls for %d checkpoints", cps, want)
+	}
+	runs := map[string]int{}
+	dres, err := RunDrift(t.Context(), DriftConfig{Case: "stationary", Points: 1280, K: 2, Batch: 64, Runs: []string{"forget-off", "restarted"},
+		Learner: online.Config{MaxFeatures: 256, BlockSize: 64},
+		Progress: func(run string, _ DriftPoint, total int) {
+			if total != 2560 {
+				t.Errorf("drift: total %d, want 2T", total)
+			}
+			runs[run]++
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range dres.Runs {
+		if runs[r.Name] != len(r.Curve) || len(r.Curve) != 40 {
+			t.Errorf("drift %s: %d progress calls, %d checkpoints; want 40 each", r.Name, runs[r.Name], len(r.Curve))
+		}
+	}
+	var rows int
+	clu, err := RunCluster(t.Context(), ClusterConfig{Dims: []int{4}, Members: []int{2}, Features: 512, K: 2, Batch: 32, Steps: 2, Dir: t.TempDir(), Memory: true,
+		Progress: func(ClusterRow) { rows++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(clu) || rows != 2 {
+		t.Errorf("cluster: %d progress calls for %d rows, want 2", rows, len(clu))
+	}
+}
+
+// TestRunMNISTCCAWithRandomFeatures: with fixed random features asked
+// for, RunMNISTCCA scores kernel CCA on them too; on halves related only
+// through even functions they find the relation (S₂ above 1.5 of at most
+// 2) where linear CCA does not.
+func TestRunMNISTCCAWithRandomFeatures(t *testing.T) {
+	res := runEvenHalves(t, MNISTRun{Train: 512, Test: 256, K: 2, Epochs: 2, Batch: 128, RFFFeatures: 1024})
+	found := false
+	for _, m := range res.Methods {
+		t.Logf("%s (%d %s): S_2 %.3f", m.Method, m.Size, m.SizeOf, m.SumK)
+		if m.Size == 1024 && strings.HasPrefix(m.Method, "random Fourier features") {
+			found = true
+			if !(m.SumK > 1.5) {
+				t.Errorf("%s: S_2 %v, want above 1.5", m.Method, m.SumK)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no random-features row among %d methods", len(res.Methods))
+	}
+}
+
+// TestDriftKCCAStationary: kcca on pairs whose relation never changes
+// (kcca-stationary: both halves of the stream hold every class): no run
+// detects a change or switches models, and the relation is learned
+// (S_2 above 1.5 at the end).
+func TestDriftKCCAStationary(t *testing.T) {
+	res, err := RunDrift(t.Context(), DriftConfig{Case: "kcca-stationary", MNIST: mirroredOrNegated(9000), Points: 2560, K: 2, Batch: 256,
+		Runs: []string{"defaults"}, Learner: online.Config{MaxFeatures: 256, BlockSize: 128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	t.Logf("S_2 before %.3f, at the end %.3f; detected %v, %d switches", r.SumKBefore, r.SumKAt100, r.Detected, r.Switches)
+	if len(r.Detected) != 0 || r.Switches != 0 || !(r.SumKAt100 > 1.5) {
+		t.Errorf("detected %v, %d switches, S_2 %v at the end; want none, none, above 1.5", r.Detected, r.Switches, r.SumKAt100)
+	}
+}
+
+// TestRunPipelineMedianOfRuns: three runs at one d give one row holding
+// every run's overhead, its own the median of them.
+func TestRunPipelineMedianOfRuns(t *testing.T) {
+	rows, err := RunPipeline(t.Context(), PipelineConfig{Dims: []int{4}, Points: 1024, Batch: 256, MaxFeatures: 1024, Runs: 3, Memory: true, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || len(rows[0].Overheads) != 3 {
+		t.Fatalf("%d rows, overheads %v; want one row of three runs", len(rows), rows)
+	}
+	o := slices.Clone(rows[0].Overheads)
+	slices.Sort(o)
+	if rows[0].Overhead != o[1] {
+		t.Errorf("overhead %v, want the median of %v", rows[0].Overhead, rows[0].Overheads)
+	}
+}
+
+// TestKeepUpFixedBudget: with learner.budget fixed and load shedding
+// off the served model never grows past max_features (the service's
+// default, 32,768: more than 8,000 points need), learns every message
+// but the few left in the last partial batch, and the result names the
+// settings it ran with.
+func TestKeepUpFixedBudget(t *testing.T) {
+	res, err := RunKeepUp(t.Context(), KeepUpConfig{Rate: 2000, Duration: 4 * time.Second, Partitions: 2, Every: time.Second, Dir: t.TempDir(),
+		Budget: "fixed", LoadShedding: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Samples[len(res.Samples)-1]
+	if res.Budget != "fixed" || res.LoadShedding != "off" || last.Budget != online.DefaultMaxFeatures || last.Features > last.Budget || res.Shed != 0 {
+		t.Errorf("budget %s, shedding %s; last sample %+v, shed %d", res.Budget, res.LoadShedding, last, res.Shed)
+	}
+	if !(res.Error < 0.2) {
+		t.Errorf("subspace error %v at the end", res.Error)
+	}
+}
+
+// TestRunCompareGrowsTheDefaultBudget: the learner at its defaults (no
+// size, no --dsgd-features) starts from the case's budget and may grow
+// it within the time budget (online.Growth): its row says so and gives
+// the budget reached, at least the case's; a size given keeps it fixed.
+func TestRunCompareGrowsTheDefaultBudget(t *testing.T) {
+	res, err := RunCompare(t.Context(), CompareConfig{Case: "hermite1", Points: 4096, Budget: time.Minute, Methods: []string{"dsgd", "dsgd=2048"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown, fixed := res.Methods[0], res.Methods[1]
+	if grown.Size < 65536 || grown.SizeOf != "features (grown from 65536 within the 1m0s budget)" {
+		t.Errorf("defaults: %d %s, want the case's 65,536 or more, grown within the budget", grown.Size, grown.SizeOf)
+	}
+	if fixed.Size != 2048 || fixed.SizeOf != "features (max)" {
+		t.Errorf("dsgd=2048: %d %s", fixed.Size, fixed.SizeOf)
+	}
+}
+
+// TestRunHermite16: the 16-D hermite stream (the shared data's product
+// form, k = 5 here) is learned to near its closed form in 30,000 points,
+// and the result names the stream it ran.
+func TestRunHermite16(t *testing.T) {
+	res, err := RunHermite(t.Context(), HermiteConfig{Dims: 16, Points: 30_000, K: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("error %.3g after %d points, %d features", res.SubspaceError, res.Points, res.Features)
+	if res.Dims != 16 || res.K != 5 || res.Points != 30_000 || !(res.SubspaceError < 0.02) {
+		t.Errorf("dims %d, k %d, %d points, error %v; want 16, 5, 30,000, below 0.02", res.Dims, res.K, res.Points, res.SubspaceError)
+	}
+}
+
+// TestRunHermiteOtherLearners: GHA, and KPCA with the oja and covariance
+// solvers, learn the 1-D hermite stream's closed form too, and the
+// result names the algorithm and solver that ran.
+func TestRunHermiteOtherLearners(t *testing.T) {
+	for _, lc := range []online.Config{
+		{Algorithm: online.AlgGHA},
+		{Solver: online.SolverOja},
+		{Solver: online.SolverCovariance, MaxFeatures: 1024},
+	} {
+		res, err := RunHermite(t.Context(), HermiteConfig{Points: 20_000, Learner: lc})
+		if err != nil {
+			t.Fatalf("%+v: %v", lc, err)
+		}
+		t.Logf("%s/%s: error %.3g", res.Algorithm, res.Solver, res.SubspaceError)
+		if lc.Algorithm != "" && res.Algorithm != string(lc.Algorithm) || lc.Solver != "" && res.Solver != string(lc.Solver) {
+			t.Errorf("ran %s/%s, asked for %+v", res.Algorithm, res.Solver, lc)
+		}
+		if !(res.SubspaceError < 0.01) {
+			t.Errorf("%s/%s: subspace error %v after 20,000 points, want below 0.01", res.Algorithm, res.Solver, res.SubspaceError)
+		}
+	}
+}
+
+// TestRunFitFileCentred: with Learner.Center both fit and the exact
+// solver it is scored against are centred, and fit lands on it (scored
+// against the uncentred solver, whose first function is the near-constant
+// one a centred model leaves out, it would not).
+func TestRunFitFileCentred(t *testing.T) {
+	const rows = 900
+	h := synth.Hermite16()
+	x := make([]float64, rows*h.Dim())
+	h.Sample(x, rand.New(rand.NewPCG(4, 4)))
+	res, err := RunFitFile(t.Context(), x, rows, h.Dim(), FitFileConfig{Learner: online.Config{K: 3, Seed: 1, Center: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Methods[0]; !(m.Error < 1e-3) {
+		t.Errorf("centred fit against exact centred kernel PCA: subspace error %v, want < 1e-3", m.Error)
+	}
 }
