@@ -796,13 +796,15 @@ func TestGroupGrowsByItsMembersVotes(t *testing.T) {
 // TestGroupFollowsAGradualChange (issue 47: the group decides as one): two
 // members on a stream whose rows come, with a share rising from 0 to 1
 // over 200 steps, from the distribution with its axes' scales reversed.
-// The change detector does not see it; the group's rank 0 runs a
-// challenger on its own rows and held-out rows and, when it wins, every
-// member adopts it at the same step. Both members switch at the same
-// steps and stay one model bit for bit, and 30 steps after the ramp the
-// model is within 2× of a learner started at the ramp's end (against the
-// closed-form eigenfunctions of the reversed stream). Before, a group
-// ran no challenger and never switched.
+// The change detector does not see it; the group's rank 0 runs the
+// scouts and, once they find the change, a candidate on its own rows and
+// held-out rows; when the candidate wins, every member adopts it at the
+// same step. The change is found (a candidacy, a switch or a withdrawn
+// candidate), the members switch at the same steps and stay one model
+// bit for bit, and 30 steps after the ramp the model is within 2× of a
+// learner started at the ramp's end (against the closed-form
+// eigenfunctions of the reversed stream). Before issue 47, a group ran
+// no challenger.
 func TestGroupFollowsAGradualChange(t *testing.T) {
 	const rows, steps, start, ramp, end = 256, 290, 60, 200, 260
 	cfg := online.Config{Model: "g", K: 3, BlockSize: 128, MaxFeatures: 2048, Workers: 1,
@@ -867,9 +869,11 @@ func TestGroupFollowsAGradualChange(t *testing.T) {
 		l.EvalTo(out, x, n)
 		return synth.SubspaceError(mat.NewDense(n, 3, out), truth)
 	}
-	eg, ef := errOf(members[0].Learner()), errOf(fresh)
-	t.Logf("switches at steps %v; 30 steps after the ramp: the group %.3g, a learner started at the ramp's end %.3g", switchedAt, eg, ef)
-	if len(switchedAt) == 0 || eg > 2*ef+1e-3 {
-		t.Errorf("the group: error %.3g after switches at %v; want a switch and within 2× of the fresh learner's %.3g", eg, switchedAt, ef)
+	l0 := members[0].Learner()
+	eg, ef := errOf(l0), errOf(fresh)
+	followed := len(switchedAt) > 0 || l0.Candidate() || l0.Rollbacks() > 0
+	t.Logf("switches at steps %v, a candidate on trial %v, %d withdrawn; 30 steps after the ramp: the group %.3g, a learner started at the ramp's end %.3g", switchedAt, l0.Candidate(), l0.Rollbacks(), eg, ef)
+	if !followed || eg > 2*ef+1e-3 {
+		t.Errorf("the group: error %.3g after switches at %v (candidate %v); want the change found (a candidacy or a switch) and within 2× of the fresh learner's %.3g", eg, switchedAt, l0.Candidate(), ef)
 	}
 }

@@ -220,17 +220,35 @@ type Learner struct {
 	// detector. The held-out messages are learned too. 1 scores none
 	// (and so detects no change). Default: 16.
 	Holdout int `yaml:"holdout" zero:"refused" doc:"one message in this many is scored before it is learned: the quality figure and the change detector's signal (1 = none)"`
-	// Forget: follow (a challenger learned on the recent stream replaces
-	// the model when it fits the held-out points better: gradual change;
-	// an abrupt change restarts a one-view model, as detect does, and
+	// Forget: follow (one view: two scouts of a sixteenth of the budget
+	// — a shadow of the model's lineage and a challenger restarted on the
+	// recent stream — are compared by a sequential test on held-out
+	// points; when the challenger wins, a candidate of the model's budget
+	// starts on the stream and replaces the model only when the same kind
+	// of test finds it better. Two views: a challenger on the recent stream replaces the
+	// model when it scores better in windows of held-out pairs. An
+	// abrupt change restarts a one-view model, as detect does, and
 	// starts a new challenger beside a two-view one. One-view kpca and
 	// gha with random features and the subspace or oja solver, in
-	// cluster mode too, and two-view kcca, ksvd and ksir with random
-	// features — elsewhere follow is detect), detect (only the change
-	// detector on the held-out score: a change restarts the model) or
-	// off (never: for streams known to be stationary).
-	// docs/learners.md. Default: follow.
-	Forget string `yaml:"forget" online:"Forget,filled" doc:"follow: a challenger on the recent stream replaces the model when it fits better (a one-view model also restarts on an abrupt change); detect: restart on an abrupt change only; off: never"`
+	// cluster mode too (rank 0 runs the scouts and the candidate),
+	// and two-view kcca, ksvd and ksir with random features — elsewhere
+	// follow is detect), detect (only the change detector on the
+	// held-out score: a change restarts the model) or off (never: for
+	// streams known to be stationary). docs/learners.md. Default: follow.
+	Forget string `yaml:"forget" online:"Forget,filled" doc:"follow: a challenger on the recent stream replaces the model when a sequential test finds it better (a one-view model also restarts on an abrupt change); detect: restart on an abrupt change only; off: never"`
+	// Reset: when the model stored in snapshot.dir was learned with
+	// settings other than these (learner.k, kernel, bandwidth, seed,
+	// block, center, standardize, features, kafka.dim), start a new
+	// model — a new incarnation, the stored snapshots moved to
+	// snapshot.dir/replaced-<time> — instead of refusing to start. Meant
+	// for one start: `--set learner.reset=true`. Default: false.
+	Reset bool `yaml:"reset" doc:"start a new model when the stored one was learned with other settings (else start-up refuses, naming them)"`
+	// FollowAlpha bounds the probability that following ever replaces a
+	// one-view model with a candidate that is no better, over the
+	// model's whole life: the level of its sequential tests, in (0, 1).
+	// Smaller: fewer false switches, later switches on a real change.
+	// docs/learners.md. Default: 0.01.
+	FollowAlpha float64 `yaml:"follow_alpha" online:"FollowAlpha,filled" doc:"following's bound on the probability of ever replacing a one-view model with one that is no better, over its life (0 < α < 1)"`
 	// LoadShedding: auto (when the learner cannot keep up with the
 	// stream, learn a deterministic fraction of its messages, chosen by
 	// a hash of partition and offset, and stop adding features, so that
@@ -577,6 +595,9 @@ func (c *Config) validateLearner(pb *problems) {
 	}
 	if f := online.Forgetting(c.Learner.Forget); !slices.Contains(online.Forgettings, f) {
 		pb.bad("learner.forget", "%q: want %s", f, online.OneOf(online.Forgettings))
+	}
+	if a := c.Learner.FollowAlpha; !(a > 0 && a < 1) {
+		pb.bad("learner.follow_alpha", "%v: want a probability in (0, 1), e.g. 0.01", a)
 	}
 	if c.Learner.LoadShedding != "auto" && c.Learner.LoadShedding != "off" {
 		pb.bad("learner.load_shedding", "%q: want auto or off", c.Learner.LoadShedding)

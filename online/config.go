@@ -126,6 +126,12 @@ type Config struct {
 	// challenger on a gradual one (see follower), detect only restarts
 	// it, off does neither. Default: follow.
 	Forget Forgetting `setting:"group"`
+	// FollowAlpha bounds the probability that a challenger which is no
+	// better replaces the model, over the model's whole life (the level
+	// of following's sequential test, duel.go), in (0, 1). Smaller:
+	// fewer false switches, later switches on a real change. Default:
+	// DefaultFollowAlpha (0.01).
+	FollowAlpha float64 `setting:"group"`
 	// Seed is the model seed; block seeds derive from it. Default: 1.
 	Seed uint64 `header:"ModelSeed"`
 	// Standardize scales each input dimension to zero mean and unit
@@ -386,6 +392,9 @@ func (c *Config) setDefaults() {
 	if c.Seed == 0 {
 		c.Seed = DefaultSeed
 	}
+	if c.FollowAlpha == 0 {
+		c.FollowAlpha = DefaultFollowAlpha
+	}
 	if c.Forget == "" {
 		c.Forget = ForgetFollow
 	}
@@ -464,6 +473,9 @@ func (c Config) checkSchedule() error {
 	}
 	if !slices.Contains(Forgettings, c.Forget) {
 		return fmt.Errorf("%w: forget must be %s, got %q", ErrConfig, OneOf(Forgettings), c.Forget)
+	}
+	if !(c.FollowAlpha > 0 && c.FollowAlpha < 1) {
+		return fmt.Errorf("%w: follow_alpha must be in (0, 1), got %v", ErrConfig, c.FollowAlpha)
 	}
 	return nil
 }

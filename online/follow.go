@@ -1,83 +1,136 @@
 package online
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
-// # Following gradual change: a challenger
+// # Following gradual change: a scout, a candidate and a test
 //
 // The change detector (see monitor) sees a level drop of the held-out
 // score: an abrupt change. A gradual one — a mix of the stream's sources
 // shifting over tens of thousands of points — moves the score too slowly
-// for it, and worse, Score (the share of the variance the functions
-// capture, normalised by the coefficients' norms) rises through it on
-// MNIST while the model decays (`streamkpca bench drift --case
-// mnist-ramp`). With Forget = follow (the default) a one-view learner
-// that is assessed also runs a challenger: a learner of the same
-// settings with an eighth of the feature budget, started on the stream
-// as it is now and restarted every followLife steps. Both score the same
-// held-out rows, a window of followWindow at a time, by FitScore (which
-// ranks a fresh model above a stale one, in the same bench); when the
-// challenger wins followWins windows in a row by more than followMargin,
-// it replaces the model (Switches counts it): the model adopts its
-// blocks, coefficients and schedule, keeps its own budget (new blocks
-// join again one a step) and its versions go on. On a stationary stream
-// the young, smaller challenger loses and is restarted: nothing changes.
+// for it. With Forget = follow (the default) a one-view learner that is
+// assessed follows it in two stages, each decided by a sequential test
+// (duel.go) on held-out rows scored by both learners before either
+// learns them, in a space of the exact kernel (refspace.go):
 //
-// The cost: the challenger learns every batch at an eighth of the
-// budget (about an eighth more per step, less while the model is still
-// growing) and each window scores followWindow points twice against
-// their kernel matrix (followWindow²·d kernel evaluations, once, and two
-// eigendecompositions of order followWindow³), about one step's work a
-// window. A challenger lives at least followLife steps and until it has
-// been compared in followLifeWindows windows.
+//  1. The scout. Two learners of a sixteenth of the feature budget learn
+//     every batch the model learns: the shadow, started with the model
+//     (or with its candidate) and never restarted, and the challenger,
+//     started on the stream as it is now and restarted every followLife
+//     steps unless it is ahead. Of equal capacity, they differ only in
+//     the stream they have learned: the test rejects "the challenger is
+//     no better than the shadow" only when the recent stream differs
+//     from the whole in a way the functions see.
+//  2. The candidacy. The scouts' rejection starts a candidate: a learner
+//     of the model's settings and budget started on the next batch (its
+//     first block by exact PCA of that batch, as a new model's: a model
+//     that has learned the old stream rotates out of it slowly, and on
+//     MNIST digits moving from 0–4 to 5–9 a candidate grown from the
+//     winning challenger ended 5× further from the truth than one
+//     started afresh), with a new shadow of its lineage. It learns
+//     beside the model, which stays served; a new test compares the two.
+//     When it rejects "the candidate is no better than the model", the
+//     candidate replaces the model (Switches counts it): the model adopts
+//     its blocks, coefficients and schedule and its versions go on. A
+//     candidate not better by followMaxLife + followProbation steps of
+//     age is withdrawn (Rollbacks counts it) and the model is kept.
+//
+// So the served model is replaced only by a learner the test finds
+// better on rows neither had learned, never by a smaller, younger one
+// because it fits a window: with Config.FollowAlpha = α, the probability
+// that a model is ever replaced by a candidate that is no better is at
+// most α over its whole life (the tests of a life spend α as
+// α·6/(π²j²)). On a stream that does not change the scouts' test fails
+// to reject with probability at least 1 − α, and nothing else runs.
+//
+// The cost: the challenger and the shadow learn every batch at a
+// sixteenth of the budget each (an eighth more per step, less while the
+// model is still growing) and evaluate the test's reference rows (m per
+// step each); a candidate, rare on a stream that does not change, costs
+// a second model and the model's values on the reference rows until it
+// wins or is withdrawn.
 //
 // In a group (package cluster) the members step as one model: the
-// group's rank 0 runs the challenger on its own rows and held-out rows
-// (Challenge, TeachChallenger) and, when it wins, sends its snapshot
-// (ChallengerSnapshot) with the step; every member Adopts those bytes
-// after the step and the group stays one model. Where a one-view
-// learner has no challenger: landmark features, the covariance solver,
-// learners that are never assessed (fit), Forget detect or off. Two-view
-// learners run one of their own (followpair.go).
+// group's rank 0 runs the scouts and the candidate on its own rows and
+// held-out rows (Challenge, TeachChallenger) and, when the candidate
+// wins, sends its snapshot (ChallengerSnapshot) with the step; every
+// member Adopts those bytes after the step and the group stays one
+// model. The candidate learns only rank 0's rows, so it takes longer to
+// win than a service's own. Where a one-view learner has no challenger:
+// landmark features, the covariance solver, learners that are never
+// assessed (fit), Forget detect or off. Two-view learners run one of
+// their own (followpair.go).
 
-// Following's settings, chosen on `streamkpca bench drift --case
-// mnist-ramp` and `--case mnist-stationary`, seeds 1–3 (docs/results.md):
-// a window of 256 rows with a margin of 0.005 followed the ramp later
-// and worse; a margin of 0.005 at 128 rows switched more often on the
-// ramp without following it better.
+// Following's settings. followStart, followLife and followMinAge were
+// chosen with the margin rule on `streamkpca bench drift --case
+// mnist-ramp` (docs/results.md); the tests' level is a setting
+// (Config.FollowAlpha), not a margin.
 const (
-	// followBudgetShare: the challenger's feature budget is this share of
-	// the model's (at least one block).
+	// followScoutShare: each scout's feature budget is this share of the
+	// model's (scoutBudget); followBudgetShare: a two-view challenger's.
+	followScoutShare  = 16
 	followBudgetShare = 8
-	// followStart: the first challenger starts once the model has taken
-	// this many steps; followLife: a challenger that has not won by this
-	// age is restarted on the stream as it is then.
+	// followStart: the scouts start once the model has taken this many
+	// steps; followLife: a challenger that has not won by this age, and
+	// has been tested on followLifeRows held-out rows, is restarted on
+	// the stream as it is then — unless the test's evidence is for it,
+	// until twice that age.
 	followStart, followLife = 8, 24
-	// followLifeWindows: nor before it has been compared in this many
-	// windows (a group's rank 0, or small batches, fill a window in
-	// more steps than 4).
-	followLifeWindows = 4
-	// followMinAge: a challenger is compared only from this age on.
+	followLifeRows          = 256
+	// followMaxLife: a challenger the evidence is for lives this long at
+	// most (on MNIST digits moving from 0–4 to 5–9 over 50 batches, the
+	// evidence took longer than 48 batches to reach 1/α).
+	followMaxLife = 4 * followLife
+	// followMinAge: a challenger is tested only from this age on.
 	followMinAge = 4
-	// followWindow: held-out rows per comparison (4 batches of 512 at
-	// learner.holdout 16).
-	followWindow = 128
-	// followWins windows in a row, each won by log(fit_c/fit_m) >
-	// followMargin, make the challenger the model.
+	// followProbation: a candidate not better than the model by this
+	// many steps after the latest a challenger can win (2·followLife) is
+	// withdrawn.
+	followProbation = 128
+	// followWindow: held-out rows per comparison window of a two-view
+	// challenger (followpair.go), restarted only after it has been
+	// compared in followLifeWindows windows.
+	followWindow      = 128
+	followLifeWindows = 4
+	// followWins windows in a row, each won by more than followMargin,
+	// make a two-view challenger the model (followpair.go).
 	followWins   = 2
 	followMargin = 0.008
 )
 
-// follower is the challenger's state (see above).
+// follower is the one-view following state (see above).
 type follower struct {
-	ch  *KPCA
-	win []float64 // the window's held-out rows, raw
-	duel
+	// ch is the challenger, shadow the scout of the model's lineage;
+	// cand the candidate (a challenger that won, raised to the model's
+	// budget), nil outside a candidacy, when ch is nil.
+	ch, shadow, cand *KPCA
+	// test bets on the challenger's lead over the shadow, or on the
+	// candidate's over the model.
+	test betting
+	// tests counts the candidacies of the model's life so far: the j-th
+	// is tested at level spend(α, j); the scouts' tests run at α.
+	tests int
+	// sm, so: running sums of the two learners' held-out shares in the
+	// current test (the shadow's or model's, the challenger's or
+	// candidate's), for FitScores.
+	sm, so float64
+	// ref is the reference set (refspace.go) in whose Nyström space the
+	// two learners' shares of held-out rows are compared; next collects
+	// the held-out rows after a test starts (scored in ref all the same)
+	// and replaces ref once full (m = 0: not collecting). A reference set
+	// is always chosen before the rows it scores.
+	ref, next refSpace
+	// scratch: the two learners' values on W, inputs, a row's shares
+	vm, vo, xs, xr []float64
+	two            [2]float64
 }
 
 // duel is a challenger's standing against the model, for one view and
@@ -144,17 +197,70 @@ func (l *KPCA) following() bool {
 // Switches returns how many times a challenger replaced the model.
 func (p *progress) Switches() uint64 { return p.switches }
 
-// FitScores returns the last comparison window's fit scores (FitScore)
-// of the model and of the challenger; zeros before the first.
-func (l *KPCA) FitScores() (model, challenger float64) { return l.fol.fit, l.fol.chf }
+// Rollbacks returns how many candidates were withdrawn: challengers that
+// won the scouts' test but did not beat the model within the candidacy
+// (see follower), so that the model was kept.
+func (p *progress) Rollbacks() uint64 { return p.rollbacks }
 
-// dropChallenger ends the challenger and its window.
-func (l *KPCA) dropChallenger() {
-	if l.fol.ch != nil {
-		l.fol.ch.Close()
+// FitScores returns the mean held-out shares (refspace.go) of the two
+// learners of the current test over its rows: the shadow's and the
+// challenger's, or in a candidacy the model's and the candidate's; zeros
+// before its first row.
+func (l *KPCA) FitScores() (model, challenger float64) {
+	f := &l.fol
+	n := f.test.rows
+	if n == 0 {
+		return 0, 0
 	}
-	l.fol.ch, l.fol.duel = nil, duel{}
-	l.fol.win = l.fol.win[:0]
+	return f.sm / float64(n), f.so / float64(n)
+}
+
+// Evidence returns the current test's evidence (its wealth, E_t: the
+// test rejects at 1/level) and the level it rejects at; 0, 0 without a
+// test.
+func (l *KPCA) Evidence() (evidence, level float64) {
+	f := &l.fol
+	if f.ch == nil && f.cand == nil {
+		return 0, 0
+	}
+	return math.Exp(f.test.logEvidence()), l.level()
+}
+
+// level is the current test's level: the scouts' α, a candidacy's share
+// of α (duel.go).
+func (l *KPCA) level() float64 {
+	if l.fol.cand != nil {
+		return spend(l.cfg.FollowAlpha, l.fol.tests)
+	}
+	return l.cfg.FollowAlpha
+}
+
+// Candidate reports whether a candidate is on trial: a learner of the
+// model's budget started when the scouts found a change, which replaces
+// the model if it scores better (see follower).
+func (l *KPCA) Candidate() bool { return l.fol.cand != nil }
+
+// dropChallenger ends following's learners and the current test.
+func (l *KPCA) dropChallenger() {
+	f := &l.fol
+	for _, c := range []*KPCA{f.ch, f.shadow, f.cand} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	f.ch, f.shadow, f.cand = nil, nil, nil
+	f.tests = 0
+	l.newTest()
+	f.ref.reset(0, 0)
+}
+
+// newTest starts a test: new wealth and sums, and a new reference set
+// collected from the next held-out rows (the current one scores until
+// it is full).
+func (l *KPCA) newTest() {
+	f := &l.fol
+	f.test, f.sm, f.so = betting{}, 0, 0
+	f.next.reset(refRows(l.cfg.K), l.fm.Dim)
 }
 
 // newChallenger returns a learner of l's settings with followBudgetShare
@@ -162,7 +268,7 @@ func (l *KPCA) dropChallenger() {
 func (l *KPCA) newChallenger() *KPCA {
 	c := l.cfg
 	b := l.fm.BlockSize
-	c.MaxFeatures = challengerBudget(l.cfg.MaxFeatures, b)
+	c.MaxFeatures = scoutBudget(l.cfg.MaxFeatures, b)
 	c.BlockSize = b
 	c.Kernel = l.fm.Kernel
 	c.Forget = ForgetOff
@@ -174,27 +280,55 @@ func (l *KPCA) newChallenger() *KPCA {
 	return ch
 }
 
+// startChallenger starts a challenger (and the shadow, if there is none)
+// and its test, the next of the model's life.
+func (l *KPCA) startChallenger() {
+	f := &l.fol
+	if f.ch != nil {
+		f.ch.Close()
+	}
+	f.ch = l.newChallenger()
+	if f.shadow == nil {
+		f.shadow = l.newChallenger()
+	}
+	l.newTest()
+}
+
 // challengerState is the follower's part of a snapshot (format v4): the
-// challenger's own snapshot and the comparison window, appended to the
-// model's learner state; nil without a challenger.
+// challenger's (or the candidate's) own snapshot, with the shadow as its
+// challenger, appended to the model's learner state after the test's
+// reference rows; nil without one.
 func (l *KPCA) challengerState() (*snapshot.Challenger, []float64) {
-	ch := l.fol.ch
+	f := &l.fol
+	ch := f.ch
+	if f.cand != nil {
+		ch = f.cand
+	}
 	if ch == nil || len(ch.seeds) == 0 {
 		return nil, nil // a challenger is made and taught in one step: it has blocks between steps
 	}
 	cs := ch.Snapshot()
+	if sh := f.shadow; sh != nil && len(sh.seeds) > 0 {
+		ss := sh.Snapshot()
+		sHead := ss.Header
+		cs.Header.Challenger = &snapshot.Challenger{Model: &sHead}
+		cs.State = append(append(cs.State[:len(cs.State):len(cs.State)], ss.Coef[0]...), ss.State...)
+	}
 	h := cs.Header
-	state := make([]float64, 0, len(l.fol.win)+len(cs.Coef[0])+len(cs.State))
-	state = append(append(append(state, l.fol.win...), cs.Coef[0]...), cs.State...)
-	c := l.fol.state()
-	c.Model = &h
+	state := make([]float64, 0, len(f.ref.x)+len(f.next.x)+len(cs.Coef[0])+len(cs.State))
+	state = append(append(append(append(state, f.ref.x...), f.next.x...), cs.Coef[0]...), cs.State...)
+	c := &snapshot.Challenger{Model: &h, Rows: f.ref.rows() + f.next.rows(), Reference: f.ref.rows(), Collecting: f.next.m > 0,
+		Test: f.test.values(), Tests: f.tests, Fit: f.sm, ChallengerFit: f.so, Candidate: f.cand != nil}
 	return c, state
 }
 
-// restoreChallenger continues the challenger of a snapshot (see
-// challengerState): the challenger restored with the model's runtime
-// settings, the comparison window and the wins so far, so that the
-// restored learner switches where the one that went on would.
+// restoreChallenger continues the following of a snapshot (see
+// challengerState): the challenger or candidate and the shadow restored
+// with the model's runtime settings, the test so far and its reference
+// rows (window), so that the restored learner switches where the one
+// that went on would. A snapshot of the margin rule (no test, no
+// shadow; its window's rows, held out, become the reference set) goes
+// on with a new test and a new shadow.
 func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSnap *snapshot.Snapshot) error {
 	rt := l.cfg
 	rt.Forget = ForgetOff
@@ -203,101 +337,286 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 		return fmt.Errorf("challenger: %w", err)
 	}
 	ch.quickInit = true
-	l.fol = follower{ch: ch, win: append(l.fol.win[:0], window...), duel: restored(c)}
+	var shadow *KPCA
+	if _, _, sh := chSnap.SplitState(); sh != nil {
+		if shadow, err = Restore(sh, rt); err != nil {
+			ch.Close()
+			return fmt.Errorf("challenger's shadow: %w", err)
+		}
+	}
+	l.fol = follower{shadow: shadow, test: restoreBetting(c.Test), tests: c.Tests}
+	if c.Candidate {
+		l.fol.cand = ch
+	} else {
+		l.fol.ch = ch
+	}
+	if l.fol.test.rows > 0 {
+		l.fol.sm, l.fol.so = c.Fit, c.ChallengerFit
+	}
+	d, m := l.fm.Dim, refRows(l.cfg.K)
+	ref := min(max(c.Reference, 0), len(window)/max(d, 1))
+	if len(c.Test) == 0 {
+		ref = 0 // the margin rule's window: the rows of the next reference set
+	}
+	l.fol.ref.reset(m, d)
+	l.fol.ref.add(window, ref)
+	if c.Collecting || len(c.Test) == 0 {
+		l.fol.next.reset(m, d)
+		l.fol.next.add(window[ref*d:], len(window)/max(d, 1)-ref)
+	}
 	return nil
 }
 
-// challengerBudget is the feature budget of a challenger beside a model
-// of budget features: followBudgetShare of it in whole blocks of b, at
-// least one.
+// challengerBudget is the feature budget of a two-view challenger
+// beside a model of budget features: followBudgetShare of it in whole
+// blocks of b, at least one.
 func challengerBudget(features, b int) int {
 	return max(b, features/followBudgetShare/b*b)
 }
 
-// challengerStep teaches the challenger the batch the model has just
-// learned, restarting it when it is past followLife and has been
-// compared in followLifeWindows windows.
+// scoutBudget is the feature budget of each of a one-view model's two
+// scouts: followScoutShare of the model's in whole blocks of b, at least
+// two blocks and at most the model's. Together they cost what one
+// challenger at followBudgetShare did; what their test needs is that
+// they are of one size, not of the model's.
+func scoutBudget(features, b int) int {
+	return min(features, max(2*b, features/followScoutShare/b*b))
+}
+
+// challengerStep teaches following's learners the batch the model has
+// just learned. A challenger past followLife steps, tested on
+// followLifeRows rows and not ahead (or past twice that age) is
+// restarted; a candidate past followProbation steps is withdrawn (see
+// follower).
 func (l *KPCA) challengerStep(x []float64, rows int) {
-	ch := l.fol.ch
+	f := &l.fol
+	if c := f.cand; c != nil {
+		if err := c.update(x, rows); err != nil && !errors.Is(err, ErrDiverged) {
+			l.withdraw()
+		} else if c.t >= followMaxLife+followProbation {
+			l.withdraw() // not better by followProbation steps after the latest a challenger can win
+		}
+	}
+	if sh := f.shadow; sh != nil {
+		if err := sh.update(x, rows); err != nil && sh.t == 0 {
+			sh.Close()
+			f.shadow = nil
+		}
+	}
+	ch := f.ch
 	if ch == nil {
 		return
 	}
-	if ch.t >= followLife && l.fol.compared >= followLifeWindows {
-		l.dropChallenger()
-		l.fol.ch = l.newChallenger()
-		ch = l.fol.ch
-		if ch == nil {
+	if ch.t >= followLife && f.test.rows >= followLifeRows && (f.test.logEvidence() <= 0 || ch.t >= followMaxLife) {
+		l.startChallenger()
+		if ch = f.ch; ch == nil {
 			return
 		}
 	}
 	if err := ch.update(x, rows); err != nil && ch.t == 0 {
-		l.dropChallenger() // it cannot start on this batch: the next assessment starts another
+		f.ch.Close()
+		f.ch = nil // it cannot start on this batch: the next assessment starts another
 	}
 }
 
-// followAssess adds held-out rows x to the comparison window and, when
-// it is full, scores the model and the challenger on it; it reports
-// whether the challenger replaced the model.
+// withdraw ends a candidacy without a switch: the model is kept and its
+// life goes on (the next candidacy is tested at the next share of α).
+func (l *KPCA) withdraw() {
+	f := &l.fol
+	f.cand.Close()
+	f.cand = nil
+	l.rollbacks++
+	l.newTest()
+}
+
+// followAssess scores held-out rows x with the two learners of the
+// current test before any learns them and feeds the test; it reports
+// whether the model changed (a candidate replaced it).
 func (l *KPCA) followAssess(x []float64, rows int) bool {
 	if !l.Challenge(x, rows) {
 		return false
 	}
-	l.promote()
+	f := &l.fol
+	c := f.cand
+	f.cand = nil
+	l.swapIn(c)
+	l.promoted()
 	return true
 }
 
-// Challenge is the comparison half of following for a model that steps
-// in a group (package cluster), where one member runs the challenger on
-// its own rows and the group adopts it as one: it adds held-out rows x
-// to the comparison window (starting a challenger when there is none and
-// the model is old enough) and, when the window is full, scores the
-// model and the challenger on it. It reports whether the challenger has
-// now won followWins windows in a row: the caller then sends
-// ChallengerSnapshot to every member, and each Adopts it at the same
-// step. A learner on its own does all of this in Assess and Update.
-func (l *KPCA) Challenge(x []float64, rows int) bool {
-	if !l.following() || l.t < followStart {
-		return false
-	}
-	if l.fol.ch == nil {
-		l.fol.ch = l.newChallenger()
-		l.fol.duel, l.fol.win = duel{}, l.fol.win[:0]
-		return false
-	}
-	d := l.fm.Dim
-	take := min(rows, followWindow-l.fol.rows)
-	l.fol.win = append(l.fol.win, x[:take*d]...)
-	l.fol.rows += take
-	if l.fol.rows < followWindow {
-		return false
-	}
-	fit, chf := fitScores(l, l.fol.ch, l.fol.win, l.fol.rows)
-	l.fol.win = l.fol.win[:0]
-	return l.fol.judge(fit, chf, l.fol.ch.t, followMargin, true)
+// promoted counts a switch and starts the new model's life: its
+// following goes on with the shadow of the candidate's lineage.
+func (l *KPCA) promoted() {
+	l.switches++
+	l.fol.tests = 0
+	l.newTest()
 }
 
-// TeachChallenger teaches the challenger (see Challenge) a batch the
-// model has learned; Update does it for a learner on its own.
-func (l *KPCA) TeachChallenger(x []float64, rows int) { l.challengerStep(x, rows) }
+// startCandidacy answers the scouts' rejection: the stream has moved.
+// The candidate is a learner of the model's settings and budget started
+// on the next batch (its first block by exact PCA of it, as a new
+// model's), with a new shadow of its lineage; the challenger ends.
+func (l *KPCA) startCandidacy() {
+	f := &l.fol
+	c := l.newCandidate()
+	if c == nil {
+		return
+	}
+	for _, s := range []*KPCA{f.ch, f.shadow} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	f.ch, f.shadow, f.cand = nil, l.newChallenger(), c
+	f.tests++
+	l.newTest()
+}
 
-// DropChallenger ends the challenger and its comparison window: the
-// members of a group that do not run it (package cluster).
-func (l *KPCA) DropChallenger() { l.dropChallenger() }
-
-// ChallengerSnapshot returns the challenger's own snapshot (its blocks,
-// coefficients and solver state), nil without one.
-func (l *KPCA) ChallengerSnapshot() *snapshot.Snapshot {
-	if l.fol.ch == nil || len(l.fol.ch.seeds) == 0 {
+// newCandidate returns a learner of l's settings, kernel and budget,
+// not following, nil if it cannot be made.
+func (l *KPCA) newCandidate() *KPCA {
+	c := l.cfg
+	c.BlockSize = l.fm.BlockSize
+	c.Kernel = l.fm.Kernel
+	c.Forget = ForgetOff
+	cand, err := New(c)
+	if err != nil {
 		return nil
 	}
-	return l.fol.ch.Snapshot()
+	return cand
 }
 
-// Adopt makes the challenger of snapshot ch (ChallengerSnapshot of a
+// Challenge is the comparison half of following, for a learner on its
+// own (Assess) and for a model that steps in a group (package cluster),
+// where one member runs the scouts and the candidate on its own rows and
+// the group adopts the candidate as one: it scores held-out rows x (not
+// yet learned by any) with the two learners of the current test — the
+// shadow and the challenger, starting them when there are none and the
+// model is old enough, or in a candidacy the model and the candidate —
+// and feeds their paired shares to the test. A rejection of the scouts'
+// test starts a candidacy. It reports whether the candidate has won:
+// the caller then sends ChallengerSnapshot to every member, and each
+// Adopts it at the same step. A learner on its own does all of this in
+// Assess and Update.
+func (l *KPCA) Challenge(x []float64, rows int) bool {
+	if !l.following() || l.t < followStart || rows == 0 {
+		return false
+	}
+	f := &l.fol
+	if f.cand != nil {
+		if len(f.cand.seeds) == 0 {
+			l.collect(x, rows)
+			return false
+		}
+		return l.duel(l, f.cand, x, rows)
+	}
+	if f.ch == nil {
+		l.startChallenger()
+		return false
+	}
+	if f.shadow == nil || f.ch.t < followMinAge || len(f.ch.seeds) == 0 {
+		l.collect(x, rows)
+		return false
+	}
+	if l.duel(f.shadow, f.ch, x, rows) {
+		l.startCandidacy()
+	}
+	return false
+}
+
+// duel scores held-out rows x with a and b in the reference space, bets
+// on b's lead and collects the rows for the next reference set; it
+// reports whether the test has rejected "b is no better than a" at its
+// level.
+func (l *KPCA) duel(a, b *KPCA, x []float64, rows int) bool {
+	f := &l.fol
+	scored := f.ref.prepare(l) && l.pairShares(a, b, x, rows)
+	l.collect(x, rows)
+	return scored && f.test.rejects(l.level())
+}
+
+// collect adds held-out rows to the reference set being collected;
+// once full it replaces the one in use.
+func (l *KPCA) collect(x []float64, rows int) {
+	f := &l.fol
+	if f.next.m == 0 {
+		return
+	}
+	f.next.add(x, rows)
+	if f.next.rows() == f.next.m {
+		f.ref, f.next = f.next, f.ref
+		f.next.reset(0, 0)
+	}
+}
+
+// pairShares scores held-out rows x (raw; the reference set full) in
+// the reference space (refspace.go) by a and b, as both are now, adds
+// their shares to the test's sums and bets on each row's difference,
+// b's share less a's; false when either cannot be scored (no functions
+// yet, or linearly dependent on W).
+func (l *KPCA) pairShares(a, b *KPCA, x []float64, rows int) bool {
+	f := &l.fol
+	s := &f.ref
+	k, d := l.cfg.K, l.fm.Dim
+	var ba, bb *mat.Dense
+	f.vm, f.xs = a.valuesInto(f.vm, f.xs, s.x, s.m)
+	f.vo, f.xs = b.valuesInto(f.vo, f.xs, s.x, s.m)
+	if f.vm == nil || f.vo == nil {
+		return false
+	}
+	if ba, bb = s.basis(f.vm, k), s.basis(f.vo, k); ba == nil || bb == nil {
+		return false
+	}
+	f.xr = sized(f.xr, rows*d)
+	l.pre.Apply(f.xr, x)
+	for r := range rows {
+		s.shares(f.two[:], l, f.xr[r*d:r*d+d], ba, bb)
+		f.sm += f.two[0]
+		f.so += f.two[1]
+		f.test.observe(f.two[1] - f.two[0])
+	}
+	return true
+}
+
+// valuesInto sets dst to the served functions' values (rows×k) on rows
+// raw points x, preprocessed into xs; nil before the first step or for
+// a bad batch.
+func (l *KPCA) valuesInto(dst, xs, x []float64, rows int) ([]float64, []float64) {
+	if len(l.seeds) == 0 || l.checkBatch(x, rows) != nil {
+		return nil, xs
+	}
+	k, d := l.cfg.K, l.fm.Dim
+	xs = sized(xs, rows*d)
+	l.pre.Apply(xs, x)
+	dst = sized(dst, rows*k)
+	coef, center, _ := l.served()
+	l.evalWith(dst, xs, rows, k, coef, center)
+	return dst, xs
+}
+
+// TeachChallenger teaches the scouts (see Challenge) a batch the model
+// has learned; Update does it for a learner on its own.
+func (l *KPCA) TeachChallenger(x []float64, rows int) { l.challengerStep(x, rows) }
+
+// DropChallenger ends following's learners and the test: the members of
+// a group that do not run them (package cluster).
+func (l *KPCA) DropChallenger() { l.dropChallenger() }
+
+// ChallengerSnapshot returns the candidate's own snapshot (its blocks,
+// coefficients and solver state), nil without one.
+func (l *KPCA) ChallengerSnapshot() *snapshot.Snapshot {
+	if l.fol.cand == nil || len(l.fol.cand.seeds) == 0 {
+		return nil
+	}
+	return l.fol.cand.Snapshot()
+}
+
+// Adopt makes the candidate of snapshot ch (ChallengerSnapshot of a
 // learner of the same model) the model, as a switch does (Switches
 // counts it): the members of a group adopt the same bytes at the same
 // step and stay one model. ch must be a one-view random-feature model of
-// l's algorithm, k, dimension, kernel and block size.
+// l's algorithm, k, dimension, kernel and block size. On the member that
+// ran the candidate its following goes on with the candidate's shadow.
 func (l *KPCA) Adopt(ch *snapshot.Snapshot) error {
 	rt := l.cfg
 	rt.Forget = ForgetOff
@@ -314,36 +633,20 @@ func (l *KPCA) Adopt(ch *snapshot.Snapshot) error {
 		c.Close()
 		return fmt.Errorf("online: adopt a challenger: the model has not started")
 	}
-	c.quickInit = true
-	l.dropChallenger()
-	l.fol.ch = c
-	l.promote()
+	if cand := l.fol.cand; cand != nil {
+		cand.Close()
+		l.fol.cand = nil
+	}
+	l.swapIn(c)
+	l.promoted()
 	return nil
 }
 
-// fitScores is FitScore of two learners on the same rows, sharing the
-// kernel matrix and its eigenvalues.
-func fitScores(a, b *KPCA, x []float64, rows int) (float64, float64) {
-	k := a.cfg.K
-	if len(a.seeds) == 0 || len(b.seeds) == 0 || rows <= k {
-		return math.NaN(), math.NaN()
-	}
-	km := a.windowKernel(x, rows)
-	lam, ok := topEigenvalues(km, k)
-	if !ok {
-		return math.NaN(), math.NaN()
-	}
-	return subspaceFitWith(km, a.valuesOn(x, rows), lam), subspaceFitWith(km, b.valuesOn(x, rows), lam)
-}
-
-// promote makes the challenger the model: l adopts its blocks,
-// coefficients, solver state and schedule (its age becomes the model's),
-// keeps its own budget, step count and samples (versions go on), and
-// starts a new reference for the change detector.
-func (l *KPCA) promote() {
-	c := l.fol.ch
-	l.fol.ch = nil
-	l.dropChallenger()
+// swapIn makes c's model l's: its view, solver state, running estimates,
+// scratch and schedule, with l's budget, progress (c's age becomes the
+// model's) and change detector (a new reference); l's model is released
+// and c is spent.
+func (l *KPCA) swapIn(c *KPCA) {
 	maxBlock, hold, maxF := l.maxBlock, l.hold, l.cfg.MaxFeatures
 	l.view.close()
 	if l.cov != nil {
@@ -357,11 +660,12 @@ func (l *KPCA) promote() {
 		l.sub.reserve(maxF)
 	}
 	l.lambda0, l.mrun = c.lambda0, c.mrun
-	l.restart = l.t - min(c.t, l.t)
+	l.m, l.mUse, l.tmp, l.hbar, l.pv, l.pw = c.m, c.mUse, c.tmp, c.hbar, c.pv, c.pw
+	l.restart = l.t - min(c.age(), l.t)
 	l.backoff = c.backoff
 	l.reset = false
 	l.raisedAt = l.t
 	l.mon.restart()
-	l.switches++
+	l.fol.ref.ready = false // its coordinates in the new model's preprocessing
 	c.Close()
 }

@@ -289,7 +289,7 @@ func TestFollowerSurvivesARestart(t *testing.T) {
 		if a.Switches() > before {
 			switchesAt = append(switchesAt, step)
 		}
-		if restartAt < 0 && a.fol.wins > 0 && a.fol.rows > 0 {
+		if restartAt < 0 && a.fol.ch != nil && a.fol.test.rows > 0 && a.fol.test.logEvidence() > 1 {
 			restartAt = step + 1
 		}
 	}
@@ -331,7 +331,7 @@ func TestFollowerSurvivesARestart(t *testing.T) {
 			rSwitches = append(rSwitches, step)
 		}
 	}
-	t.Logf("restarted at step %d (a challenger %d steps old, %d window won); switches at %v, restored learner's after the restart at %v", restartAt, snap.Header.Challenger.Model.Step, snap.Header.Challenger.Wins, switchesAt, rSwitches)
+	t.Logf("restarted at step %d (a challenger %d steps old, test %d of the model's life, evidence e^%.2f); switches at %v, restored learner's after the restart at %v", restartAt, snap.Header.Challenger.Model.Step, snap.Header.Challenger.Tests, evidenceOf(snap.Header.Challenger.Test), switchesAt, rSwitches)
 	if !slices.Equal(rSwitches, switchesAt) {
 		t.Errorf("the restored learner switched at steps %v, the uninterrupted one at %v", rSwitches, switchesAt)
 	}
@@ -414,4 +414,97 @@ func TestFollowYoungAndGrowingModels(t *testing.T) {
 			t.Logf("switches %d, changes %d, error %.3g (fresh %.3g)", l.Switches(), l.Changes(), e, ef)
 		})
 	}
+}
+
+// evidenceOf is the log-evidence of a stored test.
+func evidenceOf(v []float64) float64 {
+	b := restoreBetting(v)
+	return b.logEvidence()
+}
+
+// TestFollowScoresOnlyUnlearnedRows: every row following's test bets on
+// is a held-out row of the Assess call that scores it, before Update
+// learns it: the test's row count grows within an Assess call by at most
+// that call's rows, and not at all in Update. The margin rule this
+// replaced kept each window's raw rows and scored all 128 when the
+// window filled, three batches after both learners had learned the
+// first of them (its window grew by 26 rows a call and was scored 128 at
+// once).
+func TestFollowScoresOnlyUnlearnedRows(t *testing.T) {
+	s := newFollowStream(4, func(step int) float64 { return min(1, max(0, float64(step-20)/40)) })
+	cfg := Config{K: 3, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: s.h.L}, Workers: 1, Forget: ForgetFollow}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const b = 512
+	x := make([]float64, b*4)
+	var bets int
+	for step := range 120 {
+		s.batch(x, b, step)
+		var held []float64
+		for r := range b {
+			if HeldOut(uint64(step*b+r), 16) {
+				held = append(held, x[r*4:r*4+4]...)
+			}
+		}
+		before := l.fol.test.rows
+		if _, err := l.Assess(held, len(held)/4); err != nil {
+			t.Fatal(err)
+		}
+		after := l.fol.test.rows
+		if after > before && after-before > len(held)/4 {
+			t.Fatalf("step %d: the test bet on %d rows in an Assess of %d", step, after-before, len(held)/4)
+		}
+		bets += max(after-before, 0)
+		if err := l.Update(x, b); err != nil {
+			t.Fatal(err)
+		}
+		if l.fol.test.rows > after {
+			t.Fatalf("step %d: the test bet on %d rows in Update, which learns them", step, l.fol.test.rows-after)
+		}
+	}
+	if bets == 0 {
+		t.Fatal("the test bet on no row: the check above checked nothing")
+	}
+	t.Logf("%d held-out rows bet on, each in the Assess call that brought it", bets)
+}
+
+// TestFollowComparesLargeK: with k ≥ 128 the scouts are compared (the
+// margin rule's 128-row window could not score k ≥ 128 functions, and
+// its challenger cost CPU every batch for nothing): the test bets on
+// held-out rows, its reference set holds 2k rows.
+func TestFollowComparesLargeK(t *testing.T) {
+	const d, k, b = 8, 128, 512
+	cfg := Config{K: k, BlockSize: 256, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 2}, Workers: 1, Forget: ForgetFollow}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(6, 6))
+	x := make([]float64, b*d)
+	for step := range 24 {
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		var held []float64
+		for r := range b {
+			if HeldOut(uint64(step*b+r), 8) {
+				held = append(held, x[r*d:r*d+d]...)
+			}
+		}
+		if _, err := l.Assess(held, len(held)/d); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(x, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.fol.ref.m != refRows(k) || l.fol.test.rows == 0 {
+		t.Errorf("k = %d: reference set of %d rows (want %d), %d rows bet on (want some)", k, l.fol.ref.m, refRows(k), l.fol.test.rows)
+	}
+	model, ch := l.FitScores()
+	t.Logf("k = %d: %d rows bet on; shares: shadow %.3f, challenger %.3f", k, l.fol.test.rows, model, ch)
 }

@@ -62,14 +62,29 @@ func (l *KPCA) MemoryBytes(features, rows int) int64 {
 	if l.ev != nil {
 		n += l.ev.HeldBytes(features, rows)
 	}
-	if ch := l.fol.ch; ch != nil {
-		// The challenger at the budget it would have beside a model of
-		// features, and the comparison window: its rows, their kernel
-		// matrix and the functions' values.
-		f := challengerBudget(features, l.fm.BlockSize)
-		n += ModelBytes(f, l.cfg.K) + int64(followWindow*(l.fm.Dim+followWindow+l.cfg.K))*8
-		if ch.ev != nil {
-			n += ch.ev.HeldBytes(f, rows)
+	f := &l.fol
+	if f.ch != nil || f.shadow != nil || f.cand != nil {
+		// The challenger and the shadow at the budget they would have
+		// beside a model of features, and the test's reference set: its
+		// rows (raw and preprocessed), their coordinates' map and both
+		// learners' values.
+		fc := scoutBudget(features, l.fm.BlockSize)
+		m := refRows(l.cfg.K)
+		n += int64(m*(2*l.fm.Dim+m+2*l.cfg.K)) * 8
+		for _, c := range []*KPCA{f.ch, f.shadow} {
+			if c != nil {
+				n += ModelBytes(fc, l.cfg.K)
+				if c.ev != nil {
+					n += c.ev.HeldBytes(fc, rows)
+				}
+			}
+		}
+	}
+	if c := f.cand; c != nil {
+		// A candidate on trial: a second model of the same budget.
+		n += ModelBytes(features, l.cfg.K)
+		if c.ev != nil {
+			n += c.ev.HeldBytes(features, rows)
 		}
 	}
 	return n

@@ -813,7 +813,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 			SamplesSeen: l.samples,
 			Schedule:    snapshot.Schedule{Scale: l.lambda0, Backoff: l.backoff, Solver: string(l.cfg.Solver), Ridge: l.ridgeOfSolver(), Restart: l.restart},
 			Created:     time.Now().UTC(),
-			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Quality: l.mon.quality()},
+			Diagnostics: snapshot.Diagnostics{Eigenvalues: eig, Drift: drift, Rejected: l.rejected, Changes: l.changes, Switches: l.switches, Rollbacks: l.rollbacks, Quality: l.mon.quality()},
 			Running:     append([]float64(nil), l.mrun...),
 			Covariance:  cov,
 			Averaged:    avg,

@@ -329,8 +329,10 @@ func (p *progress) detect(mon *monitor, c []float64, rows, k int, full bool, for
 // challenger (FitScores) when there was one.
 func (l *KPCA) Quality() *snapshot.Quality {
 	q := l.mon.quality()
-	if q != nil && l.fol.fit > 0 && l.fol.chf > 0 {
-		q.Fit, q.Challenger = l.fol.fit, l.fol.chf
+	if fit, ch := l.FitScores(); q != nil && fit > 0 && ch > 0 {
+		q.Fit, q.Challenger = fit, ch
+		q.Evidence, q.Level = l.Evidence()
+		q.Candidate = l.Candidate()
 	}
 	return q
 }

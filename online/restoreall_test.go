@@ -122,7 +122,7 @@ func TestRestoreKeepsEveryModelSetting(t *testing.T) {
 // without a value here fails the test.
 func takesRuntime(t *testing.T, l restorable, restore func(*snapshot.Snapshot, Config) (restorable, error)) {
 	t.Helper()
-	values := map[string]any{"Workers": 3, "CacheBytes": int64(5 << 20), "KeepBytes": int64(-1), "Forget": ForgetDetect}
+	values := map[string]any{"Workers": 3, "CacheBytes": int64(5 << 20), "KeepBytes": int64(-1), "Forget": ForgetDetect, "FollowAlpha": 0.05}
 	var rt Config
 	rv := reflect.ValueOf(&rt).Elem()
 	ct := rv.Type()

@@ -332,8 +332,9 @@ type progress struct {
 	// every rate that decays with the steps counts from it.
 	restart uint64
 	changes uint64 // the changes of the stream detected so far (Assess)
-	// switches counts the challengers that replaced the model (follower).
-	switches uint64
+	// switches counts the challengers that replaced the model (follower);
+	// rollbacks, the switches undone on probation.
+	switches, rollbacks uint64
 }
 
 // age is the number of steps since the schedule (re)started: the t of
@@ -374,6 +375,7 @@ func (p *progress) refused(rows int, halve bool) {
 func (p *progress) resume(h *snapshot.Header) {
 	p.t, p.samples, p.rejected, p.backoff = h.Step, h.SamplesSeen, h.Diagnostics.Rejected, h.Schedule.Backoff
 	p.restart, p.changes, p.switches = min(h.Schedule.Restart, h.Step), h.Diagnostics.Changes, h.Diagnostics.Switches
+	p.rollbacks = h.Diagnostics.Rollbacks
 	if p.backoff == 0 {
 		p.backoff = 1
 	}

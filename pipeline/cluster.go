@@ -245,8 +245,9 @@ func (c *clusterLearner) raiseBudget(maxBytes int64, rows int) (int, bool) {
 
 func (c *clusterLearner) twoView() bool            { return false }
 func (c *clusterLearner) challengesOnChange() bool { return false }
-func (c *clusterLearner) switches() uint64 {
-	return either(c, (*online.KPCA).Switches, func(h *snapshot.Header) uint64 { return h.Diagnostics.Switches })
+func (c *clusterLearner) following() (uint64, uint64) {
+	return either(c, (*online.KPCA).Switches, func(h *snapshot.Header) uint64 { return h.Diagnostics.Switches }),
+		either(c, (*online.KPCA).Rollbacks, func(h *snapshot.Header) uint64 { return h.Diagnostics.Rollbacks })
 }
 func (c *clusterLearner) checkInput(x, _ []float64) error { return c.cfg.Kernel.CheckInput(x) }
 func (c *clusterLearner) close() {

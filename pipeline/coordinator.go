@@ -94,11 +94,13 @@ func (solo) cut(l *loop) (*snapshot.Snapshot, bool) {
 	if f := p.status.LearnedFraction; f < 1 {
 		snap.Header.Diagnostics.LearnedFraction = f
 	}
-	snap.Header.Diagnostics.Shed = p.status.Shed
 	offs := p.learned
 	if l.rows == 0 {
 		offs = p.consumed
 	}
+	// Only the shed messages these offsets cover: a restart reads the
+	// others again.
+	snap.Header.Diagnostics.Shed = p.shed.cover(offs)
 	for part, next := range offs {
 		snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
 	}

@@ -27,9 +27,10 @@ type learner interface {
 	// online.KPCA.Assess); quality is the score so far (nil: none).
 	assess(x, y []float64, rows int) (bool, error)
 	quality() *snapshot.Quality
-	// switches counts the challengers that replaced the model
-	// (learner.forget: follow; 0 where there is none).
-	switches() uint64
+	// following counts the challengers that replaced the model and the
+	// candidates withdrawn without replacing it (learner.forget: follow;
+	// 0 where there are none; a two-view model withdraws none).
+	following() (switches, rollbacks uint64)
 	// challengesOnChange: a detected change starts a challenger rather
 	// than restarting the model (two views, learner.forget: follow).
 	challengesOnChange() bool
@@ -60,11 +61,11 @@ func (o oneView) generated() []features.Generated       { return o.l.Generated()
 func (o oneView) assess(x, _ []float64, rows int) (bool, error) {
 	return o.l.Assess(x, rows)
 }
-func (o oneView) quality() *snapshot.Quality { return o.l.Quality() }
-func (o oneView) switches() uint64           { return o.l.Switches() }
-func (o oneView) challengesOnChange() bool   { return false }
-func (o oneView) holdGrowth(hold bool)       { o.l.HoldGrowth(hold) }
-func (o oneView) budget() int                { return o.l.MaxFeatures() }
+func (o oneView) quality() *snapshot.Quality  { return o.l.Quality() }
+func (o oneView) following() (uint64, uint64) { return o.l.Switches(), o.l.Rollbacks() }
+func (o oneView) challengesOnChange() bool    { return false }
+func (o oneView) holdGrowth(hold bool)        { o.l.HoldGrowth(hold) }
+func (o oneView) budget() int                 { return o.l.MaxFeatures() }
 func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
 	n := o.l.MaxFeatures()
 	next, ok := nextBudget(o.l, maxBytes, rows)
@@ -106,10 +107,10 @@ func (t twoViews) generated() []features.Generated {
 func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 	return t.l.Assess(x, y, rows)
 }
-func (t twoViews) quality() *snapshot.Quality { return t.l.Quality() }
-func (t twoViews) switches() uint64           { return t.l.Switches() }
-func (t twoViews) challengesOnChange() bool   { return t.l.ChallengesOnChange() }
-func (t twoViews) holdGrowth(hold bool)       { t.l.HoldGrowth(hold) }
+func (t twoViews) quality() *snapshot.Quality  { return t.l.Quality() }
+func (t twoViews) following() (uint64, uint64) { return t.l.Switches(), 0 }
+func (t twoViews) challengesOnChange() bool    { return t.l.ChallengesOnChange() }
+func (t twoViews) holdGrowth(hold bool)        { t.l.HoldGrowth(hold) }
 
 // The two-view learners keep their budget (learner.budget: stream grows
 // kpca and gha only).

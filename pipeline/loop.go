@@ -142,6 +142,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		p.met.Shed.Inc()
 		p.mu.Lock()
 		p.status.Shed++
+		p.shed.shed(m.Partition, m.Offset)
 		p.mu.Unlock()
 		return false
 	}
@@ -363,9 +364,10 @@ func (l *loop) assess() {
 	if l.heldRows == 0 {
 		return
 	}
-	before := p.learner.switches()
+	switchesBefore, rollbacksBefore := p.learner.following()
 	changed, err := p.learner.assess(l.heldX, l.heldY, l.heldRows)
-	switched := p.learner.switches() > before
+	switches, rollbacks := p.learner.following()
+	switched, withdrawn := switches > switchesBefore, rollbacks > rollbacksBefore
 	if switched {
 		changed = false // a challenger replaced the model: not a detected change
 	}
@@ -379,19 +381,33 @@ func (l *loop) assess() {
 	q := p.learner.quality()
 	if q != nil {
 		p.met.Quality.Set(q.Score)
-		p.met.Fit.Set(q.Fit)
+		if q.Fit > 0 && q.Challenger > 0 { // between tests there is no figure: the gauges keep the last
+			p.met.Fit.Set(q.Fit)
+			p.met.FitChallenger.Set(q.Challenger)
+			p.met.Evidence.Set(q.Evidence)
+		}
 	}
 	p.mu.Lock()
+	candidateBefore := p.status.Quality != nil && p.status.Quality.Candidate
 	p.status.Quality = q
 	if changed {
 		p.status.Changes++
 	}
-	p.status.Switches = p.learner.switches()
+	p.status.Switches, p.status.Rollbacks = switches, rollbacks
 	p.mu.Unlock()
+	if q != nil && q.Candidate && !candidateBefore && !switched {
+		p.log.Info().Uint64("step", p.learner.step()).Float64("level", q.Level).
+			Msg("following: a challenger learned on the recent stream fits it better than a learner of the same size that learned all of it; a candidate of the model's budget starts on the stream and replaces the model if a test at this level finds it better (learner.forget: follow)")
+	}
 	if switched {
 		p.met.Switches.Inc()
-		p.log.Info().Uint64("step", p.learner.step()).Uint64("switches", p.learner.switches()).
-			Msg("the stream has moved: a challenger learned on its recent points fits the held-out points better and replaces the model (learner.forget: follow; detect or off keeps the model)")
+		p.log.Info().Uint64("step", p.learner.step()).Uint64("switches", switches).
+			Msg("the stream has moved: a learner on its recent points fits the held-out points better than the model by a test at learner.follow_alpha and replaces it (learner.forget: follow; detect or off keeps the model)")
+	}
+	if withdrawn {
+		p.met.Rollbacks.Inc()
+		p.log.Info().Uint64("step", p.learner.step()).Uint64("rollbacks", rollbacks).
+			Msg("following: the candidate did not fit the held-out points better than the model in time and is withdrawn; the model stays served (learner.forget: follow)")
 	}
 	if changed {
 		p.met.Changes.Inc()
@@ -460,11 +476,13 @@ func (l *loop) storable(final bool) bool {
 		return false
 	}
 	if p.lock == nil { // the directory could not be locked at start
-		if p.lock, err = p.store.Lock(); err != nil {
+		lock, err := p.store.Lock()
+		if err != nil {
 			p.met.SnapshotErrors.Inc()
 			p.log.Error().Err(err).Msg("snapshot directory not locked; snapshot postponed, learning continues")
 			return false
 		}
+		p.locked(lock)
 	}
 	return true
 }

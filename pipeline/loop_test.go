@@ -1169,10 +1169,20 @@ func TestSlowStreamWithAGrowingBudgetFollowsAChange(t *testing.T) {
 	src := ingest.NewMemSource("v", 256)
 	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.paceWindow = 20 * time.Millisecond })
 	const before, after = 100, 60 // batches
+	// streamkpca_fit_score, once it has a figure, never reads 0 (it read
+	// 0 at every challenger restart, documented as in (0, 1]).
+	var fitSeen bool
+	var fitZero int
 	feed := func(msgs [][]byte, from int) {
 		for i := 0; i*256 < len(msgs); i++ {
 			src.Produce(0, msgs[i*256:(i+1)*256]...)
 			h.waitConsumed(uint64(from + (i+1)*256))
+			switch f := testutil.ToFloat64(h.p.met.Fit); {
+			case f > 0:
+				fitSeen = true
+			case fitSeen:
+				fitZero++
+			}
 			time.Sleep(20 * time.Millisecond) // a slow stream: the learner waits
 		}
 	}
@@ -1191,6 +1201,9 @@ func TestSlowStreamWithAGrowingBudgetFollowsAChange(t *testing.T) {
 		t.Fatalf("the stream's axes swapped scales while the budget grew (%d → %d): no change detected and no switch", grownAt, st.Budget)
 	}
 	t.Logf("budget %d at the change, %d at the end; %d changes detected, %d switches", grownAt, st.Budget, st.Changes, st.Switches)
+	if !fitSeen || fitZero > 0 {
+		t.Errorf("streamkpca_fit_score: a figure seen %v, then read 0 in %d samples", fitSeen, fitZero)
+	}
 	snap := h.stop()
 	// On a busy machine the loop may shed a few messages to keep up (a CI
 	// run beside two busy loops shed 30): learned + shed is what counts.

@@ -37,7 +37,10 @@ type Metrics struct {
 	LearnedFraction prometheus.Gauge
 	Changes         prometheus.Counter
 	Switches        prometheus.Counter
+	Rollbacks       prometheus.Counter
 	Fit             prometheus.Gauge
+	FitChallenger   prometheus.Gauge
+	Evidence        prometheus.Gauge
 	Requests        *prometheus.CounterVec
 	RequestSeconds  *prometheus.HistogramVec
 }
@@ -68,15 +71,18 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Shed:            prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_messages_shed_total", Help: "Messages not learned to keep up with the stream (learner.load_shedding): their offsets are covered, they are not dead-lettered."}),
 		LearnedFraction: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_learned_fraction", Help: "Fraction of the stream's messages being learned now (1: all; below: load shedding keeps lag bounded)."}),
 		Changes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_changes_detected_total", Help: "Changes of the stream the held-out score's detector found (each restarts the model, or starts a two-view model's challenger with learner.forget follow; none with off)."}),
-		Switches:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_model_switches_total", Help: "Times a challenger learned on the recent stream fitted the held-out points better than the model and replaced it (learner.forget: follow): gradual change followed."}),
-		Fit:             prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_fit_score", Help: "The model's fit to the recent stream on the last window of held-out messages (learner.forget: follow): the geometric mean over the components of the variance captured against the most any k functions capture there, in (0, 1]; 0 before the first window."}),
+		Switches:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_model_switches_total", Help: "Times a learner of the recent stream replaced the model because a sequential test at learner.follow_alpha found it fits held-out messages better (learner.forget: follow): gradual change followed."}),
+		Rollbacks:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_model_rollbacks_total", Help: "One view, learner.forget follow: candidates withdrawn without replacing the model (a challenger that won the scouts' test but did not fit better than the model in time; the model stayed served)."}),
+		Fit:             prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_fit_score", Help: "learner.forget follow: the mean held-out share (one view: of the kernel variance captured, in the test's reference space) of the shadow, or of the model while a candidate is on trial; two views: the model's last window score. Not set before the first figure."}),
+		FitChallenger:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_fit_score_challenger", Help: "learner.forget follow: the same figure for the challenger, or for the candidate on trial, beside streamkpca_fit_score."}),
+		Evidence:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_follow_evidence", Help: "One view, learner.forget follow: the current test's evidence (its betting wealth) that the challenger, or the candidate, fits better; the test rejects at 1/level."}),
 		Requests:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
 		RequestSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Fit, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
+		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +82,10 @@ type Status struct {
 	Quality *snapshot.Quality
 	Changes uint64
 	// Switches counts the challengers that replaced the model since it
-	// started (learner.forget: follow; kept in snapshots).
-	Switches uint64
-	Restart  uint64 // the step of the model's last restart (0: none)
+	// started, Rollbacks the candidates withdrawn (learner.forget:
+	// follow; kept in snapshots).
+	Switches, Rollbacks uint64
+	Restart             uint64 // the step of the model's last restart (0: none)
 	// LearnedFraction is the fraction of the stream's messages learned
 	// now (load shedding; 1 when it keeps up), Shed the messages not
 	// learned to keep up since the model started.
@@ -117,6 +119,7 @@ type Pipeline struct {
 	reg      *prometheus.Registry
 	met      *Metrics
 	store    *snapshot.Store
+	shed     shedLedger // load shedding's count as snapshots record it (under mu)
 	// newer is set when the store holds a snapshot of a newer format than
 	// this build reads: the service then refuses to start (restore).
 	newer    error
@@ -301,9 +304,21 @@ func (p *Pipeline) openStore() error {
 	case err != nil:
 		log.Warn().Err(err).Msg("the snapshot directory cannot be locked yet; learning starts, snapshots wait for it")
 	}
-	p.lock = lock
+	if lock != nil {
+		p.locked(lock)
+	}
 	p.versions = publish.NewStoreVersions(p.store)
 	return nil
+}
+
+// locked keeps the snapshot directory's lock and, holding it, removes
+// the temporary files a crash left mid-write there (no other process
+// can be writing them).
+func (p *Pipeline) locked(lock *snapshot.Lock) {
+	p.lock = lock
+	if err := p.store.Clean(); err != nil {
+		p.log.Warn().Err(err).Str("dir", p.cfg.Snapshot.Dir).Msg("leftover temporary files in snapshot.dir could not be removed; they take disk until removed by hand")
+	}
 }
 
 // restore makes the learner: the newest snapshot's, with the offsets it
@@ -317,11 +332,34 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 		// versions, delete the newer release's model or this one's.
 		return nil, fmt.Errorf("pipeline: snapshot.dir holds a snapshot written by a newer streamkpca (%w): run that release or a later one, or point snapshot.dir elsewhere to start a new model", p.newer)
 	}
+	if err == nil {
+		var diffs []string
+		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
+			diffs = append(diffs, fmt.Sprintf("learner.algorithm is %s in the configuration but %s in the stored model", want, got))
+		}
+		for _, d := range online.Differences(*lc, &snap.Header) {
+			diffs = append(diffs, d.String())
+		}
+		if len(diffs) > 0 {
+			if !cfg.Learner.Reset {
+				return nil, fmt.Errorf("pipeline: the model stored in %s (version %d) was learned with other settings, which a restored model keeps: %s; put the stored values back in the configuration, point snapshot.dir elsewhere, or start a new model here with learner.reset: true (--set learner.reset=true; the stored snapshots are moved to a subdirectory)",
+					cfg.Snapshot.Dir, snap.Header.Version(), strings.Join(diffs, "; "))
+			}
+			if p.lock == nil {
+				return nil, fmt.Errorf("pipeline: learner.reset: snapshot.dir %s cannot be locked, so its snapshots cannot be moved aside safely", cfg.Snapshot.Dir)
+			}
+			sub := "replaced-" + time.Now().UTC().Format("20060102T150405Z")
+			n, merr := p.store.MoveAside(sub)
+			if merr != nil {
+				return nil, fmt.Errorf("pipeline: learner.reset: %w", merr)
+			}
+			log.Warn().Strs("differences", diffs).Int("moved", n).Str("to", filepath.Join(cfg.Snapshot.Dir, sub)).
+				Msg("learner.reset: the stored model was learned with other settings; its snapshots are moved aside and a new model (a new incarnation) starts")
+			snap, err = nil, snapshot.ErrNoSnapshot
+		}
+	}
 	switch {
 	case err == nil:
-		if got, want := online.Algorithm(snap.Header.Algorithm), online.Algorithm(cfg.Learner.Algorithm); got != want {
-			return nil, fmt.Errorf("pipeline: the snapshot in %s is a %s model but learner.algorithm is %s; point snapshot.dir elsewhere or change the config", cfg.Snapshot.Dir, got, want)
-		}
 		if cfg.Cluster.Enabled {
 			p.learner = &clusterLearner{cfg: *lc, local: snap}
 		} else {
@@ -329,6 +367,12 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: restore %s version %d: %w", cfg.Snapshot.Dir, snap.Header.Version(), err)
+		}
+		if o, ok := p.learner.(oneView); ok && lc.MaxFeatures > o.l.MaxFeatures() {
+			from := o.l.MaxFeatures()
+			if got := o.l.RaiseBudget(lc.MaxFeatures); got > from {
+				log.Info().Int("from", from).Int("to", got).Msg("learner.max_features is above the stored model's budget: raised (new blocks join one a step)")
+			}
 		}
 		if v := snap.Header.Views[0]; v.Float32() != (lc.Precision == online.Float32) || v.BLAS() != (lc.Compute == online.ComputeBLAS) {
 			log.Warn().Str("learner.precision", cfg.Learner.Precision).Str("learner.compute", cfg.Learner.Compute).
@@ -373,6 +417,7 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 			p.status.LearnedFraction = f
 		}
 		p.status.Shed = snap.Header.Diagnostics.Shed
+		p.shed.restore(snap.Header.Diagnostics.Shed)
 	}
 	p.startSamples = p.status.Samples
 	return snap, nil
@@ -484,6 +529,9 @@ func (p *Pipeline) connectNATS(opt Options, incarnation string, snap *snapshot.S
 	if p.pub != nil {
 		host, _ := os.Hostname()
 		me := publish.Owner{ID: p.ownerID(incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
+		if !cfg.Cluster.Enabled {
+			me.Dir = dirIdentity(cfg.Snapshot.Dir)
+		}
 		if p.lease, err = p.pub.Own(me, nil); err != nil {
 			return err
 		}

@@ -87,6 +87,7 @@ const historyLen = 200
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"f3":  func(v float64) string { return fmt.Sprintf("%.4g", v) },
 	"pct": func(v float64) float64 { return 100 * v },
+	"inv": func(v float64) float64 { return 1 / v },
 	"mib": func(v any) string {
 		var b float64
 		switch n := v.(type) {
@@ -122,7 +123,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
 <tr><th>quality (held-out, no truth needed)</th><td>{{with .Quality}}{{printf "%.4g" .Score}} {{$.QualityMeaning}} over the last {{printf "%.0f" .Points}} held-out messages{{else}}none yet (one message in {{.Holdout}} is scored before it is learned){{end}}</td></tr>
 <tr><th>changes of the stream detected</th><td>{{.Changes}}{{if .Changes}} (the model restarted at step {{.Restart}}){{end}}</td></tr>
-<tr><th>following gradual change</th><td>{{if eq .Forget "follow"}}{{.Switches}} time(s) a challenger learned on the recent stream replaced the model{{with .Quality}}{{if .Fit}} · fit to the recent stream {{printf "%.4f" .Fit}}, the challenger's {{printf "%.4f" .Challenger}} (1: the best any {{$.K}} functions do on those points){{end}}{{end}}{{else}}off (learner.forget: {{.Forget}}){{end}}</td></tr>
+<tr><th>following gradual change</th><td>{{if eq .Forget "follow"}}{{.Switches}} time(s) a learner of the recent stream replaced the model, {{.Rollbacks}} candidate(s) withdrawn{{with .Quality}}{{if .Fit}}{{if .Level}} · {{if .Candidate}}a candidate is on trial: held-out share the model's {{printf "%.4f" .Fit}}, the candidate's {{printf "%.4f" .Challenger}}{{else}}scouts: held-out share the shadow's {{printf "%.4f" .Fit}}, the challenger's {{printf "%.4f" .Challenger}}{{end}}, evidence {{printf "%.3g" .Evidence}} (the test rejects at {{printf "%.3g" (inv .Level)}}){{else}} · the model's score on the last window {{printf "%.4f" .Fit}}, the challenger's {{printf "%.4f" .Challenger}}{{end}}{{end}}{{end}}{{else}}off (learner.forget: {{.Forget}}){{end}}</td></tr>
 {{with .Score}}<tr><th>{{.Name}}</th><td>{{if .Err}}not computed: {{.Err}}{{else}}{{printf "%.3g" .Value}}{{end}} (version {{.Version}})</td></tr>{{end}}
 <tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
 </table>
@@ -170,7 +171,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": "(" + online.Algorithm(p.cfg.Learner.Algorithm).ScoreMeaning() + ")", "Holdout": p.cfg.Learner.Holdout,
-			"Changes": st.Changes, "Restart": st.Restart, "Switches": st.Switches, "Forget": p.cfg.Learner.Forget, "Fraction": st.LearnedFraction, "Shed": st.Shed,
+			"Changes": st.Changes, "Restart": st.Restart, "Switches": st.Switches, "Rollbacks": st.Rollbacks, "Forget": p.cfg.Learner.Forget, "Fraction": st.LearnedFraction, "Shed": st.Shed,
 			"K": p.cfg.Learner.K, "Kernel": p.cfg.Learner.Kernel, "Bandwidth": st.Bandwidth, "Features_": p.cfg.Learner.Features, "Solver": p.cfg.Learner.Solver,
 			"RateOK": rateOK, "RateNow": nowRate, "RateWindow": int(math.Round(min(span, rateNow).Seconds())), "LagTrend": lagTrend(lagPerSec, span),
 		})

@@ -21,6 +21,14 @@ type Owner struct {
 	ID   string `json:"id"`
 	Host string `json:"host,omitempty"`
 	PID  int    `json:"pid,omitempty"`
+	// Dir identifies the directory the owner keeps its model in (a
+	// service's snapshot.dir: its host, device and inode; empty in a
+	// cluster, whose members share the ID by design). A copy of the
+	// directory — a restored backup, a cloned volume — is another
+	// directory with the same incarnation: while the owner's lease is
+	// live the copy is refused as another owner (Copy in NotOwnerError),
+	// never a second writer of the incarnation's versions.
+	Dir string `json:"dir,omitempty"`
 	// TTL is the owner's lease period: a lease not renewed for that long
 	// (as the contender's clock measures it) has lapsed.
 	TTL time.Duration `json:"ttl"`
@@ -44,9 +52,17 @@ type NotOwnerError struct {
 	// LapsesIn is how long the owner's lease has left unless it is
 	// renewed (this process's clock).
 	LapsesIn time.Duration
+	// Copy: the owner has this service's ID (incarnation) but another
+	// directory: one of the two runs on a copy of the other's
+	// snapshot.dir.
+	Copy bool
 }
 
 func (e *NotOwnerError) Error() string {
+	if e.Copy {
+		return fmt.Sprintf("publish: model %q, incarnation %s, is published from another directory (%s, host %q, pid %d, renewed %s): this snapshot.dir is a copy of that one (a restored backup, a cloned volume) or the reverse; this service stands by and publishes nothing while that lease lives (it lapses in %v without renewal): give each service its own snapshot.dir",
+			e.Model, e.Owner.ID, e.Owner.Dir, e.Owner.Host, e.Owner.PID, e.Owner.Renewed.UTC().Format(time.RFC3339), e.LapsesIn.Round(time.Second))
+	}
 	return fmt.Sprintf("publish: model %q is owned by %s (host %q, pid %d, renewed %s); this service stands by and publishes nothing unless that lease lapses (in %v without renewal): give each service its own model name",
 		e.Model, e.Owner.ID, e.Owner.Host, e.Owner.PID, e.Owner.Renewed.UTC().Format(time.RFC3339), e.LapsesIn.Round(time.Second))
 }
@@ -70,7 +86,11 @@ type Lease struct {
 	mu     sync.Mutex
 	rev    uint64    // revision of our last write; 0 when not held
 	heldAt time.Time // when that write succeeded (our clock)
-	seen   uint64    // another owner's revision, first seen at seenAt
+	// gen counts the times the lease was taken (not renewed): writes
+	// fenced on a key's revision (Publisher's fence) read the key again
+	// when it changes.
+	gen    uint64
+	seen   uint64 // another owner's revision, first seen at seenAt
 	seenAt time.Time
 }
 
@@ -116,14 +136,15 @@ func (l *Lease) hold(ctx context.Context) error {
 	case json.Unmarshal(v, &cur) != nil || cur.ID == "":
 		cur = Owner{ID: "(unreadable lease)", TTL: l.me.TTL}
 	}
-	if rev != 0 && !cur.Released && cur.ID != l.me.ID {
+	copied := cur.ID == l.me.ID && cur.Dir != "" && l.me.Dir != "" && cur.Dir != l.me.Dir
+	if rev != 0 && !cur.Released && (cur.ID != l.me.ID || copied) {
 		l.rev = 0
 		if rev != l.seen {
 			l.seen, l.seenAt = rev, now
 		}
 		ttl := max(cur.TTL, l.me.TTL)
 		if left := ttl - now.Sub(l.seenAt); left > 0 {
-			return &NotOwnerError{Model: l.model, Owner: cur, LapsesIn: left}
+			return &NotOwnerError{Model: l.model, Owner: cur, LapsesIn: left, Copy: copied}
 		}
 		// Unchanged for its TTL: lapsed; take it (one contender wins).
 	}
@@ -137,8 +158,22 @@ func (l *Lease) hold(ctx context.Context) error {
 		}
 		return err
 	}
+	if l.rev == 0 {
+		l.gen++
+	}
 	l.rev, l.heldAt = n, now
 	return nil
+}
+
+// generation returns how many times the lease was taken, 0 while it is
+// not held.
+func (l *Lease) generation() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rev == 0 {
+		return 0
+	}
+	return l.gen
 }
 
 // Held reports whether the lease was held at its last renewal and that

@@ -170,3 +170,120 @@ func mustModel(t *testing.T, s *snapshot.Snapshot) *snapshot.Model {
 	}
 	return m
 }
+
+// TestFrozenOwnerWritesNothing: an owner frozen right after the renewal
+// Put makes before it moves the pointer (a GC pause, a VM stall), while a
+// standby takes the lapsed lease over and publishes three versions,
+// writes nothing when it resumes: its pointer write is a compare-and-set
+// on the revision it last wrote, which the new owner's writes moved, so
+// it is refused (ErrNotOwner), the pointer keeps naming the new owner's
+// newest version and no version of the new owner is pruned. Before, the
+// pointer write was unconditional: it went back to the old incarnation,
+// and the resumed owner's prune deleted the new owner's versions.
+func TestFrozenOwnerWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	b := NewMemBackend()
+	ca, cb := &clock{t: time.Unix(1000, 0)}, &clock{t: time.Unix(5000, 0)}
+	pa, _ := NewPublisherOn(b, Config{Model: "m", Keep: 2}, zerolog.Nop())
+	pb, _ := NewPublisherOn(b, Config{Model: "m", Keep: 2}, zerolog.Nop())
+	ttl := 10 * time.Second
+	if _, err := pa.Own(Owner{ID: "inc-a", Host: "h1", PID: 1, TTL: ttl}, ca.now); err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := pb.Own(Owner{ID: "inc-b", Host: "h2", PID: 2, TTL: ttl}, cb.now)
+	snapA, dataA := goldenAt(t, "inc-a", 1)
+	if _, err := pa.Publish(ctx, snapA, dataA); err != nil {
+		t.Fatal(err)
+	}
+	froze := false
+	pa.beforePoint = func() {
+		if froze {
+			return
+		}
+		froze = true
+		// Frozen past the TTL: the standby, which saw the renewal, takes
+		// the lease over and publishes.
+		if err := lb.Hold(ctx); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("the standby took a lease just renewed: %v", err)
+		}
+		cb.add(ttl + time.Second)
+		for v := uint64(1); v <= 3; v++ {
+			s, d := goldenAt(t, "inc-b", v)
+			if _, err := pb.Publish(ctx, s, d); err != nil {
+				t.Fatalf("the new owner's publish of version %d: %v", v, err)
+			}
+		}
+	}
+	snapA2, dataA2 := goldenAt(t, "inc-a", 2)
+	if _, err := pa.Publish(ctx, snapA2, dataA2); !errors.Is(err, ErrNotOwner) {
+		t.Errorf("the resumed owner's publish: %v, want ErrNotOwner", err)
+	}
+	if !froze {
+		t.Fatal("the owner never reached its pointer write")
+	}
+	v, _ := b.GetKey(ctx, "m")
+	var got Notice
+	if err := json.Unmarshal(v, &got); err != nil || got.Incarnation != "inc-b" || got.Version != 3 {
+		t.Errorf("the pointer names %s version %d (%v), want inc-b's version 3", got.Incarnation, got.Version, err)
+	}
+	objs, _ := b.ListObjects(ctx)
+	var newOwner int
+	for _, o := range objs {
+		if o.Metadata[metaIncarnation] == "inc-b" {
+			newOwner++
+		}
+	}
+	// Keep 2: the new owner's own prune keeps its two newest.
+	if newOwner < 2 {
+		t.Errorf("%d of the new owner's versions are left (%+v); the resumed owner pruned them", newOwner, objs)
+	}
+}
+
+// TestLeaseRefusesACopiedDirectory: a service started on a copy of
+// another's snapshot.dir (a restored backup, a cloned volume) has the
+// same incarnation, the lease's owner ID. While the original renews, the
+// copy is refused as another owner, with an error that says the
+// directory was copied, and writes nothing; a restart on the original
+// directory (same ID, same directory) takes its own lease back at once,
+// as before. Before, the ID alone made an owner, so both held the lease
+// and both published the incarnation's versions (41 each in 55 s, and
+// readers passed over versions whose bytes did not match).
+func TestLeaseRefusesACopiedDirectory(t *testing.T) {
+	ctx := context.Background()
+	b := NewMemBackend()
+	c := &clock{t: time.Unix(1000, 0)}
+	ttl := 10 * time.Second
+	orig, _ := NewPublisherOn(b, Config{Model: "m", Keep: 3}, zerolog.Nop())
+	copied, _ := NewPublisherOn(b, Config{Model: "m", Keep: 3}, zerolog.Nop())
+	lo, _ := orig.Own(Owner{ID: "inc-a", Host: "h1", PID: 1, Dir: "h1:/data:dev=1:ino=10", TTL: ttl}, c.now)
+	lc, _ := copied.Own(Owner{ID: "inc-a", Host: "h2", PID: 2, Dir: "h2:/data:dev=7:ino=99", TTL: ttl}, c.now)
+	snap, data := goldenAt(t, "inc-a", 1)
+	if _, err := orig.Publish(ctx, snap, data); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		snap2, data2 := goldenAt(t, "inc-a", uint64(2+i))
+		_, err := copied.Publish(ctx, snap2, data2)
+		var no *NotOwnerError
+		if !errors.As(err, &no) || !no.Copy || no.Owner.Dir != "h1:/data:dev=1:ino=10" {
+			t.Fatalf("round %d: the copy's publish returned %v, want a NotOwnerError saying the directory was copied", i, err)
+		}
+		if lc.Held() {
+			t.Fatal("the copy holds the lease")
+		}
+		c.add(4 * time.Second)
+		if err := lo.Hold(ctx); err != nil {
+			t.Fatalf("round %d: the original's renewal: %v", i, err)
+		}
+	}
+	if objs, _ := b.ListObjects(ctx); len(objs) != 1 {
+		t.Errorf("%d objects stored, want the original's one", len(objs))
+	}
+	// A restart of the original on its own directory: a new process, the
+	// same ID and directory, takes the lease back at once.
+	restarted, _ := NewPublisherOn(b, Config{Model: "m", Keep: 3}, zerolog.Nop())
+	lr, _ := restarted.Own(Owner{ID: "inc-a", Host: "h1", PID: 3, Dir: "h1:/data:dev=1:ino=10", TTL: ttl}, c.now)
+	if err := lr.Hold(ctx); err != nil {
+		t.Errorf("a restart on the same directory: %v, want the lease at once", err)
+	}
+}

@@ -112,8 +112,10 @@ type Notice struct {
 	Quality *snapshot.Quality `json:"quality,omitempty"`
 	Changes uint64            `json:"changes,omitempty"`
 	// Switches counts the times a challenger replaced the model
-	// (snapshot.Diagnostics.Switches).
-	Switches uint64 `json:"switches,omitempty"`
+	// (snapshot.Diagnostics.Switches), Rollbacks the candidates
+	// withdrawn without replacing it (snapshot.Diagnostics.Rollbacks).
+	Switches  uint64 `json:"switches,omitempty"`
+	Rollbacks uint64 `json:"rollbacks,omitempty"`
 }
 
 // ObjectName is the object store name of a version of an incarnation:
@@ -142,6 +144,22 @@ type Publisher struct {
 	// lease, when set, is renewed before anything is written: a
 	// service that does not own the model's name publishes nothing.
 	lease *Lease
+	// pointer and pin fence the writes of the latest and pin keys
+	// (fence): compare-and-set on the revision this publisher last
+	// wrote, so that an owner frozen past its lease, or a write replayed
+	// late, cannot move a key another owner has written since.
+	pointer, pin fence
+	// beforePoint, when set (tests), runs between the renewal and the
+	// pointer write of Put: where a frozen owner would stop.
+	beforePoint func()
+}
+
+// fence is a key written only by compare-and-set on the revision of the
+// last write this publisher made while holding the lease (gen: the
+// lease's generation it was read in; another generation reads the key
+// again).
+type fence struct {
+	rev, gen uint64
 }
 
 // Own makes every publish, pin and unpin hold a lease on the model's
@@ -221,14 +239,89 @@ func (p *Publisher) Put(ctx context.Context, snap *snapshot.Snapshot, data []byt
 	if err := p.hold(ctx); err != nil {
 		return n, err
 	}
+	if p.beforePoint != nil {
+		p.beforePoint()
+	}
 	js, _ := json.Marshal(n)
-	if err := p.withRoom(ctx, &n, func() error { return p.b.PutKey(ctx, p.cfg.Model, js) }); err != nil {
+	if err := p.withRoom(ctx, &n, func() error { return p.fenced(ctx, &p.pointer, p.cfg.Model, js) }); err != nil {
 		return n, fmt.Errorf("publish: point %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
 	if err := p.b.Announce(p.cfg.UpdatesSubject(), js); err != nil {
 		return n, err
 	}
 	return n, nil
+}
+
+// fenced writes value to key: without a lease, as it is; with one, by
+// compare-and-set on the revision f holds, read when the lease is newly
+// taken. A conflict means another writer came first: if the lease is no
+// longer ours (renewing it says so) the write is refused with the
+// lease's *NotOwnerError; if it is, the other write was a former
+// owner's, late, and this one goes over it.
+func (p *Publisher) fenced(ctx context.Context, f *fence, key string, value []byte) error {
+	if p.lease == nil {
+		return p.b.PutKey(ctx, key, value)
+	}
+	g := p.lease.generation()
+	if g == 0 || !p.lease.Held() {
+		// Not renewed within its TTL (or not held): renew before writing
+		// anything; another owner's lease refuses it.
+		if err := p.lease.Hold(ctx); err != nil {
+			return err
+		}
+		g = p.lease.generation()
+	}
+	if g != f.gen {
+		if err := p.readFence(ctx, f, key, g); err != nil {
+			return err
+		}
+	}
+	rev, err := p.b.SwapKey(ctx, key, value, f.rev)
+	if errors.Is(err, ErrConflict) {
+		f.gen = 0
+		if herr := p.lease.Hold(ctx); herr != nil {
+			return herr
+		}
+		p.log.Warn().Str("key", key).Msg("publish: a key this service owns was written by another; writing over it (a former owner's late write)")
+		if err = p.readFence(ctx, f, key, p.lease.generation()); err != nil {
+			return err
+		}
+		rev, err = p.b.SwapKey(ctx, key, value, f.rev)
+	}
+	if err != nil {
+		f.gen = 0
+		return err
+	}
+	f.rev = rev
+	return nil
+}
+
+// readFence sets f to key's revision now, in lease generation g.
+func (p *Publisher) readFence(ctx context.Context, f *fence, key string, g uint64) error {
+	_, rev, err := p.b.GetKeyRevision(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rev = 0
+	case err != nil:
+		return fmt.Errorf("publish: read %s before writing it: %w", key, err)
+	}
+	f.rev, f.gen = rev, g
+	return nil
+}
+
+// ownsPointer reports whether this publisher may act as the pointer's
+// writer now: without a lease always; with one, while the lease is held
+// and the pointer's revision is still the one this publisher last
+// wrote (nobody has moved it since).
+func (p *Publisher) ownsPointer(ctx context.Context) bool {
+	if p.lease == nil {
+		return true
+	}
+	if !p.lease.Held() || p.pointer.gen != p.lease.generation() || p.pointer.gen == 0 {
+		return false
+	}
+	_, rev, err := p.b.GetKeyRevision(ctx, p.cfg.Model)
+	return err == nil && rev == p.pointer.rev
 }
 
 // store puts a version's bytes in the object store and returns its notice.
@@ -238,7 +331,7 @@ func (p *Publisher) store(ctx context.Context, h snapshot.Header, data []byte) (
 		Model: p.cfg.Model, Incarnation: h.Incarnation, Version: h.Version(), SamplesSeen: h.SamplesSeen,
 		Features: h.Features(), Object: ObjectName(p.cfg.Model, h.Incarnation, h.Version()),
 		Bucket: p.cfg.ObjectBucket, Size: len(data), SHA256: hex.EncodeToString(sum[:]), Created: h.Created,
-		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes, Switches: h.Diagnostics.Switches,
+		Quality: h.Diagnostics.Quality, Changes: h.Diagnostics.Changes, Switches: h.Diagnostics.Switches, Rollbacks: h.Diagnostics.Rollbacks,
 	}
 	meta := map[string]string{metaIncarnation: h.Incarnation, metaVersion: strconv.FormatUint(n.Version, 10)}
 	if err := p.b.PutObject(ctx, n.Object, meta, bytes.NewReader(data)); err != nil {
@@ -328,7 +421,7 @@ func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) err
 		return err
 	}
 	js, _ := json.Marshal(n)
-	if err := p.b.PutKey(ctx, PinKey(p.cfg.Model), js); err != nil {
+	if err := p.fenced(ctx, &p.pin, PinKey(p.cfg.Model), js); err != nil {
 		return fmt.Errorf("publish: pin %s at %s: %w", p.cfg.Model, n.Object, err)
 	}
 	return nil
@@ -352,9 +445,14 @@ func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
 
 // Unpin lets every Watch follow the newest version again.
 func (p *Publisher) Unpin(ctx context.Context) error {
+	if err := p.pins.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
+	}
+	defer p.pins.Release(1)
 	if err := p.hold(ctx); err != nil {
 		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
 	}
+	p.pin.gen = 0 // the delete moves the pin key's revision: read it again at the next pin
 	if err := p.b.DeleteKey(ctx, PinKey(p.cfg.Model)); err != nil {
 		return fmt.Errorf("publish: unpin %s: %w", p.cfg.Model, err)
 	}
@@ -433,7 +531,10 @@ func (p *Publisher) Prune(ctx context.Context, latest Notice) {
 			drop = append(drop, o.name)
 		}
 	}
-	if len(mine)+1 >= p.cfg.Keep {
+	// Other incarnations' versions go only while this publisher still
+	// owns the pointer: an owner that lost its lease while frozen, or a
+	// copy of it, must not delete its successor's versions.
+	if len(mine)+1 >= p.cfg.Keep && len(other) > 0 && p.ownsPointer(ctx) {
 		for _, o := range other {
 			drop = append(drop, o.name)
 		}

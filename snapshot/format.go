@@ -229,6 +229,10 @@ type Diagnostics struct {
 	// stream as it was then, replaced the model because it fitted the
 	// held-out points better (learner.forget: follow).
 	Switches uint64 `json:"switches,omitempty"`
+	// Rollbacks counts the switches undone: the model a switch replaced,
+	// kept as a reserve, scored better than its successor on later
+	// held-out points and took its place back.
+	Rollbacks uint64 `json:"rollbacks,omitempty"`
 	// LearnedFraction is the fraction of the stream's messages the
 	// service was learning when the snapshot was taken (load shedding:
 	// 1 or absent when it learns all), and Shed the messages it did not
@@ -257,14 +261,23 @@ type Quality struct {
 	// Points is how many held-out points the score averages (its
 	// effective window).
 	Points float64 `json:"points"`
-	// Fit is the model's fit to the recent stream on the last window of
-	// held-out points (online.KPCA.FitScore: the geometric mean over the
-	// components of the variance captured against the most any k
-	// functions capture on those points, in (0, 1]); Challenger is a
-	// learner's started on the recent stream (learner.forget: follow).
-	// Absent without a challenger.
+	// Fit and Challenger compare the model with the learner following
+	// tests it against (learner.forget: follow). One view: the mean
+	// share of their kernel variance that each captures on the held-out
+	// points of the current test, scored before either learned them
+	// (the challenger's, or on probation the reserve's); two views: the
+	// last window's held-out Score of each. Absent without a challenger.
 	Fit        float64 `json:"fit,omitempty"`
 	Challenger float64 `json:"challenger,omitempty"`
+	// Evidence is a one-view follower's test (learner.forget: follow):
+	// the wealth of its bets that the challenger fits better than the
+	// shadow, or with Candidate the candidate better than the model,
+	// which rejects when it reaches 1/Level. Fit and Challenger are then
+	// the shadow's and the challenger's shares, or the model's and the
+	// candidate's.
+	Evidence  float64 `json:"evidence,omitempty"`
+	Level     float64 `json:"level,omitempty"`
+	Candidate bool    `json:"candidate,omitempty"`
 }
 
 // Header is the JSON header of a snapshot.
@@ -351,6 +364,25 @@ type Challenger struct {
 	// window's score difference and its variance, oldest first (package
 	// online).
 	Lead []float64 `json:"lead,omitempty"`
+	// Test is a one-view challenger's sequential test (package online's
+	// betting): the log-wealth of each of its bets, then the held-out
+	// points it has bet on and their differences' sum; Tests is which
+	// test of the model's life it is (its level is spent by that).
+	// Fit and ChallengerFit are then the sums of the two learners' held-
+	// out shares over those points, and Rows is 0 (no window).
+	Test  []float64 `json:"test,omitempty"`
+	Tests int       `json:"tests,omitempty"`
+	// Candidate: the model is a one-view candidate (a learner of the
+	// model's budget started when the scouts found a change, on trial
+	// against the model), not a challenger. A one-view Model may hold a challenger of its
+	// own, one level deep: the shadow its challenger is tested against
+	// (package online's follower).
+	Candidate bool `json:"candidate,omitempty"`
+	// Reference is how many of a one-view test's Rows form the reference
+	// set in use (the rest are being collected for the next one:
+	// Collecting).
+	Reference  int  `json:"reference,omitempty"`
+	Collecting bool `json:"collecting,omitempty"`
 }
 
 // Detector is the change detector's state (package online): the
@@ -530,7 +562,12 @@ func (h *Header) ownStateLen() (int, error) {
 
 // stateLenErr is stateLen with the reason a header's state sizes are
 // impossible.
-func (h *Header) stateLenErr() (int, error) {
+func (h *Header) stateLenErr() (int, error) { return h.stateLenAt(0) }
+
+// stateLenAt is stateLenErr of a header depth challengers deep: a
+// challenger's header may hold a challenger of its own (depth 1), which
+// may not.
+func (h *Header) stateLenAt(depth int) (int, error) {
 	own, err := h.ownStateLen()
 	if err != nil {
 		return 0, err
@@ -540,7 +577,7 @@ func (h *Header) stateLenErr() (int, error) {
 		return own, nil
 	}
 	m := c.Model
-	if m == nil || m.Challenger != nil || len(m.Views) != len(h.Views) || m.K != h.K || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
+	if m == nil || (m.Challenger != nil && depth > 0) || len(m.Views) != len(h.Views) || m.K != h.K || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
 		return 0, fmt.Errorf("%w: a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
 	}
 	for v := range m.Views {
@@ -552,7 +589,7 @@ func (h *Header) stateLenErr() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("challenger: %w", err)
 	}
-	chOwn, err := m.ownStateLen()
+	chOwn, err := m.stateLenAt(depth + 1)
 	if err != nil {
 		return 0, fmt.Errorf("challenger: %w", err)
 	}
@@ -656,8 +693,14 @@ func (h *Header) Validate() error {
 		return fmt.Errorf("%w: detector state %+v", ErrHeader, *h.Detector)
 	}
 	if c := h.Challenger; c != nil {
-		if c.Model == nil || c.Model.Challenger != nil {
-			return fmt.Errorf("%w: a challenger without a model, or with a challenger of its own", ErrHeader)
+		// One level deep: a one-view challenger's shadow (Candidate).
+		if nested := c.Model; nested == nil || (nested.Challenger != nil && (nested.Challenger.Model == nil || nested.Challenger.Model.Challenger != nil)) {
+			return fmt.Errorf("%w: a challenger without a model, or challengers nested more than one deep", ErrHeader)
+		}
+		for _, v := range c.Test {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%w: challenger test state %v", ErrNonFinite, c.Test)
+			}
 		}
 		if err := c.Model.Validate(); err != nil {
 			return fmt.Errorf("challenger: %w", err)

