@@ -94,3 +94,33 @@ func TestSplitBrainOneOwner(t *testing.T) {
 		t.Fatalf("Latest after the takeover: %+v, %v; want the second's incarnation %s in its object name", n, err, incs[1])
 	}
 }
+
+// TestStandbyStopsWithoutWaitingForTheLease: a standby (another service
+// owns the model name) stopped gracefully ends when its final snapshot
+// is on disk: it has nothing to publish. Before, its publish loop waited
+// for the next lease renewal and tried again until the stop's deadline,
+// so every stop of a standby took the whole shutdown_timeout (30 s by
+// default, Kubernetes' grace period: the pod was killed before HTTP, dead
+// letters and NATS were closed). Here shutdown_timeout is 10 minutes and
+// the stop must end within graceful's 60 s.
+func TestStandbyStopsWithoutWaitingForTheLease(t *testing.T) {
+	s := startStack(t, map[string]int32{"own1": 1, "own2": 1})
+	produceHermite(t, s, "own1", 500, 1)
+	produceHermite(t, s, "own2", 500, 2)
+	cfg1 := config(s, "own1", t.TempDir())
+	cfg1.Model, cfg1.Learner.Batch, cfg1.Snapshot.EveryBatches, cfg1.NATS.LeaseTTL = "owned", 50, 1, 2*time.Second
+	cfg2 := cfg1
+	cfg2.Snapshot.Dir, cfg2.Kafka.Topic, cfg2.Kafka.Group = t.TempDir(), "own2", "it-own2"
+	cfg2.ShutdownTimeout = 10 * time.Minute
+	owner := start(t, cfg1)
+	defer owner.graceful(t)
+	waitFor(t, time.Minute, "the owner publishing", func() bool { return owner.p.Status().Published != 0 })
+	standby := start(t, cfg2)
+	waitFor(t, time.Minute, "the standby learning and standing by", func() bool {
+		st := standby.p.Status()
+		return st.Samples == 500 && st.Version != 0 && st.StandingBy != ""
+	})
+	t0 := time.Now()
+	standby.graceful(t)
+	t.Logf("the standby stopped in %v (shutdown_timeout %v)", time.Since(t0).Round(time.Millisecond), cfg2.ShutdownTimeout)
+}

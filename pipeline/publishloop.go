@@ -64,9 +64,11 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			continue
 		}
 		var retry <-chan time.Time
+		var final <-chan struct{} // standing by: the stop ends the loop at once
 		if errors.Is(err, publish.ErrNotOwner) {
 			// Standing by: the lease's renewal says when to try again.
 			p.leaseChanged(err)
+			final = p.pubFinal
 		} else {
 			p.met.PublishErrors.Inc()
 			p.log.Warn().Err(err).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying")
@@ -74,6 +76,12 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-final:
+			// A standby publishes nothing at its stop either: its final
+			// snapshot is on disk. Waiting for the lease here held every
+			// stop of a standby for the whole shutdown_timeout.
+			p.log.Info().Msg("stopping while another service owns the model name: nothing to publish; the final snapshot is on disk")
 			return
 		case it := <-p.pubReq:
 			pending = &it

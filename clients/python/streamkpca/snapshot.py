@@ -192,32 +192,40 @@ def loads(data, verify=True):
             raise SnapshotError("sizes do not add up: fewer values than the header implies")
         snap.landmarks.append(payload[off:off + c].reshape(len(seeds) * bs, view.dim))
         off += c
-    state = _own_state_len(header, version, len(snap.coef[0].ravel()))
-    ch = header.get("challenger")
-    if ch:
-        # v4: the challenger learner beside the model (learner.forget:
-        # follow): the comparison window (one view: its raw rows; two
-        # views: the model's and the challenger's k values of u and v at
-        # each pair), its coefficients and its own state; projections use
-        # the model's coefficients.
-        if version < 4:
-            raise SnapshotError(f"challenger state in a format v{version} snapshot")
-        m = ch.get("model") or {}
-        mviews = m.get("views") or []
-        if m.get("challenger") or len(mviews) != len(views) or m.get("k") != k or \
-                any(mv.get("dim") != v.dim or mv.get("features") == "landmarks" for mv, v in zip(mviews, views)):
-            raise SnapshotError("a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own")
-        ccoef = 0
-        for v, mv in enumerate(mviews):
-            if v == 0 or not mv.get("block_size"):
-                ccoef += len(m.get("seeds") or []) * m["block_size"] * k
-            else:
-                ccoef += len(mv.get("seeds") or []) * mv["block_size"] * k
-        width = 4 * k if len(views) == 2 else views[0].dim
-        state += ch["rows"] * width + ccoef + _own_state_len(m, version, ccoef)
+    state = _own_state_len(header, version, len(snap.coef[0].ravel())) + \
+        _challenger_len(header, [v.dim for v in views], k, version, 0)
     if off + state != n:
         raise SnapshotError(f"sizes do not add up: {n} values, the header implies {off + state}")
     return snap
+
+
+def _challenger_len(header, dims, k, version, depth):
+    """The values of a header's challenger state (v4; learner.forget:
+    follow): the comparison window (one view: its raw rows, the test's
+    reference rows; two views: the model's and the challenger's k values
+    of u and v at each pair), the challenger's coefficients and its own
+    state — with, one level deep, a one-view challenger's own challenger
+    (the shadow its test compares it with). Projections use the model's
+    coefficients only."""
+    ch = header.get("challenger")
+    if not ch:
+        return 0
+    if version < 4:
+        raise SnapshotError(f"challenger state in a format v{version} snapshot")
+    m = ch.get("model") or {}
+    mviews = m.get("views") or []
+    if (m.get("challenger") and depth > 0) or len(mviews) != len(dims) or m.get("k") != k or \
+            any(mv.get("dim") != d or mv.get("features") == "landmarks" for mv, d in zip(mviews, dims)):
+        raise SnapshotError("a challenger must be a random-feature model of the same k, views and dimensions, nested at most one deep")
+    ccoef = 0
+    for v, mv in enumerate(mviews):
+        if v == 0 or not mv.get("block_size"):
+            ccoef += len(m.get("seeds") or []) * m["block_size"] * k
+        else:
+            ccoef += len(mv.get("seeds") or []) * mv["block_size"] * k
+    width = 4 * k if len(dims) == 2 else dims[0]
+    return ch["rows"] * width + ccoef + _own_state_len(m, version, ccoef) + \
+        _challenger_len(m, dims, k, version, depth + 1)
 
 
 def _own_state_len(header, version, ncoef):
