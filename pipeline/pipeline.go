@@ -598,7 +598,8 @@ func (p *Pipeline) served() prometheus.GaugeFunc {
 func (p *Pipeline) restorePin() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
 	defer cancel()
-	v, err := p.pub.PinnedVersion(ctx)
+	pin, err := p.pub.Pinned(ctx)
+	v := pin.Version
 	switch {
 	case err != nil:
 		p.log.Warn().Err(err).Msg("could not read the pin from NATS; serving the newest version")
@@ -607,6 +608,13 @@ func (p *Pipeline) restorePin() {
 		m, data, err := p.versions.Load(v)
 		if err != nil {
 			p.log.Error().Err(err).Uint64("pinned", v).Msg("the pinned version is not in snapshot.dir; serving the newest while Watch clients follow the pin: unpin or pin again")
+			return
+		}
+		if inc := m.Header().Incarnation; pin.Incarnation != "" && inc != pin.Incarnation {
+			// A pin names a version of one incarnation: this model's
+			// version of that number is another model.
+			p.log.Error().Uint64("pinned", v).Str("pin_incarnation", pin.Incarnation).Str("incarnation", inc).
+				Msg("the pin names a version of another incarnation of this model; serving the newest while Watch clients follow the pin: unpin or pin again")
 			return
 		}
 		p.cur.Pin(m, data)

@@ -345,3 +345,36 @@ func objectBytes(t *testing.T, b publish.Backend, name string) []byte {
 	}
 	return data
 }
+
+// TestPinOfAnotherIncarnationIsNotRestored: the pin key names version v
+// of another incarnation (an operator pinned a former life of the
+// model); a service restarted on its own snapshot.dir, which holds its
+// own version v, serves its newest version, not its own version v: a pin
+// names a version of one incarnation. Before, restoring the pin compared
+// the version number alone and served its own version v.
+func TestPinOfAnotherIncarnationIsNotRestored(t *testing.T) {
+	c := testConfig(t)
+	mem := publish.NewMemBackend()
+	src := ingest.NewMemSource("v", 64)
+	src.Produce(0, points(1280, 1, 23)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	h.waitConsumed(1280)
+	waitUntil(t, "8 versions", func() bool { return h.p.Status().Version >= 8 })
+	snap := h.stop()
+	newest, own := snap.Header.Version(), snap.Header.Incarnation
+	stored, err := (&snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}).Versions()
+	if err != nil || len(stored) < 2 {
+		t.Fatalf("stored versions %v (%v)", stored, err)
+	}
+	v := stored[len(stored)-1] // the oldest this snapshot.dir holds
+	pin, _ := json.Marshal(publish.Notice{Model: c.Model, Incarnation: "another-life", Version: v, Object: publish.ObjectName(c.Model, "another-life", v)})
+	if err := mem.PutKey(context.Background(), publish.PinKey(c.Model), pin); err != nil {
+		t.Fatal(err)
+	}
+	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
+	defer h2.stop()
+	waitUntil(t, "the restarted service serving", func() bool { return testutil.ToFloat64(h2.p.met.Served) != 0 })
+	if got := testutil.ToFloat64(h2.p.met.Served); got != float64(newest) {
+		t.Errorf("with another incarnation's (%s ≠ %s) pin of version %d, the service serves version %v, want its newest %d", "another-life", own, v, got, newest)
+	}
+}

@@ -429,18 +429,25 @@ func (p *Publisher) Pin(ctx context.Context, m *snapshot.Model, data []byte) err
 
 // PinnedVersion returns the version the pin key names, 0 when none does.
 func (p *Publisher) PinnedVersion(ctx context.Context) (uint64, error) {
+	n, err := p.Pinned(ctx)
+	return n.Version, err
+}
+
+// Pinned returns the notice the pin key holds — a version of one
+// incarnation — and a zero Notice when there is no pin.
+func (p *Publisher) Pinned(ctx context.Context) (Notice, error) {
+	var n Notice
 	v, err := p.b.GetKey(ctx, PinKey(p.cfg.Model))
 	if errors.Is(err, ErrNotFound) {
-		return 0, nil
+		return n, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("publish: read the pin of %s: %w", p.cfg.Model, err)
+		return n, fmt.Errorf("publish: read the pin of %s: %w", p.cfg.Model, err)
 	}
-	var n Notice
 	if err := json.Unmarshal(v, &n); err != nil {
-		return 0, fmt.Errorf("publish: the pin of %s: %w", p.cfg.Model, err)
+		return Notice{}, fmt.Errorf("publish: the pin of %s: %w", p.cfg.Model, err)
 	}
-	return n.Version, nil
+	return n, nil
 }
 
 // Unpin lets every Watch follow the newest version again.
