@@ -22,8 +22,9 @@ import (
 // learns them, in a space of the exact kernel (refspace.go):
 //
 //  1. The scout. Two learners of a sixteenth of the feature budget learn
-//     every batch the model learns: the shadow, started with the model
-//     (or with its candidate) and never restarted, and the challenger,
+//     every batch the model learns: the shadow, started with the model's
+//     first steps (or with its candidate) and never restarted, and the
+//     challenger, started followStart steps later and
 //     started on the stream as it is now and restarted every followLife
 //     steps unless it is ahead. Of equal capacity, they differ only in
 //     the stream they have learned: the test rejects "the challenger is
@@ -499,10 +500,20 @@ func (l *KPCA) newCandidate() *KPCA {
 // Adopts it at the same step. A learner on its own does all of this in
 // Assess and Update.
 func (l *KPCA) Challenge(x []float64, rows int) bool {
-	if !l.following() || l.t < followStart || rows == 0 {
+	if !l.following() || l.t == 0 || rows == 0 {
 		return false
 	}
 	f := &l.fol
+	if f.shadow == nil && f.cand == nil {
+		// The shadow learns with the model from its first steps: a
+		// challenger started with it would be the same learner, bit for
+		// bit, for its whole first life (and on a stream that switched
+		// at step 20, no test could tell it from the shadow).
+		f.shadow = l.newChallenger()
+	}
+	if l.t < followStart {
+		return false
+	}
 	if f.cand != nil {
 		if len(f.cand.seeds) == 0 {
 			l.collect(x, rows)

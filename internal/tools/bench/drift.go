@@ -96,7 +96,9 @@ type DriftPoint struct {
 // DriftRun is one learner's curve.
 type DriftRun struct {
 	Name string `json:"name"`
-	// Detected lists the points at which a change was detected.
+	// Detected lists the points at which a change was detected: the
+	// change detector's restarts, one view's switches and the starts of
+	// its candidacies (following's scouts finding a change).
 	Detected []int        `json:"detected,omitempty"`
 	Curve    []DriftPoint `json:"curve"`
 	// Before is the error at the last checkpoint before the change, T/20
@@ -582,10 +584,14 @@ func (d *oneViewDrift) step(n, b int) (bool, time.Duration, error) {
 	d.st.sample(x, b, n)
 	d.hx = holdout(d.hx[:0], x, b, dim, uint64(n), d.cfg.Holdout)
 	t0 := time.Now()
+	candidate := d.l.Candidate()
 	changed, err := d.l.Assess(d.hx, len(d.hx)/dim)
 	if err != nil {
 		return false, time.Since(t0), err
 	}
+	// Following's scouts finding a change starts a candidacy: a change
+	// found, as the detector's restart is.
+	changed = changed || (!candidate && d.l.Candidate())
 	err = d.l.Update(x, b)
 	if errors.Is(err, online.ErrDiverged) {
 		err = nil // refused and counted by the learner

@@ -356,8 +356,10 @@ func TestClusterProcessesByHand(t *testing.T) {
 	if one := rows[0]; one.ReceivedBytes > p/2 {
 		t.Errorf("a lone process received %v bytes a step from NATS, want well under a part (%v)", one.ReceivedBytes, p)
 	}
-	if two, recv := rows[1], exchangeBytes(cluster.ReduceScatter, 2, p); two.SentBytes < p || two.ReceivedBytes < recv {
-		t.Errorf("a member of two sent %v and received %v bytes a step, want at least %v and %v", two.SentBytes, two.ReceivedBytes, p, recv)
+	// A scrape can fall between a step's count and its last message: one
+	// step of 20, 5% (under load a member read 1.7% under a part received).
+	if two, recv := rows[1], exchangeBytes(cluster.ReduceScatter, 2, p); two.SentBytes < 0.95*p || two.ReceivedBytes < 0.95*recv {
+		t.Errorf("a member of two sent %v and received %v bytes a step, want at least 95%% of %v and %v", two.SentBytes, two.ReceivedBytes, p, recv)
 	}
 }
 
