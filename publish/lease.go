@@ -83,6 +83,11 @@ type Lease struct {
 	me    Owner
 	now   func() time.Time
 
+	// op is held across a renewal's or a release's network calls, taken
+	// with the caller's context (a call that never returns holds up the
+	// others only until their contexts end); mu guards the fields below
+	// for the moments Held and generation read them.
+	op     chan struct{}
 	mu     sync.Mutex
 	rev    uint64    // revision of our last write; 0 when not held
 	heldAt time.Time // when that write succeeded (our clock)
@@ -103,8 +108,20 @@ func NewLease(b Backend, model string, me Owner, now func() time.Time) (*Lease, 
 	if now == nil {
 		now = time.Now
 	}
-	return &Lease{b: b, model: model, me: me, now: now}, nil
+	return &Lease{b: b, model: model, me: me, now: now, op: make(chan struct{}, 1)}, nil
 }
+
+// lock takes the lease's operation lock, or gives up when ctx ends.
+func (l *Lease) lock(ctx context.Context) error {
+	select {
+	case l.op <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("publish: the lease of %s is busy with a call that has not returned: %w", l.model, ctx.Err())
+	}
+}
+
+func (l *Lease) unlock() { <-l.op }
 
 // Hold renews the lease, or takes it when it is unset, released, has
 // this owner's ID or has lapsed. It returns a *NotOwnerError while
@@ -112,8 +129,10 @@ func NewLease(b Backend, model string, me Owner, now func() time.Time) (*Lease, 
 // cannot be read or written (the lease is then held only until its TTL
 // from the last renewal: see Held).
 func (l *Lease) Hold(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if err := l.lock(ctx); err != nil {
+		return err
+	}
+	defer l.unlock()
 	for try := 0; ; try++ {
 		err := l.hold(ctx)
 		if !errors.Is(err, ErrConflict) || try == 2 {
@@ -138,7 +157,9 @@ func (l *Lease) hold(ctx context.Context) error {
 	}
 	copied := cur.ID == l.me.ID && cur.Dir != "" && l.me.Dir != "" && cur.Dir != l.me.Dir
 	if rev != 0 && !cur.Released && (cur.ID != l.me.ID || copied) {
+		l.mu.Lock()
 		l.rev = 0
+		l.mu.Unlock()
 		if rev != l.seen {
 			l.seen, l.seenAt = rev, now
 		}
@@ -158,10 +179,12 @@ func (l *Lease) hold(ctx context.Context) error {
 		}
 		return err
 	}
+	l.mu.Lock()
 	if l.rev == 0 {
 		l.gen++
 	}
 	l.rev, l.heldAt = n, now
+	l.mu.Unlock()
 	return nil
 }
 
@@ -187,16 +210,23 @@ func (l *Lease) Held() bool {
 // Release gives the lease up (at a clean stop), so that a successor
 // takes it at once; a no-op when it is not held.
 func (l *Lease) Release(ctx context.Context) error {
+	if err := l.lock(ctx); err != nil {
+		return err
+	}
+	defer l.unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.rev == 0 {
+	rev := l.rev
+	l.mu.Unlock()
+	if rev == 0 {
 		return nil
 	}
 	me := l.me
 	me.Released, me.Renewed = true, l.now().UTC()
 	js, _ := json.Marshal(me)
-	_, err := l.b.SwapKey(ctx, LeaseKey(l.model), js, l.rev)
+	_, err := l.b.SwapKey(ctx, LeaseKey(l.model), js, rev)
+	l.mu.Lock()
 	l.rev = 0
+	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("publish: release the lease of %s: %w", l.model, err)
 	}

@@ -287,3 +287,48 @@ func TestLeaseRefusesACopiedDirectory(t *testing.T) {
 		t.Errorf("a restart on the same directory: %v, want the lease at once", err)
 	}
 }
+
+// stuckBackend is a backend whose lease reads never return, whatever
+// their context (a NATS call lost with its connection).
+type stuckBackend struct {
+	*MemBackend
+	stuck chan struct{}
+}
+
+func (b *stuckBackend) GetKeyRevision(ctx context.Context, key string) ([]byte, uint64, error) {
+	<-b.stuck
+	return b.MemBackend.GetKeyRevision(ctx, key)
+}
+
+// TestLeaseReleaseIsBoundedByItsContext: a renewal stuck in a network
+// call that never returns (and ignores its context) does not hold up the
+// release the graceful stop makes: the release gives up when its own
+// context ends. Before, the lease's mutex was held across the call and
+// the release waited for it forever, and so did the stop.
+func TestLeaseReleaseIsBoundedByItsContext(t *testing.T) {
+	b := &stuckBackend{MemBackend: NewMemBackend(), stuck: make(chan struct{})}
+	defer close(b.stuck)
+	l, err := NewLease(b, "m", Owner{ID: "inc-a", TTL: time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Hold(context.Background()) // stuck in GetKeyRevision
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		done <- l.Release(ctx)
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("release beside a stuck renewal: %v, want its context's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the release waited for a renewal stuck in the network: a graceful stop would never end")
+	}
+	if l.Held() {
+		t.Error("a lease never renewed says it is held")
+	}
+}
