@@ -43,6 +43,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal the stop is graceful, bounded by
+		// shutdown_timeout; a second signal ends the process at once (the
+		// default action, restored here) for an operator who will not wait.
+		<-ctx.Done()
+		stop()
+		if signalled := context.Cause(ctx); signalled != nil && !errors.Is(signalled, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "streamkpca: stopping (a second signal ends it at once)")
+		}
+	}()
 	verb, args := os.Args[1], os.Args[2:]
 	var err error
 	switch verb {
