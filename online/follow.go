@@ -24,9 +24,9 @@ import (
 //  1. The scout. Two learners of a sixteenth of the feature budget learn
 //     every batch the model learns: the shadow, started with the model's
 //     first steps (or with its candidate) and never restarted, and the
-//     challenger, started followStart steps later and
-//     started on the stream as it is now and restarted every followLife
-//     steps unless it is ahead. Of equal capacity, they differ only in
+//     challenger, started followStart steps later on the stream as it is
+//     then and restarted every followLife steps unless its evidence is
+//     halfway to rejecting. Of equal capacity, they differ only in
 //     the stream they have learned: the test rejects "the challenger is
 //     no better than the shadow" only when the recent stream differs
 //     from the whole in a way the functions see.
@@ -92,9 +92,8 @@ const (
 	followMaxLife = 4 * followLife
 	// followMinAge: a challenger is tested only from this age on.
 	followMinAge = 4
-	// followProbation: a candidate not better than the model by this
-	// many steps after the latest a challenger can win (2·followLife) is
-	// withdrawn.
+	// followProbation: a candidate not better than the model at an age
+	// of followMaxLife + followProbation steps is withdrawn.
 	followProbation = 128
 	// followWindow: held-out rows per comparison window of a two-view
 	// challenger (followpair.go), restarted only after it has been
@@ -110,8 +109,8 @@ const (
 // follower is the one-view following state (see above).
 type follower struct {
 	// ch is the challenger, shadow the scout of the model's lineage;
-	// cand the candidate (a challenger that won, raised to the model's
-	// budget), nil outside a candidacy, when ch is nil.
+	// cand the candidate (a learner of the model's budget started when the
+	// scouts found a change), nil outside a candidacy, when ch is nil.
 	ch, shadow, cand *KPCA
 	// test bets on the challenger's lead over the shadow, or on the
 	// candidate's over the model.
@@ -134,8 +133,9 @@ type follower struct {
 	two            [2]float64
 }
 
-// duel is a challenger's standing against the model, for one view and
-// two (TwoView's pairFollower).
+// duel is a two-view challenger's standing against the model
+// (TwoView's pairFollower, followpair.go): windows won by a margin. One
+// view decides by the test (betting).
 type duel struct {
 	rows     int     // held-out rows in the comparison window so far
 	wins     int     // windows in a row the challenger won
@@ -198,9 +198,9 @@ func (l *KPCA) following() bool {
 // Switches returns how many times a challenger replaced the model.
 func (p *progress) Switches() uint64 { return p.switches }
 
-// Rollbacks returns how many candidates were withdrawn: challengers that
-// won the scouts' test but did not beat the model within the candidacy
-// (see follower), so that the model was kept.
+// Rollbacks returns how many candidates were withdrawn: learners started
+// when the scouts found a change that did not beat the model within the
+// candidacy (see follower), so that the model was kept.
 func (p *progress) Rollbacks() uint64 { return p.rollbacks }
 
 // FitScores returns the mean held-out shares (refspace.go) of the two
