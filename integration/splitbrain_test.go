@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -22,13 +24,7 @@ import (
 // Watch sees one incarnation; when the owner stops cleanly (releasing
 // the lease) the second takes over and the Watch moves once.
 func TestSplitBrainOneOwner(t *testing.T) {
-	s := startStack(t, map[string]int32{"twin1": 1, "twin2": 1})
-	produceHermite(t, s, "twin1", 2000, 1)
-	produceHermite(t, s, "twin2", 2000, 2)
-	cfg1 := config(s, "twin1", t.TempDir())
-	cfg1.Model, cfg1.Learner.Batch, cfg1.Snapshot.EveryBatches, cfg1.NATS.LeaseTTL = "twin", 50, 1, 2*time.Second
-	cfg2 := cfg1
-	cfg2.Snapshot.Dir, cfg2.Kafka.Topic, cfg2.Kafka.Group = t.TempDir(), "twin2", "it-twin2"
+	s, cfg1, cfg2 := twoServices(t, "twin", 2000)
 	first := start(t, cfg1)
 	waitFor(t, time.Minute, "the first service publishing", func() bool { return first.p.Status().Published != 0 })
 
@@ -104,13 +100,7 @@ func TestSplitBrainOneOwner(t *testing.T) {
 // letters and NATS were closed). Here shutdown_timeout is 10 minutes and
 // the stop must end within graceful's 60 s.
 func TestStandbyStopsWithoutWaitingForTheLease(t *testing.T) {
-	s := startStack(t, map[string]int32{"own1": 1, "own2": 1})
-	produceHermite(t, s, "own1", 500, 1)
-	produceHermite(t, s, "own2", 500, 2)
-	cfg1 := config(s, "own1", t.TempDir())
-	cfg1.Model, cfg1.Learner.Batch, cfg1.Snapshot.EveryBatches, cfg1.NATS.LeaseTTL = "owned", 50, 1, 2*time.Second
-	cfg2 := cfg1
-	cfg2.Snapshot.Dir, cfg2.Kafka.Topic, cfg2.Kafka.Group = t.TempDir(), "own2", "it-own2"
+	_, cfg1, cfg2 := twoServices(t, "owned", 500)
 	cfg2.ShutdownTimeout = 10 * time.Minute
 	owner := start(t, cfg1)
 	defer owner.graceful(t)
@@ -123,4 +113,21 @@ func TestStandbyStopsWithoutWaitingForTheLease(t *testing.T) {
 	t0 := time.Now()
 	standby.graceful(t)
 	t.Logf("the standby stopped in %v (shutdown_timeout %v)", time.Since(t0).Round(time.Millisecond), cfg2.ShutdownTimeout)
+}
+
+// twoServices starts the embedded brokers with topics <model>1 and
+// <model>2 of n messages each and returns two services' configurations
+// for one model name (their own snapshot dirs, topics and groups; a
+// snapshot every batch of 50, a lease of 2 s).
+func twoServices(t *testing.T, model string, n int) (*devstack.Stack, configs.Config, configs.Config) {
+	t.Helper()
+	t1, t2 := model+"1", model+"2"
+	s := startStack(t, map[string]int32{t1: 1, t2: 1})
+	produceHermite(t, s, t1, n, 1)
+	produceHermite(t, s, t2, n, 2)
+	cfg1 := config(s, t1, t.TempDir())
+	cfg1.Model, cfg1.Learner.Batch, cfg1.Snapshot.EveryBatches, cfg1.NATS.LeaseTTL = model, 50, 1, 2*time.Second
+	cfg2 := cfg1
+	cfg2.Snapshot.Dir, cfg2.Kafka.Topic, cfg2.Kafka.Group = t.TempDir(), t2, "it-"+t2
+	return s, cfg1, cfg2
 }
