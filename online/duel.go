@@ -60,12 +60,10 @@ const (
 )
 
 // betting is a test by betting on paired differences d ∈ [−1, 1] (see
-// above): the log-wealth of each bet of the grid, the rows bet on and
-// the differences' sum (kept in snapshots with the rest).
+// above): the log-wealth of each bet of the grid and the rows bet on.
 type betting struct {
 	logW [betGrid]float64
 	rows int
-	sum  float64
 }
 
 // observe bets on one paired difference d, clamped to [−1, 1].
@@ -81,7 +79,6 @@ func (b *betting) observe(d float64) {
 		lam /= 2
 	}
 	b.rows++
-	b.sum += d
 }
 
 // logEvidence is log E_t, the log of the mean wealth over the grid (0
@@ -103,16 +100,16 @@ func (b *betting) rejects(level float64) bool {
 	return level > 0 && b.logEvidence() >= -math.Log(level)
 }
 
-// values is the test as a snapshot stores it: the log-wealths, the rows
-// and the sum.
+// values is the test as a snapshot stores it: the log-wealths, then the
+// rows.
 func (b *betting) values() []float64 {
-	return append(append(make([]float64, 0, betGrid+2), b.logW[:]...), float64(b.rows), b.sum)
+	return append(append(make([]float64, 0, betGrid+1), b.logW[:]...), float64(b.rows))
 }
 
 // restoreBetting is the test values stored (nil or malformed: a new test).
 func restoreBetting(v []float64) betting {
 	var b betting
-	if len(v) != betGrid+2 {
+	if len(v) != betGrid+1 {
 		return b
 	}
 	for i := range b.logW {
@@ -121,7 +118,7 @@ func restoreBetting(v []float64) betting {
 		}
 	}
 	copy(b.logW[:], v)
-	b.rows, b.sum = int(v[betGrid]), v[betGrid+1]
+	b.rows = int(v[betGrid])
 	return b
 }
 

@@ -133,63 +133,6 @@ type follower struct {
 	two            [2]float64
 }
 
-// duel is a two-view challenger's standing against the model
-// (TwoView's pairFollower, followpair.go): windows won by a margin. One
-// view decides by the test (betting).
-type duel struct {
-	rows     int     // held-out rows in the comparison window so far
-	wins     int     // windows in a row the challenger won
-	compared int     // windows the challenger was compared in
-	fit, chf float64 // the last window's scores: the model's, the challenger's
-}
-
-// judge records a full window's scores of the model (fit) and of a
-// challenger of age steps, and reports whether the challenger has now
-// won followWins windows in a row by more than margin (advantage) where
-// the caller's paired test trusts the lead (trusted). Windows a score
-// cannot be computed on (NaN) and those of a challenger younger than
-// followMinAge count as lost and are not compared.
-func (d *duel) judge(fit, chf float64, age uint64, margin float64, trusted bool) bool {
-	d.rows = 0
-	if !math.IsNaN(fit) && !math.IsNaN(chf) {
-		d.fit, d.chf = fit, chf
-	}
-	if age < followMinAge || math.IsNaN(fit) || math.IsNaN(chf) {
-		d.wins = 0
-		return false
-	}
-	d.compared++
-	if advantage(fit, chf) > margin && trusted {
-		d.wins++
-	} else {
-		d.wins = 0
-	}
-	return d.wins >= followWins
-}
-
-// advantage is the challenger's lead over the model by their window
-// scores: log(chf/fit) when both are positive (FitScore, held-out
-// correlations of a model that has any), else the difference (a model
-// whose functions do not correlate on the window loses to any challenger
-// whose functions do).
-func advantage(fit, chf float64) float64 {
-	if fit > 0 && chf > 0 {
-		return math.Log(chf / fit)
-	}
-	return chf - fit
-}
-
-// restored is the duel a snapshot's challenger state records.
-func restored(c *snapshot.Challenger) duel {
-	return duel{rows: c.Rows, wins: c.Wins, compared: c.Compared, fit: c.Fit, chf: c.ChallengerFit}
-}
-
-// state is the duel's part of a snapshot's challenger state; Model is
-// left to the caller.
-func (d *duel) state() *snapshot.Challenger {
-	return &snapshot.Challenger{Wins: d.wins, Compared: d.compared, Rows: d.rows, Fit: d.fit, ChallengerFit: d.chf}
-}
-
 // following reports whether l runs a challenger when assessed.
 func (l *KPCA) following() bool {
 	return l.cfg.Forget == ForgetFollow && !l.lazy && !l.fm.Landmarks && l.cfg.Solver != SolverCovariance

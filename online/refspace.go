@@ -69,8 +69,10 @@ type refSpace struct {
 	r       *mat.Dense
 	rowMean []float64
 	all     float64
-	// scratch
-	kx, z []float64
+	// scratch: a row's kernel values on W and its coordinates, and
+	// vectors over them
+	kx, z   []float64
+	kxv, zv *mat.VecDense
 }
 
 // reset empties the reference set for a new test of m rows of d.
@@ -155,6 +157,7 @@ func (s *refSpace) prepare(l *KPCA) bool {
 		}
 	}
 	s.kx, s.z = make([]float64, m), make([]float64, len(keep))
+	s.kxv, s.zv = mat.NewVecDense(m, s.kx), mat.NewVecDense(len(keep), s.z)
 	s.ready = true
 	return true
 }
@@ -208,8 +211,7 @@ func (s *refSpace) shares(dst []float64, l *KPCA, x []float64, bs ...*mat.Dense)
 		kxx += s.all - 2*mean
 	}
 	r, _ := s.r.Dims()
-	zv := mat.NewVecDense(r, s.z)
-	zv.MulVec(s.r, mat.NewVecDense(m, s.kx))
+	s.zv.MulVec(s.r, s.kxv)
 	for i, b := range bs {
 		_, k := b.Dims()
 		var captured float64

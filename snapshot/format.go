@@ -364,12 +364,13 @@ type Challenger struct {
 	// window's score difference and its variance, oldest first (package
 	// online).
 	Lead []float64 `json:"lead,omitempty"`
-	// Test is a one-view challenger's sequential test (package online's
+	// Test is a one-view follower's sequential test (package online's
 	// betting): the log-wealth of each of its bets, then the held-out
-	// points it has bet on and their differences' sum; Tests is which
-	// test of the model's life it is (its level is spent by that).
-	// Fit and ChallengerFit are then the sums of the two learners' held-
-	// out shares over those points, and Rows is 0 (no window).
+	// points it has bet on; Tests counts the candidacies of the model's
+	// life so far (a candidacy's level is spent by it). Fit and
+	// ChallengerFit are then the sums of the two learners' held-out
+	// shares over those points, and Rows the test's reference rows (the
+	// window), of which the first Reference are in use.
 	Test  []float64 `json:"test,omitempty"`
 	Tests int       `json:"tests,omitempty"`
 	// Candidate: the model is a one-view candidate (a learner of the
