@@ -77,6 +77,13 @@ type Kafka struct {
 	// Start for partitions the model has never seen: earliest or latest.
 	// Default: earliest.
 	Start string `yaml:"start" doc:"where a partition the model never saw starts: earliest | latest"`
+	// OffsetOutOfRange is what happens to a partition whose next offset
+	// lies outside its range: past its end (the topic was deleted and
+	// created again, or truncated) or below its first offset (retention
+	// removed messages the model had not read). earliest reads it from
+	// its first offset; fail stops the service. Either way the gap is
+	// logged as an error and counted. Default: earliest.
+	OffsetOutOfRange string `yaml:"offset_out_of_range" doc:"a partition whose next offset is out of its range (a recreated topic, retention): earliest | fail; always logged and counted"`
 	// Format of messages: json, csv, f32le, f64le. Default: json.
 	Format string `yaml:"format" doc:"json ([1,2] or {\"x\":[..],\"y\":[..]}) | csv | f32le | f64le"`
 	// Dim is the input dimension; 0 = from the first valid message.
@@ -415,6 +422,7 @@ func (c *Config) SetDefaults() {
 	def(&c.Kafka.Topic, "vectors")
 	def(&c.Kafka.Group, ingest.DefaultGroupID)
 	def(&c.Kafka.Start, "earliest")
+	def(&c.Kafka.OffsetOutOfRange, ingest.OutOfRangeEarliest)
 	def(&c.Kafka.Format, "json")
 	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
 	defI(&c.Kafka.MaxMessageBytes, ingest.DefaultMaxMessageBytes)
@@ -527,6 +535,9 @@ func (c *Config) validateInput(pb *problems) {
 	}
 	if c.Kafka.Start != "earliest" && c.Kafka.Start != "latest" {
 		pb.bad("kafka.start", "%q: want earliest or latest", c.Kafka.Start)
+	}
+	if c.Kafka.OffsetOutOfRange != ingest.OutOfRangeEarliest && c.Kafka.OffsetOutOfRange != ingest.OutOfRangeFail {
+		pb.bad("kafka.offset_out_of_range", "%q: want earliest or fail", c.Kafka.OffsetOutOfRange)
 	}
 	switch c.Kafka.Format {
 	case "json", "csv", "f32le", "f64le":

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -72,6 +74,15 @@ type ConsumerConfig struct {
 	// A learner shared by the group (package cluster) agrees on its
 	// offsets here.
 	OnAssign func(ctx context.Context, a Assignment) error
+	// OutOfRange is the rule for a partition whose next offset lies
+	// outside the partition's range (OffsetGap): OutOfRangeEarliest
+	// reads it again from its first offset, OutOfRangeFail ends Run with
+	// an *OffsetGapError. Either way the gap is logged as an error and
+	// passed to OnGap; nothing is skipped without a word. Default:
+	// earliest.
+	OutOfRange string
+	// OnGap, when set, is called for every gap found (metrics).
+	OnGap func(OffsetGap)
 }
 
 // Assignment is this member's part of one generation of the group.
@@ -95,6 +106,11 @@ func (c *ConsumerConfig) Validate() error {
 	case "", StartEarliest, StartLatest:
 	default:
 		return fmt.Errorf("ingest: kafka.start %q (want earliest or latest)", c.Start)
+	}
+	switch c.OutOfRange {
+	case "", OutOfRangeEarliest, OutOfRangeFail:
+	default:
+		return fmt.Errorf("ingest: kafka.offset_out_of_range %q (want earliest or fail)", c.OutOfRange)
 	}
 	if _, err := c.mechanism(); err != nil {
 		return err
@@ -160,6 +176,8 @@ type Consumer struct {
 	// aside, set by StepAside, is what the member waits for before it
 	// joins the group again.
 	aside func(context.Context) error
+	// halt ends Run with its cause (a gap under OutOfRangeFail).
+	halt context.CancelCauseFunc
 	// down: when the brokers were first found unreachable (a failed join
 	// or fetch) and why; zero once a join or a fetch succeeds again.
 	downSince time.Time
@@ -286,12 +304,12 @@ const maxBackoff = 30 * time.Second
 // Fetch returns the fetched messages waiting, at most max, waiting for the
 // first; their bytes leave the queue's bound.
 func (c *Consumer) Fetch(ctx context.Context, max int) (Batch, error) {
-	msgs, gen, err := c.queue.take(ctx, max)
+	msgs, gen, rewound, err := c.queue.take(ctx, max)
 	if err != nil {
 		return Batch{}, err
 	}
 	b := newBatch(msgs)
-	b.Generation = gen
+	b.Generation, b.Rewound = gen, rewound
 	return b, nil
 }
 
@@ -332,6 +350,11 @@ func (c *Consumer) QueuedBytes() int64 { return c.queue.heldBytes() }
 // generation it reads each assigned partition from next(topic, partition)
 // or, for a partition the model has not seen, from the start position.
 func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
+	ctx, halt := context.WithCancelCause(ctx)
+	defer halt(nil)
+	c.mu.Lock()
+	c.halt = halt
+	c.mu.Unlock()
 	go c.checkTopic(ctx)
 	backoff := time.Second
 	for {
@@ -340,6 +363,9 @@ func (c *Consumer) Run(ctx context.Context, next OffsetFunc) error {
 		c.mu.Unlock()
 		gen, err := cg.Next(ctx)
 		if err != nil {
+			if gap := (*OffsetGapError)(nil); errors.As(context.Cause(ctx), &gap) {
+				return gap
+			}
 			if err := c.joinFailed(ctx, cg, err, &backoff); err != nil {
 				return err
 			}
@@ -538,23 +564,73 @@ func (c *Consumer) Rebalance() error {
 	return old.Close()
 }
 
+// readPartition reads partition from start until ctx ends, checking
+// start against the partition's range first and again whenever the reader
+// finds its offset out of range (gaps.go).
 func (c *Consumer) readPartition(ctx context.Context, gen int32, partition int, start int64) {
+	rewind := false
+	for ctx.Err() == nil {
+		to, err := c.inRange(ctx, partition, start)
+		if err != nil {
+			c.mu.Lock()
+			halt := c.halt
+			c.mu.Unlock()
+			if halt != nil {
+				halt(err)
+			}
+			return
+		}
+		rewind = rewind || to < start
+		start, rewind = c.readFrom(ctx, gen, partition, to, rewind)
+	}
+}
+
+// readFrom reads partition from start until ctx ends or the reader finds
+// its offset out of the partition's range: then it returns the offset
+// after the last message it queued (start if none), and whether the
+// rewind is still to be marked. With rewind, the first message queued
+// carries the mark (Batch.Rewind): it is below the model's offset.
+func (c *Consumer) readFrom(ctx context.Context, gen int32, partition int, start int64, rewind bool) (int64, bool) {
+	rctx, out := context.WithCancelCause(ctx)
+	defer out(nil)
+	var at atomic.Int64 // where the reader found its offset out of range
+	at.Store(math.MaxInt64)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.cfg.Brokers, Topic: c.cfg.Topic, Partition: partition, Dialer: c.dialer,
 		MinBytes: 1, MaxBytes: c.cfg.MaxMessageBytes, MaxWait: c.cfg.FetchMaxWait, QueueCapacity: readerQueue,
 		ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: 2 * time.Second,
+		// An offset out of range stops this reader for readPartition's
+		// check: as an error where kafka-go returns one (its reader's
+		// first fetch), else at its log line.
+		OffsetOutOfRangeError: true,
 		// Routine read timeouts and retries: details, not warnings.
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { c.log.Debug().Msgf("kafka reader: "+f, a...) }),
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
+			if off, ok := outOfRange(f, a); ok {
+				at.Store(off)
+				out(errOutOfRange)
+			}
+			c.log.Debug().Msgf("kafka reader: "+f, a...)
+		}),
 	})
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		c.log.Error().Err(err).Int("partition", partition).Msg("kafka: seek failed")
-		return
+		<-ctx.Done()
+		return start, rewind
 	}
 	c.log.Debug().Int("partition", partition).Int64("offset", start).Msg("kafka: reading partition")
+	next := start
 	for {
-		m, err := r.FetchMessage(ctx)
+		m, err := r.FetchMessage(rctx)
+		if err == nil && m.Offset >= at.Load() {
+			// Fetched past the point kafka-go found out of range
+			// (it skips ahead on its own): left for the check.
+			err = errOutOfRange
+		}
 		if err != nil {
+			if ctx.Err() == nil && (errors.Is(context.Cause(rctx), errOutOfRange) || errors.Is(err, errOutOfRange) || errors.Is(err, kafka.OffsetOutOfRange)) {
+				return next, rewind
+			}
 			if ctx.Err() == nil {
 				c.reachable(err)
 				c.log.Warn().Err(err).Int("partition", partition).Msg("kafka: fetch failed; retrying")
@@ -564,15 +640,16 @@ func (c *Consumer) readPartition(ctx context.Context, gen int32, partition int, 
 					continue
 				}
 			}
-			return
+			return next, rewind
 		}
 		c.mu.Lock()
 		c.lag[partition] = r.Lag()
 		c.downSince, c.downErr = time.Time{}, nil
 		c.mu.Unlock()
-		if c.queue.put(ctx, m, gen) != nil {
-			return
+		if c.queue.put(ctx, m, gen, rewind) != nil {
+			return next, rewind
 		}
+		next, rewind = m.Offset+1, false
 	}
 }
 

@@ -152,7 +152,7 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	put := make(chan int, 100)
 	go func() {
 		for i := range 100 {
-			if q.put(ctx, Message{Offset: int64(i), Value: make([]byte, 3000)}, 0) != nil {
+			if q.put(ctx, Message{Offset: int64(i), Value: make([]byte, 3000)}, 0, false) != nil {
 				return
 			}
 			put <- i
@@ -172,7 +172,7 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	}
 	for i := 0; i < 100; {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ms, _, err := q.take(tctx, 4)
+		ms, _, _, err := q.take(tctx, 4)
 		cancel()
 		if err != nil {
 			t.Fatalf("message %d never arrived", i)
@@ -195,10 +195,10 @@ func TestByteQueueBoundsBytes(t *testing.T) {
 	}
 	// A value larger than the whole bound still passes, alone, counted
 	// as the bound.
-	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}, 0) }()
+	go func() { q.put(ctx, Message{Value: make([]byte, 50_000)}, 0, false) }()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, _, err := q.take(tctx, 1); err != nil {
+	if _, _, _, err := q.take(tctx, 1); err != nil {
 		t.Fatal("a message larger than the byte bound was never delivered")
 	}
 }
@@ -210,13 +210,13 @@ func TestQueueBatchesOneGeneration(t *testing.T) {
 	q := newByteQueue(16, 1<<20)
 	ctx := context.Background()
 	for i, gen := range []int32{1, 1, 2, 2, 2, 3} {
-		if err := q.put(ctx, Message{Offset: int64(i), Value: []byte("v")}, gen); err != nil {
+		if err := q.put(ctx, Message{Offset: int64(i), Value: []byte("v")}, gen, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got []string
 	for range 3 {
-		ms, gen, err := q.take(ctx, 10)
+		ms, gen, _, err := q.take(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,17 +20,20 @@ type byteQueue struct {
 }
 
 type queued struct {
-	m   Message
-	n   int64
-	gen int32 // the group generation it was read in
+	m      Message
+	n      int64
+	gen    int32 // the group generation it was read in
+	rewind bool  // the first message read again below the model's offset (Batch.Rewound)
 }
 
 func newByteQueue(count int, bytes int64) *byteQueue {
 	return &byteQueue{in: make(chan queued, count), bytes: semaphore.NewWeighted(bytes), limit: bytes}
 }
 
-// put waits for room and queues m, read in generation gen.
-func (q *byteQueue) put(ctx context.Context, m Message, gen int32) error {
+// put waits for room and queues m, read in generation gen; rewind marks
+// the first message of a partition read again from an offset below the
+// model's (Batch.Rewound).
+func (q *byteQueue) put(ctx context.Context, m Message, gen int32, rewind bool) error {
 	n := min(int64(len(m.Value)), q.limit) // a message beyond the limit passes alone
 	if err := q.bytes.Acquire(ctx, n); err != nil {
 		return err
@@ -38,7 +41,7 @@ func (q *byteQueue) put(ctx context.Context, m Message, gen int32) error {
 	q.held.Add(n)
 	q.queued.Add(1)
 	select {
-	case q.in <- queued{m, n, gen}:
+	case q.in <- queued{m, n, gen, rewind}:
 		return nil
 	case <-ctx.Done():
 		q.held.Add(-n)
@@ -50,9 +53,10 @@ func (q *byteQueue) put(ctx context.Context, m Message, gen int32) error {
 
 // take waits for a queued message (or ctx) and returns it with the
 // messages queued behind it of the same generation, at most max in all,
-// in queue order, releasing their bytes: they are the reader's now. A
-// message of another generation stays first in line for the next take.
-func (q *byteQueue) take(ctx context.Context, max int) ([]Message, int32, error) {
+// in queue order, releasing their bytes: they are the reader's now, and
+// whether the first is marked rewind. A message of another generation,
+// or marked rewind, stays first in line for the next take.
+func (q *byteQueue) take(ctx context.Context, max int) ([]Message, int32, bool, error) {
 	var it queued
 	if q.next != nil {
 		it, q.next = *q.next, nil
@@ -60,16 +64,16 @@ func (q *byteQueue) take(ctx context.Context, max int) ([]Message, int32, error)
 		select {
 		case it = <-q.in:
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, 0, false, ctx.Err()
 		}
 	}
-	gen := it.gen
+	gen, rewind := it.gen, it.rewind
 	out := []Message{it.m}
 	n := it.n
 	for len(out) < max {
 		select {
 		case it = <-q.in:
-			if it.gen != gen {
+			if it.gen != gen || it.rewind {
 				q.next = &it
 				break
 			}
@@ -83,7 +87,7 @@ func (q *byteQueue) take(ctx context.Context, max int) ([]Message, int32, error)
 	q.queued.Add(-int64(len(out)))
 	q.held.Add(-n)
 	q.bytes.Release(n)
-	return out, gen, nil
+	return out, gen, rewind, nil
 }
 
 // len is the number of queued messages (taken ones excluded).

@@ -35,6 +35,12 @@ type Batch struct {
 	// Generation is the consumer group generation the messages were read
 	// in (one per batch; 0 from sources without generations).
 	Generation int32
+	// Rewound: the first message starts its partition's reads again
+	// below the offset the model had (an OffsetGap of kind GapPastEnd
+	// read from the first offset): the offsets before it no longer name
+	// the same messages, and the reader takes them as new. Only a
+	// batch's first message is ever so marked.
+	Rewound bool
 }
 
 // newBatch returns the batch of msgs with its offsets.

@@ -89,6 +89,14 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	}
 	p.mu.Lock()
 	next, seen := p.consumed[m.Partition]
+	if pm.rewind && seen && m.Offset < next {
+		// The consumer found the partition past its end (a topic
+		// created again) and reads it from its first offset: new
+		// messages, not duplicates.
+		p.log.Info().Int("partition", m.Partition).Int64("from", m.Offset).Int64("was", next).Msg("kafka: the partition is read again from its first offset; its offsets name new messages")
+		p.shed.rewind(m.Partition)
+		seen = false
+	}
 	if seen && m.Offset < next {
 		p.mu.Unlock()
 		p.met.Duplicates.Inc()

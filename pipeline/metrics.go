@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamkpca/streamkpca/ingest"
 )
 
 // Metrics are the service's Prometheus metrics (names in docs/operations.md).
@@ -16,6 +18,8 @@ type Metrics struct {
 	Rejected        prometheus.Counter
 	BadMessages     *prometheus.CounterVec
 	Duplicates      prometheus.Counter
+	OffsetGaps      *prometheus.CounterVec
+	DeletedUnread   prometheus.Counter
 	BatchSeconds    prometheus.Histogram
 	Features        prometheus.Gauge
 	Budget          prometheus.Gauge
@@ -52,6 +56,8 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Rejected:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_rejected_total", Help: "Mini-batches refused by the divergence guard."}),
 		BadMessages:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_bad_messages_total", Help: "Messages refused and dead-lettered, by reason."}, []string{"reason"}),
 		Duplicates:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_duplicate_messages_total", Help: "Messages dropped because their offset was already consumed (after a rebalance)."}),
+		OffsetGaps:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_kafka_offset_gaps_total", Help: "Partitions found with the model's next offset out of their range, by kind: past_end (the topic was deleted and created again, or truncated), deleted (retention removed messages not yet read). kafka.offset_out_of_range says what follows."}, []string{"kind"}),
+		DeletedUnread:   prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_kafka_messages_deleted_unread_total", Help: "Messages removed from Kafka (retention) before the model read them: lost to the model."}),
 		BatchSeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamkpca_batch_seconds", Help: "Time to learn one mini-batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		Features:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_features", Help: "Random features in the model."}),
 		Budget:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_feature_budget", Help: "The feature budget: learner.max_features, raised while the stream leaves the learner idle (learner.budget: stream)."}),
@@ -80,9 +86,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		RequestSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
 	}
 	m.LearnedFraction.Set(1)
-	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.BatchSeconds, m.Features, m.Budget,
+	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.OffsetGaps, m.DeletedUnread, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
 		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
+	for _, k := range []string{ingest.GapPastEnd, ingest.GapDeleted} {
+		m.OffsetGaps.WithLabelValues(k)
+	}
 	for _, r := range []string{"empty", "oversized", "malformed", "dimension", "non_finite", "out_of_range", "domain"} {
 		m.BadMessages.WithLabelValues(r)
 	}

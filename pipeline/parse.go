@@ -23,6 +23,9 @@ type parsed struct {
 	n int64
 	// gen is the consumer group generation it was read in.
 	gen int32
+	// rewind: its partition is read again from this message's offset,
+	// below the one consumed (ingest.Batch.Rewound).
+	rewind bool
 }
 
 // Back-off of parseAhead after a failed Fetch.
@@ -79,7 +82,7 @@ func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src
 			retry = 0
 		}
 		ps := make([]parsed, 0, len(b.Messages))
-		for _, m := range b.Messages {
+		for i, m := range b.Messages {
 			x, y, err := dec.Parse(nil, nil, m.Value)
 			n := min(int64(len(m.Value)+8*(len(x)+len(y))), budget)
 			if !sem.TryAcquire(n) {
@@ -94,7 +97,7 @@ func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src
 				}
 			}
 			ahead.Add(1)
-			ps = append(ps, parsed{m: m, x: x, y: y, err: err, n: n, gen: b.Generation})
+			ps = append(ps, parsed{m: m, x: x, y: y, err: err, n: n, gen: b.Generation, rewind: b.Rewound && i == 0})
 		}
 		if !send(ps) {
 			return

@@ -465,7 +465,11 @@ func (p *Pipeline) connectKafka(opt Options) error {
 	cc := ingest.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, GroupID: cfg.Kafka.Group, Start: cfg.Kafka.Start,
 		QueueSize: cfg.Kafka.QueueSize, QueueBytes: cfg.Kafka.QueueBytes, FetchMaxWait: cfg.Kafka.FetchMaxWait, SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout, TLS: kt, SASLMechanism: cfg.Kafka.SASL.Mechanism, SASLUser: cfg.Kafka.SASL.User,
-		SASLPassword: pass, Logger: &log,
+		SASLPassword: pass, Logger: &log, OutOfRange: cfg.Kafka.OffsetOutOfRange,
+		OnGap: func(g ingest.OffsetGap) {
+			p.met.OffsetGaps.WithLabelValues(g.Kind).Inc()
+			p.met.DeletedUnread.Add(float64(g.Lost))
+		},
 	}
 	if cfg.Cluster.Enabled {
 		p.clu = &clusterState{learner: p.learner.(*clusterLearner), events: make(chan genEvent)}
@@ -752,9 +756,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		stopAll()
 		g.Wait()
 	}()
+	// A consumer that ends on its own (kafka.offset_out_of_range: fail)
+	// stops the service: learning would halt without a word otherwise.
+	srcErr := make(chan error, 1)
 	g.Go(func() error {
 		if err := p.consumer.Run(fetchCtx, p.nextOffset); err != nil && fetchCtx.Err() == nil {
-			p.log.Error().Err(err).Msg("kafka consumer stopped")
+			p.log.Error().Err(err).Msg("kafka consumer stopped; stopping the service (a final snapshot of what was learned)")
+			srcErr <- err
 		}
 		return nil
 	})
@@ -782,7 +790,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, p.parsed, sem, budget, p.cfg.Learner.Batch, &p.ahead)
 		return nil
 	})
-	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone})
+	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone, srcErr: srcErr})
 }
 
 // runEnds is what the loop of Run needs of the goroutines around it: the
@@ -794,6 +802,7 @@ type runEnds struct {
 	sem                *semaphore.Weighted
 	stopFetch, stopPub context.CancelFunc
 	pubDone            chan struct{}
+	srcErr             <-chan error // the consumer ended on its own
 }
 
 // drive runs the learning loop until ctx is done (a graceful stop: the
@@ -833,6 +842,10 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 			l.stop(e.stopFetch, e.pubDone)
 			e.stopPub()
 			return nil
+		case err := <-e.srcErr:
+			l.stop(e.stopFetch, e.pubDone)
+			e.stopPub()
+			return fmt.Errorf("pipeline: the Kafka consumer stopped (what was learned is in the final snapshot): %w", err)
 		case pending = <-inbox:
 		case ev := <-generations:
 			l.rejoin(ev)

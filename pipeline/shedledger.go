@@ -41,3 +41,10 @@ func (s *shedLedger) cover(next map[int]int64) uint64 {
 func (s *shedLedger) restore(covered uint64) {
 	s.covered, s.open = covered, nil
 }
+
+// rewind covers the partition's open shed messages: its reads start again
+// below them (a topic created again), and those messages are gone.
+func (s *shedLedger) rewind(partition int) {
+	s.covered += uint64(len(s.open[partition]))
+	delete(s.open, partition)
+}
