@@ -156,8 +156,41 @@ func (l *TwoView) StepSize() float64 {
 }
 
 func (l *TwoView) initView(i int, kern features.Kernel, x []float64, rows, d, nb, maxF int, standardize bool) error {
-	return l.v[i].setup(l.cfg, viewSpec{index: i, kernel: kern, dim: d, block: nb, maxFeatures: maxF, standardize: standardize,
-		float32: l.cfg.Precision == Float32 && kern.Family.ShiftInvariant(), center: l.centered()}, x, rows)
+	return l.setupView(i, viewSpec{kernel: kern, dim: d, block: nb, maxFeatures: maxF, standardize: standardize}, x, rows)
+}
+
+// setupView sets view i up from s, with the view's index, precision and
+// centring as the learner has them.
+func (l *TwoView) setupView(i int, s viewSpec, x []float64, rows int) error {
+	s.index, s.float32, s.center = i, l.cfg.Precision == Float32 && s.kernel.Family.ShiftInvariant(), l.centered()
+	return l.v[i].setup(l.cfg, s, x, rows)
+}
+
+// drawnBy returns the learner.frequencies setting that draws both
+// stored views as they were drawn (auto first: it decides per view), for
+// what the restored learner makes anew (a challenger); each restored view
+// keeps its own (storedFrequencies) whatever this returns.
+func drawnBy(c Config, vs ...snapshot.View) Frequencies {
+	for _, f := range []Frequencies{FrequenciesAuto, FrequenciesOrthogonal, FrequenciesIID} {
+		c.Frequencies = f
+		all := true
+		for _, v := range vs {
+			f32 := c.Precision == Float32 && v.Kernel.Family.ShiftInvariant()
+			all = all && c.structured(v.Kernel, v.Dim, f32) == v.Structured()
+		}
+		if all {
+			return f
+		}
+	}
+	return storedFrequencies(vs[0])
+}
+
+// storedFrequencies is the frequencies a stored view was drawn with.
+func storedFrequencies(v snapshot.View) Frequencies {
+	if v.Structured() {
+		return FrequenciesOrthogonal
+	}
+	return FrequenciesIID
 }
 
 // scratch sizes the batch buffers of both views for rows pairs.
@@ -652,12 +685,10 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 		cfg.Solver = SolverCovariance
 	}
 	restoredConfig(&cfg, vx)
-	if vy.Structured() {
-		cfg.Frequencies = FrequenciesOrthogonal
-	}
 	if vy.Float32() {
 		cfg.Precision = Float32
 	}
+	cfg.Frequencies = drawnBy(cfg, vx, vy)
 	if !alg.TargetY() { // a sliced target's view is its indicators, not the input's dimension
 		cfg.DimY = vy.Dim
 	}
@@ -669,10 +700,12 @@ func RestoreTwoView(snap *snapshot.Snapshot, rt Config) (*TwoView, error) {
 	l.ridgeAuto = cfg.Solver == SolverCovariance && (h.Schedule.RidgeAuto || cfg.Ridge == 0)
 	k := h.K
 	yBlock := vy.BlockSize
-	if err := l.initView(0, vx.Kernel, nil, 0, vx.Dim, h.BlockSize, h.MaxFeatures, false); err != nil {
+	// Each view as stored: one configuration's frequencies may draw the
+	// two views differently (auto by each view's dimension).
+	if err := l.setupView(0, viewSpec{kernel: vx.Kernel, dim: vx.Dim, block: h.BlockSize, maxFeatures: h.MaxFeatures, frequencies: storedFrequencies(vx)}, nil, 0); err != nil {
 		return nil, err
 	}
-	if err := l.initView(1, vy.Kernel, nil, 0, vy.Dim, yBlock, h.MaxFeatures, false); err != nil {
+	if err := l.setupView(1, viewSpec{kernel: vy.Kernel, dim: vy.Dim, block: yBlock, maxFeatures: h.MaxFeatures, frequencies: storedFrequencies(vy)}, nil, 0); err != nil {
 		return nil, err
 	}
 	l.slices = slices.Clone(vy.Slices)

@@ -46,6 +46,9 @@ type viewSpec struct {
 	float32     bool
 	keepBlocks  bool // size the evaluator's EvalKeep buffer (the subspace solver)
 	center      bool
+	// frequencies, when set, is this view's own (a restored view's, as
+	// stored); else the configuration's learner.frequencies decides.
+	frequencies Frequencies
 }
 
 // setup fixes the view's preprocessing, bandwidth (the median trick on
@@ -73,8 +76,12 @@ func (v *view) setup(c Config, s viewSpec, x []float64, rows int) error {
 	if nb < k {
 		return fmt.Errorf("%w: view %d has %d features per block, fewer than k = %d", ErrConfig, s.index, nb, k)
 	}
+	fc := c
+	if s.frequencies != "" {
+		fc.Frequencies = s.frequencies
+	}
 	v.fm = features.Map{Kernel: kern, Dim: d, BlockSize: nb, Float32: s.float32, BLAS: c.Compute == ComputeBLAS,
-		Landmarks: c.Features == FeaturesLandmarks, Structured: c.structured(kern, d, s.float32)}
+		Landmarks: c.Features == FeaturesLandmarks, Structured: fc.structured(kern, d, s.float32)}
 	if err := v.fm.Validate(); err != nil {
 		return fmt.Errorf("%w: view %d: %w", ErrConfig, s.index, err)
 	}
@@ -271,6 +278,9 @@ func (v *view) snapshotView() (snapshot.View, []float64) {
 // restore sets the view's blocks, coefficients, preprocessing and centre
 // from a snapshot; z holds a landmark view's points, block after block.
 func (v *view) restore(sv snapshot.View, seeds []uint64, coef, z []float64, k int) error {
+	if v.fm.Structured != sv.Structured() {
+		return fmt.Errorf("%w: the view's frequencies are stored as %q but would be drawn otherwise", snapshot.ErrHeader, sv.Frequencies)
+	}
 	v.pre = sv.Preprocess
 	if len(coef) > cap(v.coef) {
 		v.coef = make([]float64, 0, len(coef))
