@@ -1048,14 +1048,16 @@ func readFull(r io.Reader, buf []byte, read *int64, what string) error {
 	return nil
 }
 
-// ReadFrom decodes a v1, v2 or v3 snapshot from r. It allocates for the payload only
-// as the bytes arrive, so a lying header cannot force a large allocation
-// — unless r says how long it is (a method Size() int64 giving its
-// length from where ReadFrom starts, as bytes.Reader's and the object
-// readers of publish's backends) and that is the length the header
-// gives: room for the coefficients is then made at once and they are
-// decoded as they arrive, the encoded ones never held whole (a reader of
-// a large model holds it about once, not twice).
+// ReadFrom decodes a v1, v2 or v3 snapshot from r. It allocates for the
+// payload only as the bytes arrive, decoding them as they come (about
+// twice the coefficients at the peak, with outgrown room), so a lying header
+// cannot force a large allocation — unless r says how long it is (a
+// method Size() int64 giving its length from where ReadFrom starts, as
+// bytes.Reader's and the object readers of publish's backends), that is
+// the length the header gives, and the coefficients take at most
+// MaxTrustedBytes: room for them is then made at once (a reader of a
+// model holds it once). A size claim is no proof: an object store's
+// writer states it, so beyond MaxTrustedBytes it is not trusted.
 func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	crc := crc32.New(castagnoli)
 	tr := io.TeeReader(r, crc)
@@ -1086,15 +1088,11 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	}
 	var coef []float64
 	bad := -1
-	if sz, ok := r.(interface{ Size() int64 }); ok && sz.Size() == 16+int64(hlen)+8+8*int64(n)+4 {
+	if sz, ok := r.(interface{ Size() int64 }); ok && sz.Size() == 16+int64(hlen)+8+8*int64(n)+4 && 8*n <= MaxTrustedBytes {
 		coef = make([]float64, n)
 		bad, err = readFloats(tr, coef, &read)
 	} else {
-		var p []byte
-		if p, err = readGrow(tr, int(8*n), &read); err == nil {
-			coef = make([]float64, n)
-			bad = putFloats(coef, p)
-		}
+		coef, bad, err = readFloatsGrow(tr, int(n), &read)
 	}
 	if err != nil {
 		return read, err
@@ -1112,6 +1110,38 @@ func (s *Snapshot) ReadFrom(r io.Reader) (int64, error) {
 	s.Header = h
 	s.Coef, s.Landmarks, s.State = splitViews(coef, &h)
 	return read, nil
+}
+
+// MaxTrustedBytes bounds the room ReadFrom makes at once on a reader's
+// size claim (a forged object info in a store could claim 8 GiB).
+const MaxTrustedBytes = 256 << 20
+
+// readFloatsGrow reads n little-endian float64s from r in steps of at most
+// 1 MiB, growing the result as they arrive (doubling, capped at n) so
+// that memory follows the bytes actually present; it adds what it read to
+// *read and returns the index of the first that is not finite, or -1.
+func readFloatsGrow(r io.Reader, n int, read *int64) ([]float64, int, error) {
+	const step = 1 << 17 // floats: 1 MiB
+	dst := make([]float64, 0, min(n, step))
+	buf := make([]byte, 8*min(n, step))
+	bad := -1
+	for len(dst) < n {
+		m := min(n-len(dst), step)
+		if err := readFull(r, buf[:8*m], read, "coefficients"); err != nil {
+			return nil, bad, err
+		}
+		if cap(dst)-len(dst) < m {
+			nd := make([]float64, len(dst), min(n, max(2*cap(dst), len(dst)+m)))
+			copy(nd, dst)
+			dst = nd
+		}
+		off := len(dst)
+		dst = dst[:off+m]
+		if i := putFloats(dst[off:], buf[:8*m]); bad < 0 && i >= 0 {
+			bad = off + i
+		}
+	}
+	return dst, bad, nil
 }
 
 // putFloats decodes len(dst) little-endian float64s from p into dst and
