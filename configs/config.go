@@ -90,6 +90,11 @@ type Kafka struct {
 	Dim int `yaml:"dim" min:"0" max:"1048576" online:"Dim" doc:"0 = fixed by the first valid message"`
 	// DeadLetterTopic receives refused messages. Default: "<topic>.dlq".
 	DeadLetterTopic string `yaml:"dead_letter_topic" shown:"\"\"" doc:"default: <topic>.dlq"`
+	// DeadLetterSpillBytes bounds the file in snapshot.dir that keeps the
+	// dead letters the dead-letter topic refuses (a missing topic, an
+	// ACL), so that learning and snapshots go on; they are sent when the
+	// topic takes writes again, across restarts. Default: 64 MiB.
+	DeadLetterSpillBytes int64 `yaml:"dead_letter_spill_bytes" min:"1" doc:"dead letters the topic refuses wait in <snapshot.dir>/<model>.dead-letters up to this (64 MiB)"`
 	// MaxMessageBytes refuses larger messages. Default: 1048576.
 	MaxMessageBytes int `yaml:"max_message_bytes" min:"8" zero:"refused" doc:"larger messages are dead-lettered as \"oversized\""`
 	// MaxAbs dead-letters a message holding a value whose magnitude
@@ -425,6 +430,9 @@ func (c *Config) SetDefaults() {
 	def(&c.Kafka.OffsetOutOfRange, ingest.OutOfRangeEarliest)
 	def(&c.Kafka.Format, "json")
 	def(&c.Kafka.DeadLetterTopic, c.Kafka.Topic+".dlq")
+	if c.Kafka.DeadLetterSpillBytes == 0 {
+		c.Kafka.DeadLetterSpillBytes = ingest.DefaultSpillBytes
+	}
 	defI(&c.Kafka.MaxMessageBytes, ingest.DefaultMaxMessageBytes)
 	defI(&c.Kafka.QueueSize, ingest.DefaultQueueSize)
 	if c.Kafka.QueueBytes == 0 {

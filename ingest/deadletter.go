@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,14 +162,20 @@ func (m *MemDeadLetter) Close() error { return nil }
 // DeadLetterQueue writes dead letters asynchronously and in batches, so
 // that a flood of bad messages costs the learner a channel send each, not
 // a broker round trip. It holds at most Capacity records (Enqueue blocks
-// beyond: bounded memory, nothing dropped). A batch whose write fails is
-// written again, with a back-off up to DeadLetterMaxBackoff, until it is
-// stored or the queue is closed: nothing is dropped. Flush waits until
-// every record enqueued before it has been written; the service flushes
-// before it commits offsets (and postpones its snapshots while Failing),
-// so a committed offset never covers a dead letter not yet stored.
+// beyond: bounded memory, nothing dropped). A batch whose write fails
+// goes to the spill (a bounded file in snapshot.dir, when there is one
+// and it has room): stored durably, it counts as written, and the spill
+// is sent to the topic again with a back-off up to DeadLetterMaxBackoff
+// until the topic takes it; batches that come meanwhile join the spill.
+// Without room, the batch is written again, with the back-off, until it
+// is stored or the queue is closed (Failing meanwhile): nothing is
+// dropped. Flush waits until every record enqueued before it has been
+// written or spilled; the service flushes before it commits offsets (and
+// postpones its snapshots while Failing), so a committed offset never
+// covers a dead letter not yet stored.
 type DeadLetterQueue struct {
 	w       DeadLetterWriter
+	spill   *Spill
 	ch      chan dlItem
 	bytes   *semaphore.Weighted // values queued, bounded by the byte capacity
 	limit   int64
@@ -195,16 +202,27 @@ const (
 
 // NewDeadLetterQueue starts the queue's writer. It holds at most capacity
 // records and capBytes bytes of their keys and values (a record larger
-// than capBytes passes alone). onError is called (from the writer
-// goroutine) with the records of every Write that failed; they are
-// written again.
-func NewDeadLetterQueue(w DeadLetterWriter, capacity int, capBytes int64, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
+// than capBytes passes alone). spill, when not nil, takes the batches the
+// topic refuses (see DeadLetterQueue); records an earlier run left in it
+// are sent first. onError is called (from the writer goroutine) with the
+// records of every Write that failed, and with none when a spill's
+// records could not be sent; they are written again.
+func NewDeadLetterQueue(w DeadLetterWriter, capacity int, capBytes int64, spill *Spill, onError func([]DeadLetterRecord, error)) *DeadLetterQueue {
 	ctx, cancel := context.WithCancel(context.Background())
 	capBytes = max(capBytes, 1)
-	q := &DeadLetterQueue{w: w, ch: make(chan dlItem, max(capacity, 1)), bytes: semaphore.NewWeighted(capBytes), limit: capBytes,
+	q := &DeadLetterQueue{w: w, spill: spill, ch: make(chan dlItem, max(capacity, 1)), bytes: semaphore.NewWeighted(capBytes), limit: capBytes,
 		onError: onError, done: make(chan struct{}), stop: cancel}
 	go q.run(ctx)
 	return q
+}
+
+// Spilled returns the records in the spill, waiting to be sent, and their
+// bytes (0, 0 without a spill).
+func (q *DeadLetterQueue) Spilled() (records, bytes int64) {
+	if q.spill == nil {
+		return 0, 0
+	}
+	return q.spill.Len()
 }
 
 // Enqueue queues rec, waiting while the queue is full.
@@ -283,14 +301,69 @@ func (q *DeadLetterQueue) write(ctx context.Context, batch []DeadLetterRecord) b
 	}
 }
 
+// spilled appends batch to the spill when there is one with room.
+func (q *DeadLetterQueue) spilled(batch []DeadLetterRecord) bool {
+	if q.spill == nil {
+		return false
+	}
+	ok, err := q.spill.Append(batch)
+	if err != nil && q.onError != nil {
+		q.onError(nil, err)
+	}
+	return ok && err == nil
+}
+
+// store writes batch, or spills it: behind a spill not yet sent (the
+// topic is failing), or after a failed write. Without room it writes
+// again until stored (write); false when ctx ended first.
+func (q *DeadLetterQueue) store(ctx context.Context, batch []DeadLetterRecord) bool {
+	if n, _ := q.Spilled(); n > 0 && q.spilled(batch) {
+		return true
+	}
+	wctx, cancel := context.WithTimeout(ctx, DeadLetterTimeout)
+	err := q.w.Write(wctx, batch)
+	cancel()
+	if err == nil {
+		return true
+	}
+	if q.onError != nil {
+		q.onError(batch, err)
+	}
+	if ctx.Err() == nil && q.spilled(batch) {
+		return true
+	}
+	return q.write(ctx, batch)
+}
+
 func (q *DeadLetterQueue) run(ctx context.Context) {
 	defer close(q.done)
 	batch := make([]DeadLetterRecord, 0, DeadLetterBatch)
+	// drain sends the spill to the topic while it holds records, after a
+	// back-off that doubles while the topic refuses them.
+	wait := 100 * time.Millisecond
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
+		var drainC <-chan time.Time
+		if n, _ := q.Spilled(); n > 0 {
+			drainC = retry.C
+		}
 		var it dlItem
 		select {
 		case <-ctx.Done():
+			q.spillQueued(nil)
 			return
+		case <-drainC:
+			if err := q.spill.Drain(ctx, q.w); err != nil {
+				if ctx.Err() == nil && q.onError != nil {
+					q.onError(nil, err)
+				}
+				wait = min(2*wait, DeadLetterMaxBackoff)
+			} else {
+				wait = 100 * time.Millisecond
+			}
+			retry.Reset(wait)
+			continue
 		case it = <-q.ch:
 		}
 		var marks []chan struct{}
@@ -313,8 +386,12 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 				break drain
 			}
 		}
-		if len(batch) > 0 && !q.write(ctx, batch) {
-			return // closed with the batch unwritten: its flushes never complete
+		if len(batch) > 0 && !q.store(ctx, batch) {
+			// Closed with the batch unwritten: to the spill with what
+			// is queued behind it, if there is room; its flushes never
+			// complete.
+			q.spillQueued(batch)
+			return
 		}
 		q.bytes.Release(held)
 		for _, m := range marks {
@@ -322,5 +399,26 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 		}
 		clear(batch)
 		batch = batch[:0]
+	}
+}
+
+// spillQueued spills batch and the records still queued, at the close:
+// a restart sends them (and re-reads their messages only if the last
+// snapshot does not cover them).
+func (q *DeadLetterQueue) spillQueued(batch []DeadLetterRecord) {
+	rest := slices.Clone(batch)
+	for {
+		select {
+		case it := <-q.ch:
+			if it.flush == nil {
+				rest = append(rest, it.rec)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if len(rest) > 0 {
+		q.spilled(rest)
 	}
 }

@@ -62,7 +62,7 @@ func TestDeadLetterMessageTruncatesNearTheLimit(t *testing.T) {
 // records are written in order and in batches.
 func TestDeadLetterQueueFlushAndOrder(t *testing.T) {
 	w := &MemDeadLetter{Delay: time.Millisecond}
-	q := NewDeadLetterQueue(w, 64, 1<<20, nil)
+	q := NewDeadLetterQueue(w, 64, 1<<20, nil, nil)
 	ctx := context.Background()
 	for i := range 1000 {
 		if err := q.Enqueue(ctx, DeadLetterRecord{Msg: Message{Offset: int64(i)}}); err != nil {
@@ -98,7 +98,7 @@ func TestDeadLetterQueueFlushAndOrder(t *testing.T) {
 func TestDeadLetterQueueRetriesUntilStored(t *testing.T) {
 	w := &MemDeadLetter{Fail: errors.New("down")}
 	var failed atomic.Int64
-	q := NewDeadLetterQueue(w, 8, 1<<20, func(recs []DeadLetterRecord, err error) { failed.Add(int64(len(recs))) })
+	q := NewDeadLetterQueue(w, 8, 1<<20, nil, func(recs []DeadLetterRecord, err error) { failed.Add(int64(len(recs))) })
 	ctx := context.Background()
 	go func() {
 		for i := range 100 {
@@ -234,7 +234,7 @@ func TestQueueBatchesOneGeneration(t *testing.T) {
 // room instead of piling up (4,096 near-limit values would be 4 GiB).
 func TestDeadLetterQueueBoundsBytes(t *testing.T) {
 	w := &MemDeadLetter{Delay: time.Hour}
-	q := NewDeadLetterQueue(w, 4096, 10_000, nil)
+	q := NewDeadLetterQueue(w, 4096, 10_000, nil, nil)
 	defer q.stop()
 	rec := DeadLetterRecord{Msg: Message{Value: make([]byte, 3000)}}
 	ctx := context.Background()

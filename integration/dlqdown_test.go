@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,12 +19,15 @@ import (
 )
 
 // TestDeadLetterTopicDownProcess: a real `streamkpca run` process whose
-// dead-letter topic refuses every write for its first 30 s (the broker
-// answers TOPIC_AUTHORIZATION_FAILED, as after an ACL change), then
-// accepts them. Exactly once holds: the snapshot after the stream covers
-// every offset, samples_seen is the good messages and every bad one is
-// on <topic>.dlq (learned + dead-lettered = produced); while the topic
-// refused, the failures were counted.
+// dead-letter topic refuses every write (the broker answers
+// TOPIC_AUTHORIZATION_FAILED, as after an ACL change). The refused dead
+// letters go to the spill in snapshot.dir, so snapshots cover the whole
+// stream meanwhile (issue 58, item 6: before, no snapshot was stored
+// while the topic refused, and the stop could wait on a full queue);
+// /readyz names the topic; SIGTERM stops the child at once. Restarted
+// once the topic accepts writes, the child sends the spill. Exactly once
+// holds: samples_seen is the good messages and every bad one is on
+// <topic>.dlq (learned + dead-lettered = produced).
 func TestDeadLetterTopicDownProcess(t *testing.T) {
 	longOnly(t)
 	s := startStack(t, map[string]int32{"dlqdown": 1, "dlqdown.dlq": 1})
@@ -72,23 +78,37 @@ func TestDeadLetterTopicDownProcess(t *testing.T) {
 	waitFor(t, 2*time.Minute, "the child learning every good message while its dead letters are refused", func() bool {
 		return scrape(c.port, "streamkpca_samples_learned_total") >= good
 	})
-	time.Sleep(30 * time.Second) // the outage: 30 s in all, most of it after learning
 	store := &snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Model: "dlqdown"}
-	if snap, _, err := store.Latest(); err == nil {
-		for _, o := range snap.Header.Offsets {
-			if o.Next > every { // the first bad message is at offset every
-				t.Fatalf("a snapshot covers offset %d while the dead-letter topic refused every write", o.Next-1)
-			}
-		}
-	}
+	total := int64(good + nBad)
+	waitFor(t, 2*time.Minute, "a snapshot covering the whole stream while the dead-letter topic refuses writes (the spill)", func() bool {
+		snap, _, err := store.Latest()
+		return err == nil && len(snap.Header.Offsets) == 1 && snap.Header.Offsets[0].Next == total
+	})
 	if refused.Load() == 0 || scrape(c.port, "streamkpca_dead_letter_errors_total") <= 0 {
 		t.Fatalf("the broker refused %d dead-letter writes, the child counted %v failures: the outage did not happen", refused.Load(), scrape(c.port, "streamkpca_dead_letter_errors_total"))
 	}
+	if n := scrape(c.port, "streamkpca_dead_letters_spilled"); n != float64(nBad) {
+		t.Errorf("streamkpca_dead_letters_spilled %v; want %d", n, nBad)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", c.port)); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "dlqdown.dlq") {
+			t.Errorf("/readyz says %q; want it to name the dead-letter topic", body)
+		}
+	}
+	began := time.Now()
+	if err := c.stop(); err != nil {
+		t.Fatalf("graceful stop with the dead-letter topic refusing: %v", err)
+	}
+	t.Logf("the stop took %v with the dead-letter topic refusing writes", time.Since(began))
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("the stop took %v", d)
+	}
 	up.Store(true)
-	total := int64(good + nBad)
-	waitFor(t, 2*time.Minute, "a snapshot covering the whole stream once the dead-letter topic accepts writes", func() bool {
-		snap, _, err := store.Latest()
-		return err == nil && len(snap.Header.Offsets) == 1 && snap.Header.Offsets[0].Next == total
+	c.start()
+	waitFor(t, 2*time.Minute, "the spill sent once the dead-letter topic accepts writes", func() bool {
+		return scrape(c.port, "streamkpca_dead_letters_spilled") == 0 && scrape(c.port, "streamkpca_consumer_lag") == 0
 	})
 	if err := c.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)

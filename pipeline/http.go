@@ -37,6 +37,14 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			http.Error(w, "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic "+p.cfg.Kafka.Topic, http.StatusServiceUnavailable)
 			return
 		}
+		if p.dlq != nil && p.dlq.Failing() {
+			http.Error(w, "kafka.dead_letter_topic "+p.cfg.Kafka.DeadLetterTopic+" refuses writes and the spill is full (kafka.dead_letter_spill_bytes): snapshots wait until the dead letters are stored", http.StatusServiceUnavailable)
+			return
+		}
+		if n, _ := p.dlq.Spilled(); n > 0 {
+			fmt.Fprintf(w, "ready; %d dead letters wait in the spill: kafka.dead_letter_topic %s refuses writes\n", n, p.cfg.Kafka.DeadLetterTopic)
+			return
+		}
 		w.Write([]byte("ready\n"))
 	})
 	api := serve.HTTPHandler(p.cfg.Model, &p.cur, serve.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},

@@ -50,6 +50,9 @@ type loop struct {
 	linger *time.Timer
 	// run is Run's context: its end is the stop signal.
 	run context.Context
+	// enq bounds a dead letter's wait for room in the queue: it ends at
+	// the stop signal or Kill.
+	enq context.Context
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in
@@ -136,7 +139,15 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		p.status.BadByReason[reason]++
 		p.mu.Unlock()
 		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
-		if err := p.dlq.Enqueue(ctx, ingest.DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()}); err != nil {
+		// A full queue (the topic refusing writes, the spill full) waits
+		// until the stop or Kill, not past them: the stop's final
+		// snapshot then waits for the dead letters, and is not stored
+		// while they are not, so a restart reads these messages again.
+		ectx := ctx
+		if l.enq != nil {
+			ectx = l.enq
+		}
+		if err := p.dlq.Enqueue(ectx, ingest.DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()}); err != nil {
 			p.met.DeadLetterErrs.Inc()
 			p.log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("dead letter not queued (shutting down); the message is counted and logged")
 		}

@@ -227,9 +227,13 @@ func TestBadMessageFloodIsBatched(t *testing.T) {
 // every failure is counted, and no snapshot covers a dead letter not yet
 // stored; once it accepts them again, every one is stored and the
 // snapshot covers all: learned + dead-lettered = produced.
+//
+// With the spill full (here a 1-byte bound) the queue retries as it did
+// before the spill; TestDeadLetterSpillKeepsSnapshotsGoing has the spill.
 func TestDeadLetterOutageLosesNothing(t *testing.T) {
 	c := testConfig(t)
 	c.Kafka.Dim = 1
+	c.Kafka.DeadLetterSpillBytes = 1
 	c.Snapshot.EveryBatches = 1
 	src := ingest.NewMemSource("v", 64)
 	dl := &ingest.MemDeadLetter{Fail: fmt.Errorf("broker says no")}
@@ -262,6 +266,61 @@ func TestDeadLetterOutageLosesNothing(t *testing.T) {
 	snap := h.stop()
 	if got := snap.Header.SamplesSeen; got != 300 || nextOffset(snap, 0) != 302 {
 		t.Errorf("samples_seen %d, offsets to %d; want 300 and 302", got, nextOffset(snap, 0))
+	}
+}
+
+// Defect (issue 58, item 6): while the dead-letter topic refused
+// writes, no snapshot could be stored (its offsets cover the dead
+// letters) and a full queue blocked the loop past the stop signal. Now
+// the refused dead letters go to the spill in snapshot.dir: snapshots
+// cover them and go on, /readyz says what waits and names the topic, the
+// stop is prompt, and a restart whose topic takes writes sends them.
+func TestDeadLetterSpillKeepsSnapshotsGoing(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Dim = 1
+	c.Snapshot.EveryBatches = 1
+	src := ingest.NewMemSource("v", 64)
+	dl := &ingest.MemDeadLetter{Fail: fmt.Errorf("TOPIC_AUTHORIZATION_FAILED")}
+	src.Produce(0, []byte("1,2"), []byte("nope"))
+	src.Produce(0, points(300, 1, 3)...)
+	h := startLoop(t, c, src, dl)
+	h.waitConsumed(302)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s := latestOrNil(c); s != nil && nextOffset(s, 0) == 302 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot covers the stream while the dead-letter topic refuses writes and the spill has room")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, _ := h.p.dlq.Spilled(); n != 2 {
+		t.Errorf("%d dead letters spilled; want 2", n)
+	}
+	start := time.Now()
+	h.stop()
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the stop took %v with the dead-letter topic refusing writes", d)
+	}
+	if recs, _ := dl.Records(); len(recs) != 0 {
+		t.Fatalf("%d dead letters written to a topic refusing them", len(recs))
+	}
+
+	dl2 := &ingest.MemDeadLetter{}
+	h2 := startLoop(t, c, ingest.NewMemSource("v", 64), dl2)
+	for {
+		recs, _ := dl2.Records()
+		if n, _ := h2.p.dlq.Spilled(); len(recs) == 2 && n == 0 {
+			if recs[0].Msg.Offset+recs[1].Msg.Offset != 1 || recs[0].Reason == "" {
+				t.Errorf("the spilled dead letters came back as %+v", recs)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 spilled dead letters sent after the restart", len(recs))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -266,6 +266,14 @@ func (p *Pipeline) registerGauges() {
 				return 0
 			}),
 		p.served(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_dead_letters_spilled", Help: "Dead letters the dead-letter topic refused, kept in <snapshot.dir>/<model>.dead-letters until it takes them (kafka.dead_letter_spill_bytes)."},
+			func() float64 {
+				if p.dlq == nil {
+					return 0
+				}
+				n, _ := p.dlq.Spilled()
+				return float64(n)
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "streamkpca_nats_sent_bytes_total", Help: "Bytes this service sent to NATS (its connection's count: the cluster exchange, publishing, answers)."},
 			func() float64 { return float64(p.natsStats().OutBytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "streamkpca_nats_received_bytes_total", Help: "Bytes this service received from NATS (its connection's count: the cluster exchange, queries)."},
@@ -492,12 +500,26 @@ func (p *Pipeline) connectKafka(opt Options) error {
 			return err
 		}
 	}
-	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, func(recs []ingest.DeadLetterRecord, err error) {
+	spill, err := ingest.OpenSpill(filepath.Join(cfg.Snapshot.Dir, cfg.Model+".dead-letters"), cfg.Kafka.DeadLetterSpillBytes)
+	if err != nil {
+		return fmt.Errorf("pipeline: %w (check snapshot.dir)", err)
+	}
+	if n, b := spill.Len(); n > 0 {
+		p.log.Warn().Int64("records", n).Int64("bytes", b).Str("file", spill.Path()).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).
+			Msg("dead letters an earlier run could not write are waiting; sending them to the dead-letter topic")
+	}
+	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, spill, func(recs []ingest.DeadLetterRecord, err error) {
 		p.met.DeadLetterErrs.Add(float64(len(recs)))
-		for _, r := range recs {
-			p.log.Error().Err(err).Str("reason", r.Reason).Int("partition", r.Msg.Partition).Int64("offset", r.Msg.Offset).
-				Msg("dead-letter write failed; retrying, and snapshots wait until it is stored")
+		if len(recs) == 0 {
+			n, _ := spill.Len()
+			p.log.Error().Err(err).Int64("spilled", n).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).Str("file", spill.Path()).
+				Msg("spilled dead letters not sent; retrying with back-off (check the topic exists and this service may write to it)")
+			return
 		}
+		r := recs[0]
+		p.log.Error().Err(err).Int("records", len(recs)).Str("reason", r.Reason).Int("partition", r.Msg.Partition).Int64("offset", r.Msg.Offset).
+			Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).
+			Msg("dead-letter write failed; the records go to the spill in snapshot.dir (kafka.dead_letter_spill_bytes) or, when it is full, are written again while snapshots wait")
 	})
 	return nil
 }
@@ -782,6 +804,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	})
 
 	l := p.newLoop(ctx)
+	// Dead letters wait for room until the stop or Kill (see handle).
+	enq, stopEnq := context.WithCancel(work)
+	defer stopEnq()
+	defer context.AfterFunc(ctx, stopEnq)()
+	l.enq = enq
 	// Parsing runs ahead of the loop by up to a batch (and a byte budget
 	// of kafka.queue_bytes), on its own goroutine.
 	budget := p.cfg.Kafka.QueueBytes
