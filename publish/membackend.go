@@ -29,6 +29,26 @@ type MemBackend struct {
 	// MaxBytes, when positive, bounds the objects' bytes: a put past it
 	// fails with ErrStoreFull (a JetStream bucket's byte limit).
 	MaxBytes int
+	// KeysShareRoom makes key writes count against MaxBytes too: with
+	// the objects at the bound, a key write fails with ErrStoreFull (a
+	// JetStream server whose storage both buckets share).
+	KeysShareRoom bool
+}
+
+// keyRoom reports ErrStoreFull for a key write of n bytes under
+// KeysShareRoom; the caller holds b.mu.
+func (b *MemBackend) keyRoom(key string, n int) error {
+	if !b.KeysShareRoom || b.MaxBytes <= 0 {
+		return nil
+	}
+	used := n
+	for _, o := range b.objects {
+		used += len(o.data)
+	}
+	if used > b.MaxBytes {
+		return fmt.Errorf("publish: write key %s: %w (%d bytes of %d)", key, ErrStoreFull, used, b.MaxBytes)
+	}
+	return nil
 }
 
 type memObject struct {
@@ -144,6 +164,9 @@ func (b *MemBackend) PutKey(_ context.Context, key string, value []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.keyRoom(key, len(value)); err != nil {
+		return err
+	}
 	b.keys[key] = slices.Clone(value)
 	b.seq++
 	b.revs[key] = b.seq
@@ -184,6 +207,9 @@ func (b *MemBackend) SwapKey(_ context.Context, key string, value []byte, rev ui
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.keyRoom(key, len(value)); err != nil {
+		return 0, err
+	}
 	_, set := b.keys[key]
 	if (rev == 0 && set) || (rev != 0 && (!set || b.revs[key] != rev)) {
 		return 0, fmt.Errorf("publish: swap key %s at revision %d: %w", key, rev, ErrConflict)

@@ -423,3 +423,28 @@ func storedNames(t *testing.T, b Backend) []string {
 	slices.Sort(names)
 	return names
 }
+
+// Defect (issue 58, item 3): with the store full, every publish failed at
+// its lease renewal — itself a write to the full store — before the put
+// that makes room, so no old version was ever deleted and nothing was
+// published again (79 errors in 60 s). Now a renewal refused for room
+// makes room while the lease is still held: every version is published.
+func TestALeaseRenewalMakesRoomInAFullStore(t *testing.T) {
+	b := NewMemBackend()
+	_, one := testkit.Golden(t, 1)
+	b.MaxBytes, b.KeysShareRoom = 3*len(one)+64, true // three versions fill it: no key write fits
+	pub := goldenPublisher(t, b, 1000) // pruning by count never makes room
+	if _, err := pub.Own(Owner{ID: "inc-a", TTL: time.Minute}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for v := uint64(1); v <= 8; v++ {
+		s, data := testkit.Golden(t, v)
+		if _, err := pub.Publish(ctx, s, data); err != nil {
+			t.Fatalf("publish %d into a store whose keys share its room: %v", v, err)
+		}
+	}
+	if _, n, err := LatestFrom(ctx, b, Config{Model: "golden"}); err != nil || n.Version != 8 {
+		t.Fatalf("latest: version %d (%v), want 8", n.Version, err)
+	}
+}

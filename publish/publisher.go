@@ -178,12 +178,22 @@ func (p *Publisher) Own(me Owner, now func() time.Time) (*Lease, error) {
 // Lease returns the lease set by Own, nil when none is.
 func (p *Publisher) Lease() *Lease { return p.lease }
 
-// hold renews the lease if there is one.
+// hold renews the lease if there is one. A renewal is itself a write:
+// refused for room (ErrStoreFull: the key and object buckets share the
+// server's storage), it makes room as a put does — deleting the oldest
+// version no reader needs — while the lease, renewed within its TTL, is
+// still this publisher's; before, every publish failed at its renewal
+// and nothing was ever deleted.
 func (p *Publisher) hold(ctx context.Context) error {
 	if p.lease == nil {
 		return nil
 	}
-	return p.lease.Hold(ctx)
+	err := p.lease.Hold(ctx)
+	if errors.Is(err, ErrStoreFull) && p.lease.Held() {
+		var none Notice
+		err = p.withRoom(ctx, &none, func() error { return p.lease.Hold(ctx) })
+	}
+	return err
 }
 
 // NewPublisher returns a publisher over NATS; buckets are created on first
