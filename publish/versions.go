@@ -1,13 +1,18 @@
 package publish
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -39,6 +44,16 @@ var ErrNoVersion = errors.New("publish: no such version")
 // the version's age), the last few built kept in a small cache.
 type StoreVersions struct {
 	Store *snapshot.Store
+	// HoldBytes bounds the bytes of the versions held by requests under
+	// way (Hold): a download held by a slow reader for the server's
+	// write timeout keeps its version in memory, and 40 readers cycling
+	// 5 versions through the cache once took the service past 1 GiB.
+	// Default: DefaultHoldBytes.
+	HoldBytes int64
+
+	holdOnce sync.Once
+	held     *semaphore.Weighted
+	loads    singleflight.Group
 
 	mu    sync.Mutex
 	cache []cachedVersion // most recently used last
@@ -111,7 +126,40 @@ func (s *StoreVersions) List() ([]VersionInfo, error) {
 	return out, nil
 }
 
-// Load returns one version in its published form.
+// DefaultHoldBytes is StoreVersions.HoldBytes's default.
+const DefaultHoldBytes = 256 << 20
+
+// Hold returns one version in its published form for a request, once the
+// bytes of the versions other requests hold leave room for its file
+// (waiting for ctx meanwhile); release gives the room back when the
+// request is done with the version. A version larger than HoldBytes
+// waits for all the room.
+func (s *StoreVersions) Hold(ctx context.Context, version uint64) (*snapshot.Model, []byte, func(), error) {
+	s.holdOnce.Do(func() {
+		if s.HoldBytes <= 0 {
+			s.HoldBytes = DefaultHoldBytes
+		}
+		s.held = semaphore.NewWeighted(s.HoldBytes)
+	})
+	st, err := os.Stat(s.Store.Path(version))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %d", ErrNoVersion, version)
+	}
+	n := min(max(st.Size(), 1), s.HoldBytes)
+	if err := s.held.Acquire(ctx, n); err != nil {
+		return nil, nil, nil, fmt.Errorf("publish: waiting for room to serve version %d: %w", version, err)
+	}
+	m, data, err := s.Load(version)
+	if err != nil {
+		s.held.Release(n)
+		return nil, nil, nil, err
+	}
+	var once sync.Once
+	return m, data, func() { once.Do(func() { s.held.Release(n) }) }, nil
+}
+
+// Load returns one version in its published form; concurrent loads of a
+// version not in the cache read it once.
 func (s *StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
 	s.mu.Lock()
 	for i, c := range s.cache {
@@ -122,25 +170,36 @@ func (s *StoreVersions) Load(version uint64) (*snapshot.Model, []byte, error) {
 		}
 	}
 	s.mu.Unlock()
+	v, err, _ := s.loads.Do(strconv.FormatUint(version, 10), func() (any, error) { return s.load(version) })
+	if err != nil {
+		return nil, nil, err
+	}
+	c := v.(cachedVersion)
+	return c.m, c.data, nil
+}
+
+// load reads, encodes and caches one version.
+func (s *StoreVersions) load(version uint64) (cachedVersion, error) {
 	snap, data, err := snapshot.Load(s.Store.Path(version))
 	if err != nil {
 		// Not the path: it names the server's directory.
-		return nil, nil, fmt.Errorf("%w: %d", ErrNoVersion, version)
+		return cachedVersion{}, fmt.Errorf("%w: %d", ErrNoVersion, version)
 	}
 	if data, err = PublishedBytes(snap, data); err != nil {
-		return nil, nil, err
+		return cachedVersion{}, err
 	}
 	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{CacheBytes: versionCacheBytes})
 	if err != nil {
-		return nil, nil, err
+		return cachedVersion{}, err
 	}
+	c := cachedVersion{version, m, data}
 	s.mu.Lock()
-	s.cache = append(s.cache, cachedVersion{version, m, data})
+	s.cache = append(s.cache, c)
 	if len(s.cache) > versionCacheN {
 		s.cache = s.cache[1:]
 	}
 	s.mu.Unlock()
-	return m, data, nil
+	return c, nil
 }
 
 // PublishedBytes returns the published form of a snapshot read as data:

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/streamkpca/streamkpca/internal/testkit"
 )
@@ -81,5 +84,61 @@ func TestStoreVersionsListAndLoad(t *testing.T) {
 	}
 	if list, _ := vs.List(); len(list) != 1 || list[0].Version != 4 {
 		t.Errorf("after pruning to one: %v", list)
+	}
+}
+
+// Defect (issue 58, item 13): every download held its own copy of a
+// version for as long as a slow reader took (up to the server's 60 s
+// write timeout), with no bound: 40 readers cycling 5 versions through
+// the 4-entry cache took the service from 351 to 971 MiB and a 1 GiB
+// container was OOM-killed. Now the versions requests hold are bounded
+// in bytes (HoldBytes): 12 readers that never finish, each on one of 5
+// versions, hold at most HoldBytes between them; the others wait (and
+// give up with their context), and a release lets the next in.
+func TestHeldVersionsAreBoundedInBytes(t *testing.T) {
+	store := testkit.GoldenStore(t, 1, 2, 3, 4, 5)
+	st, err := os.Stat(store.Path(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := NewStoreVersions(store)
+	vs.HoldBytes = 2*st.Size() + st.Size()/2 // room for two at once
+	var (
+		mu       sync.Mutex
+		holding  int
+		most     int
+		releases []func()
+		refused  int
+	)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, _, release, err := vs.Hold(ctx, uint64(1+i%5))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refused++
+				return
+			}
+			holding++
+			most = max(most, holding)
+			releases = append(releases, release)
+		})
+	}
+	wg.Wait()
+	if most != 2 || refused != 10 {
+		t.Fatalf("%d versions held at once, %d requests refused; want 2 held (HoldBytes) and 10 refused", most, refused)
+	}
+	releases[0]()
+	releases[0]() // twice: once counts
+	if _, _, _, err := vs.Hold(context.Background(), 3); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, _, err := vs.Hold(ctx, 4); err == nil {
+		t.Error("a third version held while two are: the bound lets too much in")
 	}
 }

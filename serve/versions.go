@@ -2,12 +2,14 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -80,6 +82,16 @@ type VersionOptions struct {
 //	POST   …/versions/{version}/project    project with that version
 //	PUT    …/pin  {"version": v}           serve v instead of the newest
 //	DELETE …/pin                           serve the newest again
+// holdWait bounds a download's wait for room among those under way
+// (503 with Retry-After past it).
+const holdWait = 10 * time.Second
+
+// holder is a Versions whose versions a request holds within a bound
+// (publish.StoreVersions).
+type holder interface {
+	Hold(ctx context.Context, version uint64) (*snapshot.Model, []byte, func(), error)
+}
+
 func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt VersionOptions, lim Limits, slots projectSlots) {
 	vs := opt.Versions
 	load := func(r *http.Request) (*snapshot.Model, []byte, error) {
@@ -98,11 +110,35 @@ func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt Version
 		writeJSON(w, http.StatusOK, map[string]any{"versions": list, "pinned": cur.Pinned()})
 	})
 	mux.HandleFunc("GET "+base+"/versions/{version}/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		m, data, err := load(r)
+		hv, ok := vs.(holder)
+		if !ok {
+			m, data, err := load(r)
+			if err != nil {
+				httpErr(w, err)
+				return
+			}
+			serveSnapshot(w, r, m, data)
+			return
+		}
+		// Held until written: a slow reader keeps its version in memory,
+		// within the versions' bound (publish.StoreVersions.HoldBytes).
+		v, err := strconv.ParseUint(r.PathValue("version"), 10, 64)
 		if err != nil {
+			httpErr(w, fmt.Errorf("%w: version %q is not a number", errBadRequest, r.PathValue("version")))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), holdWait)
+		m, data, release, err := hv.Hold(ctx, v)
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+				w.Header().Set("Retry-After", "5")
+				err = fmt.Errorf("%w: too many version downloads under way; retry", errUnavailable)
+			}
 			httpErr(w, err)
 			return
 		}
+		defer release()
 		serveSnapshot(w, r, m, data)
 	})
 	mux.HandleFunc("POST "+base+"/versions/{version}/project", func(w http.ResponseWriter, r *http.Request) {
