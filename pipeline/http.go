@@ -34,7 +34,11 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			}
 		}
 		if m, _ := p.cur.Get(); m == nil {
-			http.Error(w, "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic "+p.cfg.Kafka.Topic, http.StatusServiceUnavailable)
+			msg := "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic " + p.cfg.Kafka.Topic
+			if h := p.Status().Hint; h != "" {
+				msg += "; " + h
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		if p.dlq != nil && p.dlq.Failing() {

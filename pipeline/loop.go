@@ -53,6 +53,76 @@ type loop struct {
 	// enq bounds a dead letter's wait for room in the queue: it ends at
 	// the stop signal or Kill.
 	enq context.Context
+	// pre holds the first messages while the stream's dimension is
+	// undecided (deciding); decided: it no longer is.
+	pre     []parsed
+	decided bool
+	// hints watches for a stream refused for one reason (hint.go).
+	hints badHints
+}
+
+// outcome feeds the hint watch one handled message (reason "" when
+// good), logging a new hint and keeping it for /readyz and the status
+// page.
+func (l *loop) outcome(reason string, value []byte) {
+	p := l.p
+	hint, done := l.hints.seen(reason, value, p.cfg.Kafka.Format)
+	if !done {
+		return
+	}
+	p.mu.Lock()
+	was := p.status.Hint
+	p.status.Hint = hint
+	p.mu.Unlock()
+	if hint != "" && hint != was {
+		p.log.Warn().Str("topic", p.cfg.Kafka.Topic).Msg(hint)
+	}
+}
+
+// deciding reports whether m waits in pre for the stream's dimension to
+// be decided: with kafka.dim unset and no model, one instance, the first
+// batch's most common dimension is the stream's (decide), so a stray
+// first message of another dimension is dead-lettered instead of fixing
+// the dimension for the whole good stream.
+func (l *loop) deciding(m parsed) bool {
+	p := l.p
+	if l.decided || m.refed {
+		return false
+	}
+	if dx, _ := p.learner.dims(); p.dec.Dim != 0 || dx != 0 || l.model != nil || p.clu != nil {
+		l.decided = true
+		return false
+	}
+	if m.err != nil {
+		return false // unparseable: dead-lettered as it comes
+	}
+	l.pre = append(l.pre, m)
+	return true
+}
+
+// decide fixes the stream's dimension as the most common among the
+// messages in pre (the first of them in a tie) and returns them, to be
+// handled in order.
+func (l *loop) decide() []parsed {
+	pre := l.pre
+	l.pre, l.decided = nil, true
+	count := map[int]int{}
+	best := 0
+	for _, m := range pre {
+		count[len(m.x)]++
+		if count[len(m.x)] > count[best] {
+			best = len(m.x)
+		}
+	}
+	if len(pre) > 0 && count[best] < len(pre) {
+		l.p.log.Warn().Int("dimension", best).Int("of", len(pre)).Int("with_it", count[best]).
+			Msg("the first batch's messages differ in dimension: the most common is the stream's (set kafka.dim to fix it); the others are dead-lettered")
+	}
+	l.p.dec.Dim = best
+	for i := range pre {
+		pre[i].refed = true
+	}
+	return pre
 }
 
 // maxHeldBatches bounds the rows held while the model cannot start, in
@@ -139,6 +209,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		p.status.BadByReason[reason]++
 		p.mu.Unlock()
 		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
+		l.outcome(reason, m.Value)
 		// A full queue (the topic refusing writes, the spill full) waits
 		// until the stop or Kill, not past them: the stop's final
 		// snapshot then waits for the dead letters, and is not stored
@@ -153,6 +224,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		}
 		return false
 	}
+	l.outcome("", nil)
 	key := online.HoldoutKey(m.Partition, m.Offset)
 	if !l.pace.keep(key) {
 		// Shed to keep up: covered by the offsets, not learned.
@@ -190,8 +262,17 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		if l.full() || l.fatal != nil {
 			return ms[i:]
 		}
-		sem.Release(m.n)
-		p.ahead.Add(-1)
+		if !m.refed {
+			sem.Release(m.n)
+			p.ahead.Add(-1)
+		}
+		if l.deciding(m) {
+			linger.Reset(p.cfg.Learner.Linger)
+			if len(l.pre) < p.cfg.Learner.Batch {
+				continue
+			}
+			return append(l.decide(), ms[i+1:]...)
+		}
 		if l.handle(work, m) || l.held {
 			linger.Reset(p.cfg.Learner.Linger)
 		}

@@ -1324,3 +1324,58 @@ func TestTwoViewServiceFollowsAChange(t *testing.T) {
 	}
 	t.Logf("%d switches, %d changes detected", st.Switches, st.Changes)
 }
+
+// Defect (issue 61): one stray first message fixed the stream's
+// dimension: "1,2,3" then 600 rows of 64 values dead-lettered all 600
+// ("x has 64 values, want 3"). Now, with kafka.dim unset, the first
+// batch's most common dimension is the stream's: the stray message is
+// the one dead-lettered and the 600 rows are learned.
+func TestAStrayFirstMessageDoesNotFixTheDimension(t *testing.T) {
+	c := testConfig(t)
+	src := ingest.NewMemSource("v", 1024)
+	dl := &ingest.MemDeadLetter{}
+	src.Produce(0, []byte("1,2,3"))
+	src.Produce(0, points(600, 64, 7)...)
+	h := startLoop(t, c, src, dl)
+	h.waitConsumed(601)
+	snap := h.stop()
+	if got := snap.Header.SamplesSeen; got != 600 {
+		t.Errorf("learned %d samples; want the 600 rows of 64 values", got)
+	}
+	if d := snap.Header.Views[0].Dim; d != 64 {
+		t.Errorf("the model's dimension is %d; want 64", d)
+	}
+	if got := h.deadLetters(); got[ingest.ReasonDimension] != 1 || len(got) != 1 {
+		t.Errorf("dead letters %v; want the one stray message, for its dimension", got)
+	}
+}
+
+// Defect (issue 61): a CSV stream into the default kafka.format json
+// dead-lettered every message with no hint (8,985 warnings "json: want an
+// array or an object"), /readyz still "waiting for the first batch". Now
+// once most of a window of messages is refused for one reason, the log,
+// /readyz and the status page name the setting, and here the format the
+// messages look like; a window of good messages clears it.
+func TestAStreamRefusedForOneReasonNamesTheSetting(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.Format = "json"
+	src := ingest.NewMemSource("v", 1024)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	src.Produce(0, points(hintWindow, 4, 1)...) // CSV
+	h.waitConsumed(hintWindow)
+	hint := h.p.Status().Hint
+	for _, want := range []string{"kafka.format", "it is json", "look like csv"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("the hint %q does not say %q", hint, want)
+		}
+	}
+	good := make([][]byte, hintWindow)
+	for i := range good {
+		good[i] = []byte(fmt.Sprintf("[%d,1,2,3]", i%7))
+	}
+	src.Produce(0, good...)
+	h.waitConsumed(2 * hintWindow)
+	if hint := h.p.Status().Hint; hint != "" {
+		t.Errorf("after a window of good messages the hint still says %q", hint)
+	}
+}

@@ -26,6 +26,9 @@ type parsed struct {
 	// rewind: its partition is read again from this message's offset,
 	// below the one consumed (ingest.Batch.Rewound).
 	rewind bool
+	// refed: handed to the loop again after waiting for the stream's
+	// dimension (loop.decide); its budget is already released.
+	refed bool
 }
 
 // Back-off of parseAhead after a failed Fetch.

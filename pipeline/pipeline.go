@@ -72,6 +72,9 @@ type Status struct {
 	Published   uint64 // newest published version
 	Bad         uint64
 	BadByReason map[string]uint64 // dead-lettered messages by reason, this run
+	// Hint names the setting to check when most of the last messages
+	// were refused for one reason ("" otherwise).
+	Hint string
 	Consumed    uint64            // messages handled (learned or dead-lettered), this run
 	Lag         int64
 	Bandwidth   float64
@@ -877,6 +880,10 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 		case ev := <-generations:
 			l.rejoin(ev)
 		case <-linger.C:
+			if len(l.pre) > 0 { // fewer than a batch came: decide on those
+				pending = append(l.decide(), pending...)
+				continue
+			}
 			l.learn()
 			l.snapshot(false)
 		case <-tick.C:

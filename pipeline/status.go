@@ -119,7 +119,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 {{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
 <tr><th>consumer lag</th><td>{{.Lag}} messages{{if .RateOK}}, {{.LagTrend}}{{end}} (messages in the topic not read yet)</td></tr>
 <tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}</td></tr>
-<tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}</td></tr>
+<tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}{{if .Hint}}<br><strong>{{.Hint}}</strong>{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
 <tr><th>quality (held-out, no truth needed)</th><td>{{with .Quality}}{{printf "%.4g" .Score}} {{$.QualityMeaning}} over the last {{printf "%.0f" .Points}} held-out messages{{else}}none yet (one message in {{.Holdout}} is scored before it is learned){{end}}</td></tr>
 <tr><th>changes of the stream detected</th><td>{{.Changes}}{{if .Changes}} (the model restarted at step {{.Restart}}){{end}}</td></tr>
@@ -167,7 +167,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Reasons": reasons,
 			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store, "NATSServer": st.NATSServer, "NATSConfigured": p.nc != nil,
 			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
-			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Eigenvalues": st.Eigenvalues,
+			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Hint": st.Hint, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": "(" + online.Algorithm(p.cfg.Learner.Algorithm).ScoreMeaning() + ")", "Holdout": p.cfg.Learner.Holdout,
