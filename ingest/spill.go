@@ -69,15 +69,15 @@ func (s *Spill) Path() string { return s.path }
 
 // spillRecord is a dead letter as the spill file holds it.
 type spillRecord struct {
-	Topic     string            `json:"topic"`
-	Partition int               `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Time      time.Time         `json:"time"`
-	Key       []byte            `json:"key,omitempty"`
-	Value     []byte            `json:"value"`
-	Headers   []kafka.Header    `json:"headers,omitempty"`
-	Reason    string            `json:"reason"`
-	Error     string            `json:"error"`
+	Topic     string         `json:"topic"`
+	Partition int            `json:"partition"`
+	Offset    int64          `json:"offset"`
+	Time      time.Time      `json:"time"`
+	Key       []byte         `json:"key,omitempty"`
+	Value     []byte         `json:"value"`
+	Headers   []kafka.Header `json:"headers,omitempty"`
+	Reason    string         `json:"reason"`
+	Error     string         `json:"error"`
 }
 
 // Append adds recs to the file, synced, and reports whether there was

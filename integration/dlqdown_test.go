@@ -3,8 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"

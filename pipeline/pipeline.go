@@ -74,8 +74,8 @@ type Status struct {
 	BadByReason map[string]uint64 // dead-lettered messages by reason, this run
 	// Hint names the setting to check when most of the last messages
 	// were refused for one reason ("" otherwise).
-	Hint string
-	Consumed    uint64            // messages handled (learned or dead-lettered), this run
+	Hint        string
+	Consumed    uint64 // messages handled (learned or dead-lettered), this run
 	Lag         int64
 	Bandwidth   float64
 	Eigenvalues []float64

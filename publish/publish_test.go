@@ -433,7 +433,7 @@ func TestALeaseRenewalMakesRoomInAFullStore(t *testing.T) {
 	b := NewMemBackend()
 	_, one := testkit.Golden(t, 1)
 	b.MaxBytes, b.KeysShareRoom = 3*len(one)+64, true // three versions fill it: no key write fits
-	pub := goldenPublisher(t, b, 1000) // pruning by count never makes room
+	pub := goldenPublisher(t, b, 1000)                // pruning by count never makes room
 	if _, err := pub.Own(Owner{ID: "inc-a", TTL: time.Minute}, nil); err != nil {
 		t.Fatal(err)
 	}

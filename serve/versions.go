@@ -82,6 +82,7 @@ type VersionOptions struct {
 //	POST   …/versions/{version}/project    project with that version
 //	PUT    …/pin  {"version": v}           serve v instead of the newest
 //	DELETE …/pin                           serve the newest again
+//
 // holdWait bounds a download's wait for room among those under way
 // (503 with Retry-After past it).
 const holdWait = 10 * time.Second
