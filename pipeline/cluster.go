@@ -96,6 +96,11 @@ type clusterLearner struct {
 	// offsets after the rows of the step.
 	stepCtx context.Context
 	next    func() cluster.Offsets
+	// stored, before a step, stores this member's dead letters (the
+	// topic or the spill): the step's offsets cover them, and the group's
+	// snapshot and commit (by another member, maybe) must never cover a
+	// dead letter only this member's memory holds.
+	stored func(context.Context) error
 	// changed: a step found a change of the stream, not yet reported.
 	changed bool
 	// shed: messages this member shed since its last step, for the
@@ -127,6 +132,11 @@ func (c *clusterLearner) update(x, _ []float64, rows int) error {
 	var before uint64
 	if l := c.kpca(); l != nil {
 		before = l.Changes()
+	}
+	if c.stored != nil {
+		if err := c.stored(c.stepCtx); err != nil {
+			return fmt.Errorf("pipeline: this member's dead letters are not stored, so it cannot step (kafka.dead_letter_topic, kafka.dead_letter_spill_bytes): %w", err)
+		}
 	}
 	c.m.Shed(c.shed)
 	c.shed = 0

@@ -52,7 +52,7 @@ func coordinated(t *testing.T, mode string) (*Pipeline, *loop) {
 			t.Fatal(err)
 		}
 		m.Confirmed = p.onConfirmed
-		cl := &clusterLearner{cfg: lc, m: m, stepCtx: context.Background(), next: p.myOffsets}
+		cl := &clusterLearner{cfg: lc, m: m, stepCtx: context.Background(), next: p.myOffsets, stored: p.deadLettersStored}
 		p.clu = &clusterState{learner: cl, events: make(chan genEvent), ready: true, gen: 1, rank0: true, mine: map[int]bool{0: true}}
 		p.coord, p.learner = p.clu, cl
 	}
@@ -325,4 +325,43 @@ func shedsExactlyOnce(t *testing.T, mode string) {
 		t.Errorf("persisted state: %d samples and %d shed, offsets to %d: want the group's shed count, learned plus shed covering every message",
 			snap.Header.SamplesSeen, d.Shed, nextOffset(snap, 0))
 	}
+}
+
+// Defect (issue 58, item 12): a cluster member's step offsets covered its
+// dead-lettered messages while their dead letters were only in its
+// queue; the group's snapshot and commit (rank 0's, after flushing only
+// its own queue) then covered messages a crash of this member lost. Now
+// a member stores its dead letters (topic or spill) before it steps; it
+// does not step while it cannot, and steps once it can.
+func TestClusterMemberStoresItsDeadLettersBeforeItSteps(t *testing.T) {
+	p, l := coordinated(t, memoryGroup)
+	p.cfg.Cluster.StepTimeout = 200 * time.Millisecond
+	dl := &ingest.MemDeadLetter{Fail: errors.New("down")}
+	p.dlq.Close(context.Background())
+	p.dlq = ingest.NewDeadLetterQueue(dl, 8, 1<<20, nil, nil) // no spill: nowhere to keep them
+	fg := &fakeGroup{MemSource: ingest.NewMemSource("v", 1), rebalances: make(chan struct{}, 4)}
+	p.consumer = fg
+	ctx := context.Background()
+	sem := semaphore.NewWeighted(1)
+	batch := []parsed{{m: ingest.Message{Topic: "v", Partition: 0, Offset: 0, Value: []byte("x")}, err: &ingest.BadMessageError{Reason: ingest.ReasonMalformed, Err: errors.New("not a vector")}, gen: 1}}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := 1; i <= p.cfg.Learner.Batch; i++ {
+		batch = append(batch, parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: int64(i)}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1})
+	}
+	l.consume(ctx, batch, sem, l.linger)
+	if got := p.Status().Samples; got != 0 {
+		t.Fatalf("the member stepped (%d samples) while its dead letter was not stored", got)
+	}
+	if snap := l.lastCut; snap != nil && nextOffset(snap, 0) > 0 {
+		t.Fatalf("the group's state covers offset %d while the dead letter at 0 is not stored", nextOffset(snap, 0)-1)
+	}
+	select {
+	case <-fg.rebalances: // the failed step's way: the group reads the rows again
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member neither stepped nor rejoined the group")
+	}
+	if p.clu.ready {
+		t.Error("the member stays in the generation after a step it could not take")
+	}
+	dl.SetFail(nil) // the close flushes
 }

@@ -93,10 +93,7 @@ func (l *loop) deciding(m parsed) bool {
 		l.decided = true
 		return false
 	}
-	if m.err != nil {
-		return false // unparseable: dead-lettered as it comes
-	}
-	l.pre = append(l.pre, m)
+	l.pre = append(l.pre, m) // all, in order: handle takes offsets in order
 	return true
 }
 
@@ -108,14 +105,19 @@ func (l *loop) decide() []parsed {
 	l.pre, l.decided = nil, true
 	count := map[int]int{}
 	best := 0
+	parsed := 0
 	for _, m := range pre {
+		if d := *l.p.dec; m.err != nil || d.Check(m.x, m.y) != nil {
+			continue // bad whatever the dimension (unparseable, NaN, huge): no say in it
+		}
+		parsed++
 		count[len(m.x)]++
 		if count[len(m.x)] > count[best] {
 			best = len(m.x)
 		}
 	}
-	if len(pre) > 0 && count[best] < len(pre) {
-		l.p.log.Warn().Int("dimension", best).Int("of", len(pre)).Int("with_it", count[best]).
+	if parsed > 0 && count[best] < parsed {
+		l.p.log.Warn().Int("dimension", best).Int("of", parsed).Int("with_it", count[best]).
 			Msg("the first batch's messages differ in dimension: the most common is the stream's (set kafka.dim to fix it); the others are dead-lettered")
 	}
 	l.p.dec.Dim = best
@@ -271,7 +273,7 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 			if len(l.pre) < p.cfg.Learner.Batch {
 				continue
 			}
-			return append(l.decide(), ms[i+1:]...)
+			return l.consume(work, append(l.decide(), ms[i+1:]...), sem, linger)
 		}
 		if l.handle(work, m) || l.held {
 			linger.Reset(p.cfg.Learner.Linger)

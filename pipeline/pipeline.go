@@ -487,6 +487,7 @@ func (p *Pipeline) connectKafka(opt Options) error {
 		p.coord = p.clu
 		cc.OnAssign = p.onAssign
 		p.learner.(*clusterLearner).next = p.myOffsets
+		p.learner.(*clusterLearner).stored = p.deadLettersStored
 	}
 	p.consumer = opt.Source
 	if p.consumer == nil {
@@ -525,6 +526,15 @@ func (p *Pipeline) connectKafka(opt Options) error {
 			Msg("dead-letter write failed; the records go to the spill in snapshot.dir (kafka.dead_letter_spill_bytes) or, when it is full, are written again while snapshots wait")
 	})
 	return nil
+}
+
+// deadLettersStored waits, for at most half cluster.step_timeout, until
+// the dead letters queued so far are stored (on the topic or in the
+// spill): a cluster member's step covers them.
+func (p *Pipeline) deadLettersStored(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Cluster.StepTimeout/2)
+	defer cancel()
+	return p.dlq.Flush(ctx)
 }
 
 // connectNATS makes the publisher (opt.Publish, or a NATS connection
