@@ -35,6 +35,10 @@ func Connect(c ConnectConfig, log zerolog.Logger) (*nats.Conn, error) {
 	var failed atomic.Int64
 	opts := []nats.Option{
 		nats.Name("streamkpca"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		// No reconnect buffer: a write made while disconnected fails at
+		// once rather than reaching the server after the reconnect, when
+		// the lease it was made under may belong to another service.
+		nats.ReconnectBufSize(-1),
 		nats.CustomReconnectDelay(func(int) time.Duration { return reconnectDelay(failed.Load()) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {

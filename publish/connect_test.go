@@ -103,3 +103,36 @@ func TestConnectToNothingRetries(t *testing.T) {
 		t.Errorf("connected %v; log %s", nc.IsConnected(), logs.String())
 	}
 }
+
+// Defect (issue 58, "no reconnect buffer"): while disconnected, nats.go
+// queued publishes (8 MiB by default) and sent them after the reconnect:
+// a write the service made as the lease's owner could reach the server
+// after the lease had passed to another — a frozen owner's write by
+// another name. Now a publish while disconnected fails at once, and the
+// caller (a publish, a step) retries knowing it was not sent.
+func TestAPublishWhileDisconnectedIsNotQueued(t *testing.T) {
+	stack, err := devstack.StartNATSOnly(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	nc, err := Connect(ConnectConfig{URL: stack.NATSURL()}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsConnected() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stack.StopNATS()
+	for !nc.IsReconnecting() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !nc.IsReconnecting() {
+		t.Fatal("the connection did not notice the server stopped")
+	}
+	if err := nc.Publish("m.updates", []byte("a write as the owner")); err == nil {
+		t.Fatal("a publish while disconnected was queued, to be sent after the reconnect whoever owns the lease then")
+	}
+}

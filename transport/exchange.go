@@ -257,7 +257,7 @@ func (e *Exchange) AllGather(ctx context.Context, round uint64, payload []byte) 
 	if len(e.members) == 1 { // nobody to send to
 		return e.collect(ctx, round, payload)
 	}
-	if err := e.send(round, e.subject(e.self), payload); err != nil {
+	if err := e.send(ctx, round, e.subject(e.self), payload); err != nil {
 		return nil, err
 	}
 	if e.first == nil {
@@ -284,7 +284,7 @@ func (e *Exchange) AllToAll(ctx context.Context, round uint64, parts [][]byte) (
 		if j == e.self {
 			continue
 		}
-		if err := e.send(round, e.direct(e.self, j), p); err != nil {
+		if err := e.send(ctx, round, e.direct(e.self, j), p); err != nil {
 			return nil, err
 		}
 	}
@@ -343,7 +343,7 @@ func (e *Exchange) collect(ctx context.Context, round uint64, own []byte) ([][]b
 			// A member may have subscribed after the first round went
 			// out: until the second completes here (then every member
 			// has the first), the first goes out again.
-			if err := e.send(e.firstRound, e.subject(e.self), e.first); err != nil {
+			if err := e.send(ctx, e.firstRound, e.subject(e.self), e.first); err != nil {
 				return nil, err
 			}
 		}
@@ -355,7 +355,7 @@ func (e *Exchange) collect(ctx context.Context, round uint64, own []byte) ([][]b
 }
 
 // send publishes payload's chunks for round on subject.
-func (e *Exchange) send(round uint64, subject string, payload []byte) error {
+func (e *Exchange) send(ctx context.Context, round uint64, subject string, payload []byte) error {
 	parts := max(1, (len(payload)+e.chunk-1)/e.chunk)
 	h := e.hdr[:]
 	copy(h, exchangeMagic[:])
@@ -363,11 +363,30 @@ func (e *Exchange) send(round uint64, subject string, payload []byte) error {
 		putHeader(h, round, uint64(len(payload)), uint32(e.self), uint32(p), uint32(parts))
 		body := payload[p*e.chunk : min(len(payload), (p+1)*e.chunk)]
 		e.outChunk = append(append(e.outChunk[:0], h...), body...)
-		if err := e.nc.Publish(subject, e.outChunk); err != nil {
+		if err := e.publish(ctx, subject, e.outChunk); err != nil {
 			return fmt.Errorf("transport: exchange: round %d: publish part %d of %d: %w", round, p+1, parts, err)
 		}
 	}
 	return nil
+}
+
+// publish sends one chunk. The service's connection keeps no reconnect
+// buffer (a write queued while disconnected could reach the server after
+// the model's lease moved on), so a chunk sent while reconnecting waits
+// for the connection, within ctx, and goes out then: a round is numbered
+// and a stale one is dropped by its readers, so a late chunk is harmless.
+func (e *Exchange) publish(ctx context.Context, subject string, data []byte) error {
+	for {
+		err := e.nc.Publish(subject, data)
+		if !errors.Is(err, nats.ErrReconnectBufExceeded) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (NATS reconnecting)", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // putHeader writes a chunk's header after the magic: round, the
