@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -38,7 +39,9 @@ const DefaultSpillBytes = 64 << 20
 func OpenSpill(path string, limit int64) (*Spill, error) {
 	s := &Spill{path: path, limit: max(limit, 1)}
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// No spill yet (or no directory yet: appends fail until there
+		// is one, and the queue retries as without a spill).
 		return s, nil
 	}
 	if err != nil {
@@ -57,15 +60,24 @@ func OpenSpill(path string, limit int64) (*Spill, error) {
 	return s, nil
 }
 
-// Len returns the records in the spill and their bytes.
+// Len returns the records in the spill and their bytes (0, 0 for a nil
+// Spill).
 func (s *Spill) Len() (records, bytes int64) {
+	if s == nil {
+		return 0, 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.count, s.bytes
 }
 
 // Path is the spill file's path.
-func (s *Spill) Path() string { return s.path }
+func (s *Spill) Path() string {
+	if s == nil {
+		return ""
+	}
+	return s.path
+}
 
 // spillRecord is a dead letter as the spill file holds it.
 type spillRecord struct {

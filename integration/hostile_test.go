@@ -34,7 +34,7 @@ func TestHostileStream(t *testing.T) {
 		msgs = append(msgs, m)
 	}
 	var goodMsgs [][]byte
-	bad(ingest.ReasonOutOfRange, []byte("[1e300, 2, 3, 4, 5]")) // poison first: would fix d = 5
+	bad(ingest.ReasonDimension, []byte("[1e300, 2, 3, 4, 5]")) // poison first: would fix d = 5; the first batch decides d = 1, and it is refused for that
 	wide := "[" + strings.Repeat("0.123456789,", 19_999) + "0.5]"
 	nearLimit := "[" + strings.Repeat("1,", 519_990) + "1]" // ≈ 1,040,000 bytes
 	for i := range good {

@@ -506,7 +506,10 @@ func (p *Pipeline) connectKafka(opt Options) error {
 	}
 	spill, err := ingest.OpenSpill(filepath.Join(cfg.Snapshot.Dir, cfg.Model+".dead-letters"), cfg.Kafka.DeadLetterSpillBytes)
 	if err != nil {
-		return fmt.Errorf("pipeline: %w (check snapshot.dir)", err)
+		// As the snapshots: learning starts; dead letters the topic
+		// refuses are written again until stored, and snapshots wait.
+		p.log.Warn().Err(err).Msg("the dead-letter spill cannot be read; starting without it (check snapshot.dir)")
+		spill = nil
 	}
 	if n, b := spill.Len(); n > 0 {
 		p.log.Warn().Int64("records", n).Int64("bytes", b).Str("file", spill.Path()).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).
@@ -515,7 +518,7 @@ func (p *Pipeline) connectKafka(opt Options) error {
 	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, spill, func(recs []ingest.DeadLetterRecord, err error) {
 		p.met.DeadLetterErrs.Add(float64(len(recs)))
 		if len(recs) == 0 {
-			n, _ := spill.Len()
+			n, _ := p.dlq.Spilled()
 			p.log.Error().Err(err).Int64("spilled", n).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).Str("file", spill.Path()).
 				Msg("spilled dead letters not sent; retrying with back-off (check the topic exists and this service may write to it)")
 			return
