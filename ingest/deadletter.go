@@ -181,7 +181,10 @@ type DeadLetterQueue struct {
 	limit   int64
 	onError func(recs []DeadLetterRecord, err error)
 	failing atomic.Bool
-	done    chan struct{}
+	// queued and stored count records enqueued and stored (written or
+	// spilled): equal, a flush has nothing to wait for.
+	queued, stored atomic.Int64
+	done           chan struct{}
 	stop    context.CancelFunc
 	closeMu sync.Once
 }
@@ -231,20 +234,28 @@ func (q *DeadLetterQueue) Enqueue(ctx context.Context, rec DeadLetterRecord) err
 	if err := q.bytes.Acquire(ctx, n); err != nil {
 		return err
 	}
+	q.queued.Add(1)
 	select {
 	case q.ch <- dlItem{rec: rec, n: n}:
 		return nil
 	case <-ctx.Done():
+		q.queued.Add(-1)
 		q.bytes.Release(n)
 		return ctx.Err()
 	case <-q.done:
+		q.queued.Add(-1)
 		q.bytes.Release(n)
 		return errors.New("ingest: dead-letter queue closed")
 	}
 }
 
-// Flush waits until everything enqueued before it has been handled.
+// Flush waits until everything enqueued before it has been handled. With
+// nothing waiting it returns nil at once, whatever ctx (a stop whose
+// deadline has passed does not report dead letters it does not have).
 func (q *DeadLetterQueue) Flush(ctx context.Context) error {
+	if q.stored.Load() >= q.queued.Load() {
+		return nil
+	}
 	mark := make(chan struct{})
 	select {
 	case q.ch <- dlItem{flush: mark}:
@@ -393,6 +404,7 @@ func (q *DeadLetterQueue) run(ctx context.Context) {
 			q.spillQueued(batch)
 			return
 		}
+		q.stored.Add(int64(len(batch)))
 		q.bytes.Release(held)
 		for _, m := range marks {
 			close(m)

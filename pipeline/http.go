@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/serve"
 )
 
@@ -39,6 +40,14 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 				msg += "; " + h
 			}
 			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
+		p.mu.Lock()
+		pubSince, pubErr := p.pubDownSince, p.pubDownErr
+		p.mu.Unlock()
+		if !pubSince.IsZero() && time.Since(pubSince) >= unreachableNotReady {
+			http.Error(w, fmt.Sprintf("publishing to NATS has failed for %.0f s (check nats.url %s): %v; the model is learned and stored, not published",
+				time.Since(pubSince).Seconds(), publish.RedactURL(p.cfg.NATS.URL), pubErr), http.StatusServiceUnavailable)
 			return
 		}
 		if p.dlq != nil && p.dlq.Failing() {

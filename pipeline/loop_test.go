@@ -1379,3 +1379,35 @@ func TestAStreamRefusedForOneReasonNamesTheSetting(t *testing.T) {
 		t.Errorf("after a window of good messages the hint still says %q", hint)
 	}
 }
+
+// Defect (issue 61): with NATS unreachable, a Ctrl-C took the whole
+// shutdown_timeout (the final publish retried NATS until the deadline)
+// and then logged "dead-letter queue not flushed at shutdown" with no
+// dead letters (the expired deadline failed an empty flush), and that
+// failed flush kept the final snapshot from being stored, so the next
+// start dead-lettered the same messages again. Now the final publish is
+// tried once, an empty flush succeeds whatever its deadline, and the
+// final snapshot covers the stream.
+func TestAStopWithNATSUnreachableIsPrompt(t *testing.T) {
+	c := testConfig(t)
+	c.NATS.Disabled, c.NATS.URL = false, "nats://127.0.0.1:1"
+	c.ShutdownTimeout = time.Minute
+	var buf logbuf.Buffer
+	log := zerolog.New(&buf)
+	src := ingest.NewMemSource("v", 1024)
+	src.Produce(0, []byte("oops"))
+	src.Produce(0, points(300, 2, 3)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Logger = &log })
+	h.waitConsumed(301)
+	began := time.Now()
+	snap := h.stop()
+	if d := time.Since(began); d > 15*time.Second {
+		t.Errorf("the stop took %v with NATS unreachable (shutdown_timeout 1m)", d)
+	}
+	if strings.Contains(buf.String(), "not flushed") {
+		t.Errorf("the stop says the dead letters were not flushed:\n%s", buf.String())
+	}
+	if n := nextOffset(snap, 0); n != 301 {
+		t.Errorf("the final snapshot covers offsets to %d; want 301 (the dead letter at 0 too)", n)
+	}
+}

@@ -171,6 +171,10 @@ type Pipeline struct {
 	killOnce sync.Once
 	pubReq   chan pubItem
 	pubFinal chan struct{} // closed at shutdown: publish what is pending, then exit
+	// pubDownSince: when publishing started failing (zero while it
+	// works), and the last error (publishFailed).
+	pubDownSince time.Time
+	pubDownErr   error
 	httpLn   net.Listener
 	// httpToken guards the HTTP API when set (read once, in New).
 	httpToken string

@@ -49,6 +49,7 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 		}
 		n, err := p.publishOnce(ctx, pending)
 		if err == nil {
+			p.publishFailed(nil)
 			if p.lease != nil {
 				p.leaseChanged(nil) // the publish renewed the lease (or took it over)
 			}
@@ -71,7 +72,16 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 			final = p.pubFinal
 		} else {
 			p.met.PublishErrors.Inc()
-			p.log.Warn().Err(err).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying")
+			p.publishFailed(err)
+			select {
+			case <-p.pubFinal:
+				// Stopping: one try. Retrying a NATS that does not answer
+				// held every such stop for the whole shutdown_timeout.
+				p.log.Warn().Err(err).Str("nats.url", publish.RedactURL(p.cfg.NATS.URL)).Msg("the final publish failed; the snapshot is on disk and is published at the next start")
+				return
+			default:
+			}
+			p.log.Warn().Err(err).Str("nats.url", publish.RedactURL(p.cfg.NATS.URL)).Int64("retry_in_ms", backoff.Milliseconds()).Msg("publish failed; the snapshot is safe on disk, retrying (check nats.url and that NATS answers)")
 			retry = time.After(backoff)
 		}
 		select {
@@ -90,6 +100,21 @@ func (p *Pipeline) publishLoop(ctx context.Context) {
 		case <-retry:
 			backoff = min(2*backoff, 30*time.Second)
 		}
+	}
+}
+
+// publishFailed records a publish's outcome for /readyz: since when
+// publishing has failed (zero once one succeeds) and why.
+func (p *Pipeline) publishFailed(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err == nil:
+		p.pubDownSince, p.pubDownErr = time.Time{}, nil
+	case p.pubDownSince.IsZero():
+		p.pubDownSince, p.pubDownErr = time.Now(), err
+	default:
+		p.pubDownErr = err
 	}
 }
 

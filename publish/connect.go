@@ -81,8 +81,10 @@ func Connect(c ConnectConfig, log zerolog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// redact hides credentials in server URLs (nats://user:pass@host) before
-// they reach a log line or an error.
+// RedactURL hides credentials in server URLs (nats://user:pass@host)
+// before they reach a log line or an error.
+func RedactURL(urls string) string { return redact(urls) }
+
 func redact(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
