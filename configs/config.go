@@ -66,7 +66,7 @@ type Cluster struct {
 // Kafka is the input side.
 type Kafka struct {
 	// Brokers is the bootstrap list. Default: [localhost:9092].
-	Brokers []string `yaml:"brokers"`
+	Brokers List `yaml:"brokers"`
 	// Topic of vectors. Default: "vectors".
 	Topic string `yaml:"topic"`
 	// Group is the consumer group. Default: "streamkpca". Several
@@ -422,7 +422,7 @@ func (c *Config) SetDefaults() {
 	}
 	def(&c.Model, "default")
 	if len(c.Kafka.Brokers) == 0 {
-		c.Kafka.Brokers = []string{"localhost:9092"}
+		c.Kafka.Brokers = List{"localhost:9092"}
 	}
 	def(&c.Kafka.Topic, "vectors")
 	def(&c.Kafka.Group, ingest.DefaultGroupID)
@@ -693,6 +693,9 @@ func (c *Config) validateOutputs(pb *problems) {
 // overrides from env (os.Environ() form), then the command-line overrides
 // sets ("learner.k=5", YAML paths), fills defaults and validates. Unknown
 // YAML fields, variables and paths are errors.
+//
+// List settings (kafka.brokers) take a YAML list or one string of
+// comma-separated items ("host:9092" or "a:9092,b:9092").
 func Load(path string, env []string, sets ...string) (Config, error) {
 	var c Config
 	if path != "" {
@@ -1045,4 +1048,27 @@ func (n NATS) ConnectConfig() (publish.ConnectConfig, error) {
 		return publish.ConnectConfig{}, err
 	}
 	return publish.ConnectConfig{URL: n.URL, User: n.User, Password: pass, Token: tok, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, TLS: tc}, nil
+}
+
+// List is a list setting that also takes one comma-separated string in
+// YAML: `brokers: 127.0.0.1:9092` is a list of one, not an error.
+type List []string
+
+// UnmarshalYAML takes a sequence, or a scalar split at commas.
+func (l *List) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = nil
+		for _, item := range strings.Split(n.Value, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*l = append(*l, item)
+			}
+		}
+		return nil
+	}
+	var items []string
+	if err := n.Decode(&items); err != nil {
+		return fmt.Errorf("line %d: want a list of strings ([a, b], or \"a,b\"): %w", n.Line, err)
+	}
+	*l = items
+	return nil
 }

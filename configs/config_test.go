@@ -54,7 +54,7 @@ func TestEnvOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Learner.K != 7 || !reflect.DeepEqual(c.Kafka.Brokers, []string{"a:1", "b:2"}) ||
+	if c.Learner.K != 7 || !slices.Equal(c.Kafka.Brokers, []string{"a:1", "b:2"}) ||
 		c.Snapshot.Every != time.Minute || !c.Learner.Center || c.Learner.Seed != 9 {
 		t.Errorf("overrides not applied: %+v", c)
 	}
@@ -491,5 +491,22 @@ func TestRangesAreTheDeclaredOnes(t *testing.T) {
 	}
 	if !slices.Contains(noZero, "learner.k") || !slices.Contains(noZero, "cluster.step_timeout") || slices.Contains(noZero, "learner.seed") {
 		t.Errorf("settings refusing an explicit 0: %v", noZero)
+	}
+}
+
+// Defect (issue 61): `brokers: 127.0.0.1:34527` (a YAML scalar, as one
+// writes a single broker) failed with a truncated unmarshal error and no
+// hint. A list setting now takes one comma-separated string too.
+func TestAListSettingTakesAString(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("kafka:\n  brokers: 127.0.0.1:34527, b:9092\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Kafka.Brokers, []string{"127.0.0.1:34527", "b:9092"}) {
+		t.Errorf("brokers %q; want the two of the string", c.Kafka.Brokers)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func TestSetParsesEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Snapshot.Every != 90*time.Second || !c.Learner.Center || c.Learner.Seed != 1<<64-1 || c.Learner.K != 3 ||
-		c.Learner.Ridge != 0.25 || !reflect.DeepEqual(c.Kafka.Brokers, []string{"a:1", "b:2"}) ||
+		c.Learner.Ridge != 0.25 || !slices.Equal(c.Kafka.Brokers, []string{"a:1", "b:2"}) ||
 		!reflect.DeepEqual(c.Learner.Coefficients, []float64{1, 0.5, 0.25}) {
 		t.Errorf("parsed %+v", c)
 	}

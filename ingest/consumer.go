@@ -412,7 +412,7 @@ func (c *Consumer) joinFailed(ctx context.Context, cg *kafka.ConsumerGroup, err 
 	} else {
 		c.reachable(err)
 		c.log.Warn().Err(err).Strs("brokers", c.cfg.Brokers).Str("group", c.cfg.GroupID).Int64("retry_in_ms", backoff.Milliseconds()).
-			Msg("kafka: cannot join the consumer group (brokers unreachable?); learning is paused, the served model is unchanged")
+			Msg("kafka: cannot join the consumer group: the brokers do not answer (check kafka.brokers, and kafka.tls / kafka.sasl if the cluster wants them); learning is paused, the served model is unchanged, retrying")
 	}
 	select {
 	case <-ctx.Done():
