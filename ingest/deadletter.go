@@ -58,7 +58,9 @@ func NewDeadLetter(cfg ConsumerConfig, topic string) (*DeadLetter, error) {
 
 // DeadLetterMessage is the Kafka message for rec: the original key and
 // value with headers reason, error, source-topic, source-partition and
-// source-offset. A value longer than maxBytes is cut to maxBytes and the
+// source-offset, and the same as Kafka Connect names them
+// (__connect.errors.topic, .partition, .offset, .exception.class.name —
+// "streamkpca.ingest.BadMessageError.<reason>" — and .exception.message). A value longer than maxBytes is cut to maxBytes and the
 // headers truncated=true, original-size and original-sha256 (hex) say so,
 // so that a message near the broker's size limit still reaches the
 // dead-letter topic.
@@ -70,6 +72,13 @@ func DeadLetterMessage(rec DeadLetterRecord, maxBytes int) kafka.Message {
 		{Key: "source-topic", Value: []byte(m.Topic)},
 		{Key: "source-partition", Value: []byte(strconv.Itoa(m.Partition))},
 		{Key: "source-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		// The same in Kafka Connect's dead-letter convention, for the
+		// tools that read it (DeadLetterQueueReporter's names).
+		{Key: "__connect.errors.topic", Value: []byte(m.Topic)},
+		{Key: "__connect.errors.partition", Value: []byte(strconv.Itoa(m.Partition))},
+		{Key: "__connect.errors.offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		{Key: "__connect.errors.exception.class.name", Value: []byte("streamkpca.ingest.BadMessageError." + rec.Reason)},
+		{Key: "__connect.errors.exception.message", Value: []byte(truncate(rec.Error, 1024))},
 	}
 	key, value := m.Key, m.Value
 	if len(key) > 1024 {

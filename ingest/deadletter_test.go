@@ -53,7 +53,7 @@ func TestDeadLetterMessageTruncatesNearTheLimit(t *testing.T) {
 		t.Error("the truncated value is not a prefix of the original")
 	}
 	small := DeadLetterMessage(DeadLetterRecord{Msg: Message{Value: []byte("1,2")}, Reason: ReasonDimension, Error: "x"}, DefaultDeadLetterMaxBytes)
-	if string(small.Value) != "1,2" || len(small.Headers) != 5 {
+	if string(small.Value) != "1,2" || len(small.Headers) != 10 { // 5 of the service's, 5 in Connect's names
 		t.Errorf("a small dead letter was changed: %q with %d headers", small.Value, len(small.Headers))
 	}
 }
@@ -252,5 +252,27 @@ func TestDeadLetterQueueBoundsBytes(t *testing.T) {
 	}
 	if queued != 3 {
 		t.Errorf("%d records of 3,000 bytes queued under a 10,000-byte bound, want 3", queued)
+	}
+}
+
+// Issue 61: the dead letters carry Kafka Connect's header names beside
+// the service's own, so that tools written for Connect's dead-letter
+// topics read them (values as Connect writes them: decimal strings).
+func TestDeadLetterHeadersInConnectsNames(t *testing.T) {
+	m := DeadLetterMessage(DeadLetterRecord{Msg: Message{Topic: "vectors", Partition: 3, Offset: 1234, Value: []byte("x")}, Reason: ReasonMalformed, Error: "json: want an array"}, 1<<20)
+	got := map[string]string{}
+	for _, h := range m.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	want := map[string]string{
+		"__connect.errors.topic": "vectors", "__connect.errors.partition": "3", "__connect.errors.offset": "1234",
+		"__connect.errors.exception.class.name": "streamkpca.ingest.BadMessageError.malformed",
+		"__connect.errors.exception.message":    "json: want an array",
+		"reason":                                "malformed", "source-offset": "1234",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q; want %q", k, got[k], v)
+		}
 	}
 }
