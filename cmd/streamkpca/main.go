@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/tools/benchcli"
 	"github.com/streamkpca/streamkpca/internal/tools/demo"
 	"github.com/streamkpca/streamkpca/internal/tools/filecli"
@@ -35,6 +36,9 @@ Verbs:
 
 Run 'streamkpca <verb> -h' or 'streamkpca help <verb>' for the verb's flags.
 `
+
+// verbs are the command's verbs, for a mistyped one's suggestion.
+var verbs = []string{"fit", "project", "inspect", "run", "demo", "produce", "watch", "bench", "plot", "synth", "version", "help"}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -88,10 +92,20 @@ func main() {
 		fmt.Print(usage)
 		return
 	default:
-		fmt.Fprintf(os.Stderr, "streamkpca: unknown verb %q\n\n%s", verb, usage)
+		if s := cliflag.Nearest(verb, verbs); s != "" {
+			fmt.Fprintf(os.Stderr, "streamkpca: unknown verb %q; did you mean %q? ('streamkpca help' lists the verbs)\n", verb, s)
+		} else {
+			fmt.Fprintf(os.Stderr, "streamkpca: unknown verb %q\n\n%s", verb, usage)
+		}
 		os.Exit(2)
 	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
+	var ue *cliflag.UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "streamkpca %s: %v\n", verb, err)
+		os.Exit(2)
+	default:
 		fmt.Fprintf(os.Stderr, "streamkpca %s: %v\n", verb, err)
 		os.Exit(1)
 	}

@@ -8,6 +8,7 @@ import (
 
 	gplot "gonum.org/v1/plot"
 
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/tools/plot"
 )
 
@@ -43,7 +44,7 @@ func cmdPlot(args []string) error {
 	labelCol := fs.Int("label-col", 0, "scatter: column of the input holding a class label, 1-based as --cols (excluded from the vector); 0: none")
 	yCols := fs.Int("y-cols", 0, "correlations: the last N columns are y")
 	s := fs.Float64("s", 1, "eigenfunctions: standard deviation of the hermite stream")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cliflag.Parse(fs, args[1:]); err != nil {
 		return err
 	}
 	var p *gplot.Plot

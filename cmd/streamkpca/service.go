@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/internal/synth"
@@ -20,7 +21,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	path := fs.String("config", "", "YAML config file (see configs/streamkpca.yaml); STREAMKPCA_* env vars override it")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a setting by its YAML path, e.g. --set learner.k=5 (repeatable; beats the file and the environment)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	cfg, err := configs.Load(*path, os.Environ(), sets...)
@@ -44,7 +45,7 @@ func cmdProduce(ctx context.Context, args []string) error {
 	n := fs.Int("n", 100000, "messages to produce (synthetic sources)")
 	rate := fs.Float64("rate", 0, "messages per second (0 = as fast as possible)")
 	seed := fs.Uint64("seed", 1, "seed of synthetic sources")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	var src devstack.Source

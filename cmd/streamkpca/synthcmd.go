@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/synth"
 )
 
@@ -35,7 +36,7 @@ Columns of the CSV:
 	n := fs.Int("n", 20000, "rows")
 	seed := fs.Uint64("seed", 1, "seed")
 	out := fs.String("out", "-", "CSV file, - for stdout")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cliflag.Parse(fs, args[1:]); err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(*seed, 5))

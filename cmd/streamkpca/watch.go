@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -45,7 +46,7 @@ func cmdWatch(ctx context.Context, args []string) error {
 	fs.StringVar(&nc.NKeyFile, "nkey-file", "", "NATS nkey seed file")
 	points := fs.String("points", "", "points to project with each version, as JSON: [[0.5],[1.5]]")
 	versions := fs.Int("versions", 0, "stop after this many versions (0: until Ctrl-C)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if *model == "" {

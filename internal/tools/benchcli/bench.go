@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/cluster"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/internal/tools/bench"
@@ -79,7 +80,7 @@ func benchPublish(ctx context.Context, args []string) error {
 	var cfg bench.PublishConfig
 	mb := fs.Int("size-mb", 500, "the object's size, MB")
 	fs.StringVar(&cfg.NATS, "nats", "", "NATS server URL with JetStream (default: an embedded server, whose memory is then measured too)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if *mb < 1 {
@@ -118,7 +119,7 @@ func benchHermite(ctx context.Context, args []string) error {
 	fs.Func("solver", "subspace or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
 	fs.Float64Var(&lc.Theta0, "theta0", 0, "θ₀ (0: the solver's default)")
 	fs.Float64Var(&lc.Theta1, "theta1", 0, "θ₁ (0: the solver's default)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	pr := progress.New()
@@ -266,7 +267,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	images := fs.Int("images", 4800, "with --mnist: how many images the stream repeats (and exact kernel PCA takes); the next 1,200 are held out")
 	fs.IntVar(&cfg.K, "k", 10, "with --mnist: the service's learner.k")
 	fs.StringVar(&cfg.Frequencies, "frequencies", "auto", "the service's learner.frequencies: auto, iid or orthogonal")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if *dirMNIST != "" {
@@ -312,7 +313,7 @@ func benchKCCA(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Points, "points", 200_000, "pairs streamed")
 	fs.IntVar(&cfg.K, "k", 2, "components")
 	fs.Func("solver", "covariance (the default) or oja (the paper's rule)", func(v string) error { cfg.Solver = online.Solver(v); return nil })
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	pr := progress.New()
@@ -342,7 +343,7 @@ func benchThroughput(args []string) error {
 	fs.StringVar(&cfg.Compute, "compute", "exact", "exact (own kernels) or blas (the linked BLAS)")
 	fs.StringVar(&cfg.Frequencies, "frequencies", "auto", "random features' frequencies: auto, iid or orthogonal (the learner's learner.frequencies)")
 	fs.Int64Var(&cfg.KeepBytes, "keep-bytes", 0, "the learner's keep_bytes (0 = its default, -1 = keep no features: evaluate them twice a step)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	var err error

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/tools/bench"
 )
 
@@ -68,7 +69,7 @@ func pct(v []float64) []float64 {
 // profile the flag asks for; stop ends it (a no-op without the flag).
 func parseProfiled(fs *flag.FlagSet, args []string) (stop func(), err error) {
 	path := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if *path == "" {

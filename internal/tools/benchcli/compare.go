@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/internal/tools/bench"
 	"github.com/streamkpca/streamkpca/online"
@@ -39,7 +40,7 @@ func benchCompare(ctx context.Context, args []string) error {
 	exactN := fs.Int("exact-n", 2000, "exact kernel PCA sample size")
 	seed := fs.Uint64("seed", 1, "stream and feature seed")
 	table := fs.Bool("table", true, "print a table to stderr after the JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	var ms []string

@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/pipeline"
@@ -44,7 +45,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "data directory (default: a temp dir, removed at exit)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0 = until Ctrl-C)")
 	fs.BoolVar(&o.verbose, "v", false, "show the service's logs")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return o, err
 	}
 	o.set = map[string]bool{}

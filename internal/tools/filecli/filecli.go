@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/internal/cliflag"
 	"github.com/streamkpca/streamkpca/internal/progress"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -55,7 +56,7 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	cols := fs.String("cols", "", "columns of the input to learn from, 1-based as cut's -f: 1-64 drops digits' label column; default all")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
 	model := fs.String("model", "model", "model name stored in the snapshot")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if *input == "" {
@@ -174,7 +175,7 @@ func (f Files) Project(args []string) error {
 	view := fs.String("view", "x", "view to project: x or y (two-view models)")
 	cols := fs.String("cols", "", "columns of the input to project, 1-based as cut's -f (e.g. 1-64); default all")
 	dim := fs.Int("dim", 0, "the record width of f32le/f64le input (default: the model's dimension)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if *modelPath == "" {
@@ -239,7 +240,7 @@ func (f Files) Inspect(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: streamkpca inspect FILE.skpca\n\nPrints the snapshot's file size, feature count and header as JSON. A model\nwith landmark features holds rows of the data it learned from: the output\nsays how many (data_rows) and warns.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
