@@ -152,6 +152,34 @@ type Publisher struct {
 	// beforePoint, when set (tests), runs between the renewal and the
 	// pointer write of Put: where a frozen owner would stop.
 	beforePoint func()
+	// collected: when the store's orphaned chunks were last collected
+	// (collectOrphans); guarded by pins.
+	collected time.Time
+}
+
+// orphanCollector is a Backend that can purge the chunks of puts cut
+// short (NATSBackend.CollectOrphans).
+type orphanCollector interface {
+	CollectOrphans(ctx context.Context, grace time.Duration) (int, error)
+}
+
+// collectOrphans purges the chunks of puts cut short, older than
+// OrphanGrace, at most every OrphanGrace/2 unless now; the caller holds
+// pins. It reports whether it purged any.
+func (p *Publisher) collectOrphans(ctx context.Context, now bool) bool {
+	c, ok := p.b.(orphanCollector)
+	if !ok || !now && time.Since(p.collected) < OrphanGrace/2 {
+		return false
+	}
+	p.collected = time.Now()
+	n, err := c.CollectOrphans(ctx, OrphanGrace)
+	if err != nil {
+		p.log.Debug().Err(err).Msg("publish: orphaned chunks not collected; trying again later")
+	}
+	if n > 0 {
+		p.log.Info().Int("objects", n).Msg("publish: purged the chunks of puts cut short (a stop or a stall mid-publish)")
+	}
+	return n > 0
 }
 
 // fence is a key written only by compare-and-set on the revision of the
@@ -366,6 +394,8 @@ func (p *Publisher) withRoom(ctx context.Context, n *Notice, put func() error) e
 		derr := errors.New("nothing to delete")
 		if ok {
 			derr = p.b.DeleteObject(ctx, victim)
+		} else if p.collectOrphans(ctx, true) {
+			victim, derr = "(chunks of puts cut short)", nil
 		}
 		p.pins.Release(1)
 		if derr != nil {
@@ -509,6 +539,7 @@ func (p *Publisher) Prune(ctx context.Context, latest Notice) {
 		return // the next publish prunes
 	}
 	defer p.pins.Release(1)
+	p.collectOrphans(ctx, false)
 	lst, err := p.b.ListObjects(ctx)
 	if err != nil {
 		return
