@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,13 +69,16 @@ const collectEvery = 32 << 20
 // errStalled ends a transfer that moved nothing for the stall bound.
 var errStalled = errors.New("the transfer stalled: nothing moved")
 
-// transfer returns the context of an object's put or get: ctx's, without
-// nats.go's default timeout, and ended when the connection has moved no
-// byte, either way, for b.stall. nats.go bounds a whole put or get whose
-// context has no deadline by its default timeout (5 s), so a large model
-// on a slow link could never be published or fetched: a transfer is
-// bounded by its progress instead, and by ctx.
-func (b *NATSBackend) transfer(ctx context.Context) (context.Context, context.CancelFunc) {
+// transfer returns the context of an object's put: ctx's, without
+// nats.go's default timeout, and ended when the transfer's own progress
+// (progress: its acknowledged bytes) has not moved for b.stall. nats.go
+// bounds a whole put whose context has no deadline by its default
+// timeout (5 s), so a large model on a slow link could never be
+// published: a transfer is bounded by its progress instead, and by ctx.
+// Its own progress, not the connection's bytes: the connection also
+// carries the cluster's exchange and the queries, and on a busy one a
+// stalled put was never found (a 500 MB put waited about 32 minutes).
+func (b *NATSBackend) transfer(ctx context.Context, progress func() uint64) (context.Context, context.CancelFunc) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	end := func() { cancel(nil) }
 	if _, ok := ctx.Deadline(); !ok {
@@ -82,7 +86,7 @@ func (b *NATSBackend) transfer(ctx context.Context) (context.Context, context.Ca
 		tctx, cancelD = context.WithDeadline(tctx, time.Now().Add(365*24*time.Hour)) // "none": the stall bounds it
 		end = func() { cancelD(); cancel(nil) }
 	}
-	moved := func() uint64 { st := b.nc.Stats(); return st.InBytes + st.OutBytes }
+	moved := progress
 	go func() {
 		last, since := moved(), time.Now()
 		tick := time.NewTicker(max(b.stall/8, time.Millisecond))
@@ -161,9 +165,10 @@ func (b *NATSBackend) PutObject(ctx context.Context, name string, meta map[strin
 	if _, _, err := b.handles(ctx); err != nil {
 		return err
 	}
-	tctx, end := b.transfer(ctx)
+	var acked atomic.Uint64
+	tctx, end := b.transfer(ctx, acked.Load)
 	defer end()
-	if err := b.putChunks(tctx, name, meta, r); err != nil {
+	if err := b.putChunks(tctx, name, meta, r, &acked); err != nil {
 		err = stalled(tctx, err)
 		if storeFull(err) {
 			return fmt.Errorf("publish: put %s: %w: %w", name, ErrStoreFull, err)
@@ -181,7 +186,7 @@ const chunkSize = 128 << 10
 // acknowledgement.
 const defaultWindow = 8 << 20
 
-func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[string]string, r io.Reader) error {
+func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[string]string, r io.Reader, acked *atomic.Uint64) error {
 	obs, _, err := b.handles(ctx)
 	if err != nil {
 		return err
@@ -195,7 +200,7 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 		ObjectMeta: jetstream.ObjectMeta{Name: name, Metadata: meta, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}},
 		Bucket:     bucket, NUID: nuid.Next(),
 	}
-	err = b.sendChunks(ctx, r, &info)
+	err = b.sendChunks(ctx, r, &info, acked)
 	if err == nil {
 		var data []byte
 		if data, err = json.Marshal(info); err == nil {
@@ -219,7 +224,7 @@ func (b *NATSBackend) putChunks(ctx context.Context, name string, meta map[strin
 // object info describes (its NUID), with at most b.window bytes awaiting
 // the server's acknowledgement, and records their count, size and
 // digest in info once every one is acknowledged.
-func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstream.ObjectInfo) error {
+func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstream.ObjectInfo, acked *atomic.Uint64) error {
 	subject := "$O." + info.Bucket + ".C." + info.NUID
 	// A publisher of its own, cleaned up at the end: a put abandoned
 	// before its acknowledgements came (a stall, a partition) would
@@ -239,6 +244,7 @@ func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstre
 			if err := awaitAck(ctx, acks[0]); err != nil {
 				return err
 			}
+			acked.Add(1)
 			acks = acks[1:]
 		}
 		k := int(info.Chunks) % window
@@ -267,6 +273,7 @@ func (b *NATSBackend) sendChunks(ctx context.Context, r io.Reader, info *jetstre
 		if err := awaitAck(ctx, a); err != nil {
 			return err
 		}
+		acked.Add(1)
 	}
 	info.Digest = jetstream.GetObjectDigestValue(sum)
 	return nil

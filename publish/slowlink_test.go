@@ -137,3 +137,37 @@ func getAll(b Backend, name string) ([]byte, error) {
 	defer rc.Close()
 	return io.ReadAll(rc)
 }
+
+// Defect (issue 58, item 16): a put's stall was judged by the bytes of
+// its whole connection, which also carries the cluster's exchange and
+// the queries: on a busy connection a put whose own chunks went
+// unacknowledged was never found stalled (a 500 MB put waited about 32
+// minutes). A transfer is now judged by its own progress: with the
+// connection busy the whole time, a transfer that makes none ends after
+// the stall bound.
+func TestAStalledTransferIsFoundOnABusyConnection(t *testing.T) {
+	nc := testkit.NATS(t, nil)
+	b, err := NewNATSBackend(nc, Config{Model: "m"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stall = 300 * time.Millisecond
+	busy, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { // other traffic on the same connection, all along
+		for busy.Err() == nil {
+			nc.Publish("m.exchange", make([]byte, 1024))
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	tctx, end := b.transfer(context.Background(), func() uint64 { return 0 })
+	defer end()
+	select {
+	case <-tctx.Done():
+		if !errors.Is(context.Cause(tctx), errStalled) {
+			t.Fatalf("the transfer ended with %v; want a stall", context.Cause(tctx))
+		}
+	case <-time.After(20 * b.stall):
+		t.Fatal("a transfer without progress on a busy connection was not found stalled")
+	}
+}
