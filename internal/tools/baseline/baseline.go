@@ -200,3 +200,12 @@ func orth(q *mat.Dense) {
 		}
 	}
 }
+
+// TopEigenvectors returns the top-k eigenvectors (n×k, by decreasing
+// eigenvalue) of the symmetric n×n matrix a (full storage, both triangles
+// set): a dense eigendecomposition up to DenseEigMax, else subspace
+// iteration (an error wrapping ErrNotConverged with its last iterate).
+func TopEigenvectors(a []float64, n, k int) (*mat.Dense, error) {
+	v, _, err := topEig(a, n, k, nil)
+	return v, err
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
@@ -16,10 +17,14 @@ import (
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // DriftConfig configures RunDrift. Zero values mean the default.
 type DriftConfig struct {
+	// SaveModels, when set, is a path prefix: each one-view run's final
+	// model is written to <SaveModels>-<run>.skpca (for bench floor).
+	SaveModels string
 	// Case is "switch" (16-D hermite rotated by a random orthogonal Q
 	// after Points points), "rotate" (it turns by a quarter turn in
 	// eight planes, evenly over the second Points points), "ramp" (the
@@ -481,6 +486,13 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 		return DriftRun{}, err
 	}
 	defer dl.close()
+	if ss, ok := dl.(interface{ snapshot() *snapshot.Snapshot }); ok && cfg.SaveModels != "" {
+		defer func() {
+			if _, err := snapshot.WriteFile(cfg.SaveModels+"-"+run+".skpca", ss.snapshot()); err != nil {
+				fmt.Fprintln(os.Stderr, "bench drift: the model was not saved:", err)
+			}
+		}()
+	}
 	out := DriftRun{Name: run}
 	every := T / 20
 	// No batch straddles a mark: the checkpoint T/20 before the change,
@@ -577,6 +589,9 @@ type oneViewDrift struct {
 	st    driftStream
 	x, hx []float64
 }
+
+// snapshot is the run's final model (DriftConfig.SaveModels).
+func (d *oneViewDrift) snapshot() *snapshot.Snapshot { return d.l.Snapshot() }
 
 func (d *oneViewDrift) step(n, b int) (bool, time.Duration, error) {
 	dim := d.st.dim()

@@ -35,7 +35,8 @@ benchmarks (JSON on stdout, progress on stderr):
   mnist       MNIST kernel PCA or KCCA (--task kcca) against baselines
   pipeline    the service end to end against the learner alone
   cluster     one model on several instances against one learner
-  publish     the memory and time of publishing and fetching a large model`
+  publish     the memory and time of publishing and fetching a large model
+  floor       a model against exact kernel PCA of a file's rows, beside the floor of its own features`
 
 // Run is `streamkpca bench`: args[0] names the benchmark, the rest are
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
@@ -69,8 +70,10 @@ func Run(ctx context.Context, args []string) error {
 		return benchCluster(ctx, args[1:])
 	case "publish":
 		return benchPublish(ctx, args[1:])
+	case "floor":
+		return benchFloor(args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster, publish)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster, publish, floor)", args[0])
 }
 
 // benchPublish is `streamkpca bench publish`: the heap a publish and a
@@ -146,6 +149,7 @@ func benchDrift(ctx context.Context, args []string) error {
 	input := fs.String("input", "", "case file: the data set (csv, jsonl, f32le, f64le)")
 	cols := fs.String("cols", "", "case file: columns to learn from, 1-based as cut's -f; default all")
 	fileRows := fs.Int("rows", 4800, "case file: rows of the data set to stream (its first)")
+	fs.StringVar(&cfg.SaveModels, "save-models", "", "a path prefix: each one-view run's final model is written to PREFIX-RUN.skpca (for bench floor)")
 	fs.IntVar(&cfg.Points, "points", 0, "T: points on each side of the change (0: 102,400; mnist 51,200; kcca 25,600)")
 	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
