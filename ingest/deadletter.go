@@ -194,8 +194,8 @@ type DeadLetterQueue struct {
 	// spilled): equal, a flush has nothing to wait for.
 	queued, stored atomic.Int64
 	done           chan struct{}
-	stop    context.CancelFunc
-	closeMu sync.Once
+	stop           context.CancelFunc
+	closeMu        sync.Once
 }
 
 type dlItem struct {

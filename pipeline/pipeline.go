@@ -175,7 +175,7 @@ type Pipeline struct {
 	// works), and the last error (publishFailed).
 	pubDownSince time.Time
 	pubDownErr   error
-	httpLn   net.Listener
+	httpLn       net.Listener
 	// httpToken guards the HTTP API when set (read once, in New).
 	httpToken string
 	// clu is cluster mode's state (cluster.enabled); nil otherwise.
