@@ -125,3 +125,16 @@ func TestCLIConventions(t *testing.T) {
 		t.Errorf("plot scatter --label-col 3 (the third of 3 columns): %q", got)
 	}
 }
+
+// Issue 61: `run -h` listed only --config and --set. It now lists every
+// setting --set and the file take, with its default (the generated
+// example configuration).
+func TestRunHelpListsTheSettings(t *testing.T) {
+	os.Args = []string{"streamkpca", "run", "-h"}
+	help := capture(t, &os.Stderr, func() error { main(); return nil })
+	for _, want := range []string{"-set", "learner:", "max_features: 32768", "offset_out_of_range: earliest", "dead_letter_spill_bytes"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("run -h does not say %q", want)
+		}
+	}
+}

@@ -21,6 +21,13 @@ func cmdRun(ctx context.Context, args []string) error {
 	path := fs.String("config", "", "YAML config file (see configs/streamkpca.yaml); STREAMKPCA_* env vars override it")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a setting by its YAML path, e.g. --set learner.k=5 (repeatable; beats the file and the environment)")
+	fs.Usage = func() {
+		// The flags, then every setting --set and the file take, with
+		// its default and what it does: the generated example config.
+		fmt.Fprintf(fs.Output(), "Usage: streamkpca run [--config FILE] [--set path=value]...\n\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nSettings (--set path=value, the YAML file, or STREAMKPCA_PATH_NAME), with their defaults:\n\n%s", configs.Example())
+	}
 	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
