@@ -240,7 +240,11 @@ func (d *demo) follow(ctx context.Context, runErr chan error, stopRun func()) er
 			s := d.p.Status()
 			if produced && s.Samples == lastSamples && s.Lag == 0 && s.Version == lastVer {
 				if !ended {
-					fmt.Printf("the stream has ended: %d samples learned; version %d is served until you stop the demo (Ctrl-C)\n", s.Samples, s.Version)
+					if s.Version == 0 {
+						fmt.Printf("the stream has ended: %d samples learned, too few for a model version (learner.batch); nothing is served. Stop the demo (Ctrl-C) and give it more --points\n", s.Samples)
+					} else {
+						fmt.Printf("the stream has ended: %d samples learned; version %d is served until you stop the demo (Ctrl-C)\n", s.Samples, s.Version)
+					}
 					ended = true
 				}
 				continue
