@@ -18,7 +18,7 @@ import (
 // number. It returns the values, the rows and the dimension (dim, or
 // fixed by the first record when dim is 0).
 func ReadAll(r io.Reader, format Format, dim int) ([]float64, int, int, error) {
-	t, err := readAll(r, format, dim)
+	t, err := readAll(r, format, dim, false)
 	return t.X, t.Rows, t.Dim, err
 }
 
@@ -29,14 +29,29 @@ type Table struct {
 	// Header is the first line of a csv input when it did not parse as
 	// numbers and was skipped as a header row; empty otherwise.
 	Header string
+	// Skipped counts the bad records ReadFileSkipping passed over, by
+	// reason (Reason), with the line (or record) of the first.
+	Skipped     map[string]int
+	FirstBadAt  int
+	FirstBadErr error
+}
+
+// SkippedRows is the number of records passed over.
+func (t Table) SkippedRows() int {
+	n := 0
+	for _, c := range t.Skipped {
+		n += c
+	}
+	return n
 }
 
 // readAll is ReadAll, returning a Table.
-func readAll(r io.Reader, format Format, dim int) (Table, error) {
+func readAll(r io.Reader, format Format, dim int, skip bool) (Table, error) {
 	dec := &Decoder{Format: format, Dim: dim, MaxBytes: 64 << 20}
 	if err := dec.Validate(); err != nil {
 		return Table{}, err
 	}
+	var t Table
 	var header string
 	var x []float64
 	rows := 0
@@ -57,13 +72,20 @@ func readAll(r io.Reader, format Format, dim int) (Table, error) {
 				}
 				return Table{}, fmt.Errorf("record %d: %w", rows+1, err)
 			}
+			n0 := len(x)
 			var err error
 			if x, _, err = dec.Decode(x, nil, buf); err != nil {
+				if skip {
+					x = x[:n0]
+					t.skip(rows+t.SkippedRows()+1, err)
+					continue
+				}
 				return Table{}, fmt.Errorf("record %d: %w", rows+1, err)
 			}
 			rows++
 		}
-		return Table{X: x, Rows: rows, Dim: dec.Dim, Header: header}, nil
+		t.X, t.Rows, t.Dim, t.Header = x, rows, dec.Dim, header
+		return t, nil
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -74,11 +96,17 @@ func readAll(r io.Reader, format Format, dim int) (Table, error) {
 		if len(strings.TrimSpace(string(b))) == 0 {
 			continue
 		}
+		n0, dim0 := len(x), dec.Dim
 		var err error
 		if x, _, err = dec.Decode(x, nil, b); err != nil {
 			if line == 1 && format == FormatCSV && Reason(err) == ReasonMalformed {
 				dec.Dim = dim // a header row
 				header = string(b)
+				continue
+			}
+			if skip {
+				x, dec.Dim = x[:n0], dim0 // a bad record fixes nothing
+				t.skip(line, err)
 				continue
 			}
 			return Table{}, fmt.Errorf("line %d: %w", line, err)
@@ -88,7 +116,21 @@ func readAll(r io.Reader, format Format, dim int) (Table, error) {
 	if err := sc.Err(); err != nil {
 		return Table{}, fmt.Errorf("read input: %w", err)
 	}
-	return Table{X: x, Rows: rows, Dim: dec.Dim, Header: header}, nil
+	t.X, t.Rows, t.Dim, t.Header = x, rows, dec.Dim, header
+	return t, nil
+}
+
+// skip counts a bad record passed over at line (or record) at.
+func (t *Table) skip(at int, err error) {
+	if t.Skipped == nil {
+		t.Skipped = map[string]int{}
+		t.FirstBadAt, t.FirstBadErr = at, err
+	}
+	reason := Reason(err)
+	if reason == "" {
+		reason = ReasonMalformed
+	}
+	t.Skipped[reason]++
 }
 
 // ReadFile reads every record of the file at path ("-": standard input)
@@ -97,6 +139,17 @@ func readAll(r io.Reader, format Format, dim int) (Table, error) {
 // little-endian, anything else (and standard input) csv; "jsonl" is
 // accepted for json. The raw formats need dim.
 func ReadFile(path string, format Format, dim int) (Table, error) {
+	return readFile(path, format, dim, false)
+}
+
+// ReadFileSkipping is ReadFile passing over bad records (a NaN, a ragged
+// row, text) instead of failing at the first: Table.Skipped counts them
+// by reason. The dimension is the first good record's (or dim).
+func ReadFileSkipping(path string, format Format, dim int) (Table, error) {
+	return readFile(path, format, dim, true)
+}
+
+func readFile(path string, format Format, dim int, skip bool) (Table, error) {
 	var r io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -110,7 +163,7 @@ func ReadFile(path string, format Format, dim int) (Table, error) {
 	if format.Raw() && dim < 1 {
 		return Table{}, fmt.Errorf("%s input needs its dimension (--dim): raw records carry none", format)
 	}
-	return readAll(r, format, dim)
+	return readAll(r, format, dim, skip)
 }
 
 // FileFormat is the format ReadFile reads path in: format if given

@@ -79,3 +79,29 @@ func TestSelectColumns(t *testing.T) {
 		}
 	}
 }
+
+// Issue 61: one NaN or ragged row aborted a whole file. ReadFileSkipping
+// passes over bad rows, counts them by reason and keeps the dimension of
+// the first good row.
+func TestReadFileSkippingCountsBadRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.csv")
+	if err := os.WriteFile(path, []byte("a,b\n1,2\nNaN,3\n4,5,6\n7,8\nx,y\n9,10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path, "", 0); err == nil {
+		t.Fatal("ReadFile took a file with bad rows")
+	}
+	tb, err := ReadFileSkipping(path, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Rows != 3 || tb.Dim != 2 || tb.SkippedRows() != 3 || tb.FirstBadAt != 3 {
+		t.Fatalf("%d rows of %d, %d skipped %v from line %d; want 3 rows of 2, 3 skipped from line 3", tb.Rows, tb.Dim, tb.SkippedRows(), tb.Skipped, tb.FirstBadAt)
+	}
+	if want := []float64{1, 2, 7, 8, 9, 10}; !slices.Equal(tb.X, want) {
+		t.Errorf("values %v; want %v", tb.X, want)
+	}
+	if tb.Skipped[ReasonNonFinite] != 1 || tb.Skipped[ReasonDimension] != 1 || tb.Skipped[ReasonMalformed] != 1 {
+		t.Errorf("skipped by reason %v; want one each of non_finite, dimension, malformed", tb.Skipped)
+	}
+}

@@ -56,6 +56,7 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	cols := fs.String("cols", "", "columns of the input to learn from, 1-based as cut's -f: 1-64 drops digits' label column; default all")
 	out := fs.String("out", "model.skpca", "snapshot file to write")
 	model := fs.String("model", "model", "model name stored in the snapshot")
+	skipBad := fs.Bool("skip-bad", false, "pass over bad rows (NaN, ragged, text) and say how many, instead of stopping at the first")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func (f Files) Fit(ctx context.Context, args []string) error {
 	if !has("k") {
 		return errors.New("--k is required: the number of components to learn")
 	}
-	x, rows, d, err := f.readInput(*input, *format, *dim, *cols)
+	x, rows, d, err := f.readInput(*input, *format, *dim, *cols, *skipBad)
 	if err != nil {
 		return err
 	}
@@ -201,7 +202,7 @@ func (f Files) Project(args []string) error {
 			width = *dim
 		}
 	}
-	x, rows, got, err := f.readInput(*input, *format, width, *cols)
+	x, rows, got, err := f.readInput(*input, *format, width, *cols, false)
 	if err != nil {
 		return err
 	}
@@ -274,11 +275,22 @@ func (f Files) Inspect(args []string) error {
 }
 
 // readInput reads a file for fit or project, says once that a header row
-// was skipped, and keeps the columns --cols names.
-func (f Files) readInput(path, format string, dim int, cols string) ([]float64, int, int, error) {
-	tb, err := ingest.ReadFile(path, ingest.Format(format), dim)
+// was skipped (and how many bad rows, with skipBad: fit's --skip-bad),
+// and keeps the columns --cols names.
+func (f Files) readInput(path, format string, dim int, cols string, skipBad bool) ([]float64, int, int, error) {
+	read := ingest.ReadFile
+	if skipBad {
+		read = ingest.ReadFileSkipping
+	}
+	tb, err := read(path, ingest.Format(format), dim)
 	if err != nil {
+		if !skipBad {
+			err = fmt.Errorf("%w (--skip-bad passes over bad rows)", err)
+		}
 		return nil, 0, 0, err
+	}
+	if n := tb.SkippedRows(); n > 0 {
+		fmt.Fprintf(f.Err, "skipped %d bad rows of %d (%v); the first, at line %d: %v\n", n, n+tb.Rows, tb.Skipped, tb.FirstBadAt, tb.FirstBadErr)
 	}
 	if tb.Header != "" {
 		h := tb.Header
