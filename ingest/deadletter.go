@@ -229,9 +229,9 @@ func NewDeadLetterQueue(w DeadLetterWriter, capacity int, capBytes int64, spill 
 }
 
 // Spilled returns the records in the spill, waiting to be sent, and their
-// bytes (0, 0 without a spill).
+// bytes (0, 0 without a spill, or for a nil queue).
 func (q *DeadLetterQueue) Spilled() (records, bytes int64) {
-	if q.spill == nil {
+	if q == nil || q.spill == nil {
 		return 0, 0
 	}
 	return q.spill.Len()
