@@ -113,13 +113,16 @@ func (c *Consumer) inRange(ctx context.Context, partition int, next int64) (int6
 	if c.cfg.OnGap != nil {
 		c.cfg.OnGap(g)
 	}
-	if c.cfg.OutOfRange == OutOfRangeFail {
-		c.log.Error().Str("kind", g.Kind).Int("partition", partition).Int64("next", next).Int64("first", first).Int64("end", end).Int64("lost", g.Lost).
-			Msg("kafka: " + g.String() + "; kafka.offset_out_of_range is fail: stopping")
-		return 0, &OffsetGapError{Gap: g}
+	fail := c.cfg.OutOfRange == OutOfRangeFail
+	then := "; reading it from its first offset (kafka.offset_out_of_range: earliest)"
+	if fail {
+		then = "; kafka.offset_out_of_range is fail: stopping"
 	}
 	c.log.Error().Str("kind", g.Kind).Int("partition", partition).Int64("next", next).Int64("first", first).Int64("end", end).Int64("lost", g.Lost).
-		Msg("kafka: " + g.String() + "; reading it from its first offset (kafka.offset_out_of_range: earliest)")
+		Msg("kafka: " + g.String() + then)
+	if fail {
+		return 0, &OffsetGapError{Gap: g}
+	}
 	return first, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamkpca/streamkpca/snapshot"
 )
@@ -53,26 +52,7 @@ func TestDeadLetterTopicDownProcess(t *testing.T) {
 	// topic until up is set.
 	var up atomic.Bool
 	var refused atomic.Int64
-	s.Kafka.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		s.Kafka.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		if up.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != "dlqdown.dlq" {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, 29 // TOPIC_AUTHORIZATION_FAILED
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	refuseProduce(s, "dlqdown.dlq", func() bool { return !up.Load() }, func() { refused.Add(1) })
 	c, dir := soloChild(t, s, "dlqdown", "k: 3, bandwidth: 1, max_features: 2048, linger: 300ms")
 	c.start()
 	waitFor(t, 2*time.Minute, "the child learning every good message while its dead letters are refused", func() bool {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestSecondSignalEndsAtOnce: `streamkpca run` whose graceful stop is
@@ -35,25 +34,7 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 	tr.CloseIdleConnections()
 	// The dead-letter topic refuses every write, and the spill has no
 	// room: the graceful stop's final snapshot waits for the dead letter.
-	s.Kafka.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		s.Kafka.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		if len(req.Topics) == 0 || req.Topics[0].Topic != "sig.dlq" {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, 29 // TOPIC_AUTHORIZATION_FAILED
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	refuseProduce(s, "sig.dlq", func() bool { return true }, nil)
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	c := startChild(t, bin, dir, func(port int) string {
