@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/streamkpca/streamkpca/features"
 )
@@ -22,6 +23,9 @@ type Model struct {
 	// ModelOptions.CacheBytes, or shared through Reuse; landmark blocks
 	// always); the rest are generated per call.
 	cache []*blockCache
+	// gram holds each view's whitened components for Score, built once.
+	gramOnce []sync.Once
+	gram     []*whitener
 }
 
 type blockCache struct {
@@ -61,7 +65,7 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 	if opt.CacheBytes == 0 {
 		opt.CacheBytes = 256 << 20
 	}
-	m := &Model{snap: s}
+	m := &Model{snap: s, gramOnce: make([]sync.Once, len(s.Header.Views)), gram: make([]*whitener, len(s.Header.Views))}
 	for vi, v := range s.Header.Views {
 		seeds, bs := s.Header.ViewSeeds(vi)
 		fm := features.Map{Kernel: v.Kernel, Dim: v.Dim, BlockSize: bs, Float32: v.Float32(), BLAS: v.BLAS(), Landmarks: v.Landmarks(),
@@ -172,6 +176,13 @@ func (m *Model) Project(dst, x []float64) ([]float64, error) {
 
 // ProjectView is Project for a given view (0 = x, 1 = y).
 func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
+	return m.project(view, dst, nil, x)
+}
+
+// project is ProjectView that also writes each row's squared feature norm
+// ‖φ(x)‖² into sq (rows values) when sq is not nil: the projections are
+// the same bits either way.
+func (m *Model) project(view int, dst, sq, x []float64) ([]float64, error) {
 	if view < 0 || view >= len(m.maps) {
 		return nil, fmt.Errorf("snapshot: model has %d view(s), asked for view %d", len(m.maps), view)
 	}
@@ -217,6 +228,12 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 	part := make([]float64, rows*k)
 	var scratch features.Block
 	clear(dst)
+	if sq != nil {
+		if len(sq) != rows {
+			panic("snapshot: Score residual dst has wrong length")
+		}
+		clear(sq)
+	}
 	cache := m.cache[view].blocks
 	for c0 := 0; c0 < len(seeds); c0 += fm.Chunk() {
 		clear(part)
@@ -229,6 +246,9 @@ func (m *Model) ProjectView(view int, dst, x []float64) ([]float64, error) {
 				blk = &scratch
 			}
 			fm.AddBlock(part, phi, z, xs, rows, blk, coef[j*nb*k:(j+1)*nb*k], k)
+			if sq != nil {
+				addSquares(sq, phi, rows, nb)
+			}
 		}
 		for i, p := range part {
 			dst[i] += p

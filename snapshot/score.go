@@ -1,0 +1,145 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// ErrCentred is returned by Score for a view the model learned centred: the
+// residual of a centred model is measured from the features' mean, which a
+// snapshot does not keep (it keeps that mean's k projections, View.Center).
+var ErrCentred = errors.New("snapshot: the residual of a centred model needs the features' mean, which snapshots do not keep (learn with learner.center: false, or uncentered: true for two views)")
+
+// whitener is the model's components made orthonormal: W (k×r, row-major)
+// with Wᵀ·AᵀA·W = I on the r directions whose Gram eigenvalue is above
+// gramTol of the largest. ‖Wᵀh‖² is then the squared norm of φ's
+// projection onto the span of the k components, h = Aᵀφ their values.
+type whitener struct {
+	w    []float64
+	k, r int
+}
+
+// gramTol is the relative size under which a direction of the
+// components' Gram matrix counts as outside their span (the components
+// are then linearly dependent, or a view's coefficients are all zero).
+const gramTol = 1e-12
+
+// whiten builds view's whitener from its coefficients, once per Model.
+func (m *Model) whiten(view int) (*whitener, error) {
+	m.gramOnce[view].Do(func() {
+		k := m.snap.Header.K
+		coef := m.snap.Coef[view]
+		g := mat.NewSymDense(k, nil)
+		a := mat.NewDense(len(coef)/k, k, coef)
+		g.SymOuterK(1, a.T())
+		var eig mat.EigenSym
+		if !eig.Factorize(g, true) {
+			m.gram[view] = nil
+			return
+		}
+		vals := eig.Values(nil)
+		var vecs mat.Dense
+		eig.VectorsTo(&vecs)
+		top := 0.0
+		for _, v := range vals {
+			top = max(top, v)
+		}
+		w := &whitener{k: k}
+		for _, v := range vals {
+			if v > gramTol*top && v > 0 {
+				w.r++
+			}
+		}
+		w.w = make([]float64, k*w.r)
+		col := 0
+		for c, v := range vals {
+			if !(v > gramTol*top && v > 0) {
+				continue
+			}
+			s := 1 / math.Sqrt(v)
+			for q := 0; q < k; q++ {
+				w.w[q*w.r+col] = vecs.At(q, c) * s
+			}
+			col++
+		}
+		m.gram[view] = w
+	})
+	if m.gram[view] == nil {
+		return nil, fmt.Errorf("snapshot: view %d: the eigendecomposition of the components' Gram matrix failed", view)
+	}
+	return m.gram[view], nil
+}
+
+// explained returns ‖Wᵀh‖² for one row's k projections h.
+func (w *whitener) explained(h []float64) float64 {
+	s := 0.0
+	for c := 0; c < w.r; c++ {
+		v := 0.0
+		for q := 0; q < w.k; q++ {
+			v += h[q] * w.w[q*w.r+c]
+		}
+		s += v * v
+	}
+	return s
+}
+
+// Score writes, for each of the rows points of x (rows×Dim, row-major, the
+// x view), its k projections into proj (rows×k, the same bits as Project)
+// and its residual into res (rows): the squared distance in feature space
+// between the point's feature vector and its orthogonal projection onto
+// the span of the model's k components,
+//
+//	r(x) = ‖φ(x)‖² − hᵀ(AᵀA)⁺h,  h = Aᵀφ(x),
+//
+// where φ(x) = (Φ_1(x), …, Φ_J(x))/√J stacks the view's J blocks (paper
+// Alg. 2's Φ_j, each an unbiased estimate of the kernel on its own), so
+// that ⟨φ(x), φ(y)⟩ is their average estimate of k(x, y), and A is the
+// coefficients (scaled by √J to match): kernel PCA's reconstruction error
+// (Hoffmann 2007) in the model's own feature space, in the kernel's units:
+// 0 ≤ r(x) ≤ ‖φ(x)‖² ≈ k(x, x), which is 1 for the shift-invariant
+// kernels. A negative value from rounding is reported as 0. Nil proj or res allocate; a wrong length panics. A centred model
+// returns ErrCentred.
+func (m *Model) Score(proj, res, x []float64) ([]float64, []float64, error) {
+	const view = 0
+	if len(m.snap.Header.Views[view].Center) != 0 {
+		return nil, nil, ErrCentred
+	}
+	w, err := m.whiten(view)
+	if err != nil {
+		return nil, nil, err
+	}
+	inDim := m.Dim(view)
+	if len(x)%inDim != 0 {
+		return nil, nil, fmt.Errorf("snapshot: input of %d values is not a whole number of %d-dimensional points", len(x), inDim)
+	}
+	rows := len(x) / inDim
+	if res == nil {
+		res = make([]float64, rows)
+	}
+	proj, err = m.project(view, proj, res, x)
+	if err != nil {
+		return nil, nil, err
+	}
+	k := m.snap.Header.K
+	seeds, _ := m.snap.Header.ViewSeeds(view)
+	blocks := float64(max(1, len(seeds)))
+	for r := 0; r < rows; r++ {
+		res[r] = max(0, res[r]-w.explained(proj[r*k:(r+1)*k])) / blocks
+	}
+	return proj, res, nil
+}
+
+// addSquares adds the squared norm of each of the rows rows of phi (rows×nb)
+// to sq.
+func addSquares(sq, phi []float64, rows, nb int) {
+	for r := 0; r < rows; r++ {
+		s := 0.0
+		for _, v := range phi[r*nb : (r+1)*nb] {
+			s += v * v
+		}
+		sq[r] += s
+	}
+}
