@@ -113,17 +113,26 @@ func TestOpenAPIContract(t *testing.T) {
 		{"PUT", "/v1/models/golden/pin", `{"version":4}`, 404},
 		{"PUT", "/v1/models/golden/pin", `{"v":3}`, 400},
 		{"DELETE", "/v1/models/golden/pin", "", 200},
+		// The golden model is centred: no residual (422).
+		{"POST", "/v1/models/golden/score", `{"vectors":[[1,2]]}`, 422},
+		{"POST", "/v1/models/golden/versions/3/score", `{"vectors":[[1,2]]}`, 422},
+		{"POST", "/v1/models/golden/score", `{"vectors":[[1,2]],"view":"y"}`, 400},
 	} {
 		run(c.method, c.path, c.body, c.want)
 	}
+	s.Header.Views[0].Center = nil
+	m, _ = snapshot.NewModel(s, snapshot.ModelOptions{})
+	cur.Set(m, data)
+	run("POST", "/v1/models/golden/score", `{"vectors":[[1,2],[0.5,-1]]}`, 200)
+	run("POST", "/v1/models/golden/score", `{"vectors":[[1]]}`, 400)
 	// The document's paths are exactly the handler's.
 	for path := range doc.Paths.Map() {
 		if !strings.HasPrefix(path, "/v1/") {
 			t.Errorf("documented path %s outside /v1/", path)
 		}
 	}
-	if n := len(doc.Paths.Map()); n != 9 {
-		t.Errorf("%d documented paths, want the handler's 9", n)
+	if n := len(doc.Paths.Map()); n != 11 {
+		t.Errorf("%d documented paths, want the handler's 11", n)
 	}
 }
 

@@ -132,6 +132,16 @@ type ProjectResponse struct {
 	Projections [][]float64 `json:"projections"`
 }
 
+// ScoreResponse answers a score query: ProjectResponse's projections (the
+// same bits) and each vector's residual, the squared distance in the
+// model's feature space between the vector's features and their
+// projection onto the k components (snapshot.Model.Score; kernel PCA's
+// reconstruction error, in the kernel's units).
+type ScoreResponse struct {
+	ProjectResponse
+	Residuals []float64 `json:"residuals"`
+}
+
 // projectBody is a decoded ProjectRequest: the vectors' values in one
 // slice and each vector's length.
 type projectBody struct {
@@ -238,6 +248,10 @@ type Info struct {
 // errBadRequest marks client errors (HTTP 400, micro code 400).
 var errBadRequest = errors.New("bad request")
 
+// errUnprocessable marks a request this model cannot answer by its kind
+// (HTTP 422): a score of a centred model.
+var errUnprocessable = errors.New("unprocessable")
+
 // Project answers one project request against the served model.
 func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
 	return projectVersion(c, nil, body, lim)
@@ -246,7 +260,18 @@ func Project(c *Current, body []byte, lim Limits) (*ProjectResponse, error) {
 // projectVersion answers a project request: with the stored version the
 // body names ("version", from vs), else with the served one.
 func projectVersion(c *Current, vs publish.Versions, body []byte, lim Limits) (*ProjectResponse, error) {
-	return projectModel(body, lim, func(version uint64) (*snapshot.Model, error) {
+	return projectModel(body, lim, versionGetter(c, vs))
+}
+
+// scoreVersion is projectVersion for a score request.
+func scoreVersion(c *Current, vs publish.Versions, body []byte, lim Limits) (*ScoreResponse, error) {
+	return scoreModel(body, lim, versionGetter(c, vs))
+}
+
+// versionGetter returns the stored version a request names (from vs), or
+// the served one for none.
+func versionGetter(c *Current, vs publish.Versions) func(version uint64) (*snapshot.Model, error) {
+	return func(version uint64) (*snapshot.Model, error) {
 		if version == 0 {
 			if m, _ := c.Get(); m != nil {
 				return m, nil
@@ -258,20 +283,36 @@ func projectVersion(c *Current, vs publish.Versions, body []byte, lim Limits) (*
 		}
 		m, _, err := vs.Load(version)
 		return m, err
-	})
+	}
 }
 
 // projectModel decodes a project request and answers it with the model
 // get returns for the version the request names (0: none named).
 func projectModel(body []byte, lim Limits, get func(version uint64) (*snapshot.Model, error)) (*ProjectResponse, error) {
-	lim.setDefaults()
-	req, err := decodeProject(body, lim.MaxVectors)
+	p, _, err := answerModel(body, lim, false, get)
+	return p, err
+}
+
+// scoreModel is projectModel with each vector's residual (x view only).
+func scoreModel(body []byte, lim Limits, get func(version uint64) (*snapshot.Model, error)) (*ScoreResponse, error) {
+	p, res, err := answerModel(body, lim, true, get)
 	if err != nil {
 		return nil, err
 	}
+	return &ScoreResponse{ProjectResponse: *p, Residuals: res}, nil
+}
+
+// answerModel answers a project request, or a score request (score: the
+// residuals too, of the x view).
+func answerModel(body []byte, lim Limits, score bool, get func(version uint64) (*snapshot.Model, error)) (*ProjectResponse, []float64, error) {
+	lim.setDefaults()
+	req, err := decodeProject(body, lim.MaxVectors)
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := get(req.version)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	view := 0
 	switch req.view {
@@ -279,34 +320,45 @@ func projectModel(body []byte, lim Limits, get func(version uint64) (*snapshot.M
 	case "y":
 		view = 1
 	default:
-		return nil, fmt.Errorf("%w: view %q (want x or y)", errBadRequest, req.view)
+		return nil, nil, fmt.Errorf("%w: view %q (want x or y)", errBadRequest, req.view)
 	}
 	if view >= m.Views() {
-		return nil, fmt.Errorf("%w: model has no view %q", errBadRequest, req.view)
+		return nil, nil, fmt.Errorf("%w: model has no view %q", errBadRequest, req.view)
 	}
 	d := m.Dim(view)
 	for i, n := range req.lens {
 		if n != d {
-			return nil, fmt.Errorf("%w: vector %d has %d values, the model wants %d", errBadRequest, i, n, d)
+			return nil, nil, fmt.Errorf("%w: vector %d has %d values, the model wants %d", errBadRequest, i, n, d)
 		}
 	}
 	x := req.values
 	rows := len(req.lens)
-	p, err := m.ProjectView(view, nil, x)
+	var p, res []float64
+	if score {
+		if view != 0 {
+			return nil, nil, fmt.Errorf("%w: a score is of the x view; leave \"view\" out", errBadRequest)
+		}
+		p, res, err = m.Score(nil, nil, x)
+		if errors.Is(err, snapshot.ErrCentred) {
+			return nil, nil, fmt.Errorf("%w: %v", errUnprocessable, err)
+		}
+	} else {
+		p, err = m.ProjectView(view, nil, x)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+		return nil, nil, fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	k := m.K()
 	for i, v := range p {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: the projection of vector %d is not finite: its values are too large for this model's kernel", errBadRequest, i/k)
+			return nil, nil, fmt.Errorf("%w: the projection of vector %d is not finite: its values are too large for this model's kernel", errBadRequest, i/k)
 		}
 	}
 	out := &ProjectResponse{Model: m.Header().Model, Version: m.Header().Version(), K: k, Projections: make([][]float64, rows)}
 	for i := range out.Projections {
 		out.Projections[i] = p[i*k : (i+1)*k : (i+1)*k]
 	}
-	return out, nil
+	return out, res, nil
 }
 
 func info(c *Current) (*Info, error) {
@@ -323,8 +375,8 @@ type Service struct {
 }
 
 // NewService registers the service "streamkpca" with endpoints
-// <prefix>.<model>.{snapshot,project,info,versions,pin}: project takes an
-// optional "version" to project with a stored version; versions lists
+// <prefix>.<model>.{snapshot,project,score,info,versions,pin}: project
+// and score take an optional "version" to project with a stored version; versions lists
 // them; pin takes {"version": v} (0 unpins) and is refused (403) unless
 // opt.CanPin. The snapshot endpoint answers
 // with the notice of the served version (object name, bucket, size,
@@ -349,6 +401,7 @@ func NewService(nc *nats.Conn, cfg publish.Config, cur *Current, lim Limits, opt
 	}
 	err = errors.Join(
 		add("project", func(body []byte) (any, error) { return projectVersion(cur, opt.Versions, body, lim) }),
+		add("score", func(body []byte) (any, error) { return scoreVersion(cur, opt.Versions, body, lim) }),
 		add("versions", func([]byte) (any, error) {
 			if opt.Versions == nil {
 				return nil, fmt.Errorf("%w: this service keeps no versions", publish.ErrNoVersion)
@@ -403,6 +456,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, errUnprocessable):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, publish.ErrNoVersion):
 		return http.StatusNotFound
 	case errors.Is(err, errForbidden):
@@ -417,6 +472,7 @@ func statusOf(err error) int {
 // metadata, so that `nats micro info streamkpca` shows them.
 var natsSchemas = map[string][2]string{
 	"project":  {`{"vectors": [[number, ...], ...], "view"?: "x"|"y", "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...]}`},
+	"score":    {`{"vectors": [[number, ...], ...], "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...], "residuals": [number, ...]}`},
 	"info":     {`(empty)`, `{"version": integer, "features": integer, "size": integer, "header": object}`},
 	"snapshot": {`(empty)`, `{"version": integer, "bucket": string, "object": string, "size": integer, "header": object}`},
 	"versions": {`(empty)`, `{"versions": [{"version", "samples_seen", "created", "features", "size", "sha256"}, ...], "pinned": integer}`},
@@ -443,6 +499,7 @@ var OpenAPI []byte
 //	GET  /v1/models/<model>           info JSON
 //	GET  /v1/models/<model>/snapshot  the snapshot bytes (ETag: incarnation, version, CRC-32C)
 //	POST /v1/models/<model>/project   ProjectRequest → ProjectResponse
+//	POST /v1/models/<model>/score     ProjectRequest → ScoreResponse
 //
 // and, with opt.Versions, the version routes (addVersionRoutes).
 //
@@ -469,17 +526,19 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 		serveSnapshot(w, r, m, data)
 	})
 	slots := newProjectSlots(lim)
-	mux.HandleFunc("POST "+base+"/project", func(w http.ResponseWriter, r *http.Request) {
-		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
-			if version != 0 {
-				return nil, fmt.Errorf("%w: \"version\" belongs to …/versions/{version}/project", errBadRequest)
-			}
-			if m, _ := cur.Get(); m != nil {
-				return m, nil
-			}
-			return nil, publish.ErrNoModel
+	for _, kind := range []string{"project", "score"} {
+		mux.HandleFunc("POST "+base+"/"+kind, func(w http.ResponseWriter, r *http.Request) {
+			serveProject(w, r, lim, slots, kind == "score", func(version uint64) (*snapshot.Model, error) {
+				if version != 0 {
+					return nil, fmt.Errorf("%w: \"version\" belongs to …/versions/{version}/%s", errBadRequest, kind)
+				}
+				if m, _ := cur.Get(); m != nil {
+					return m, nil
+				}
+				return nil, publish.ErrNoModel
+			})
 		})
-	})
+	}
 	if opt.Versions != nil {
 		addVersionRoutes(mux, base, cur, opt, lim, slots)
 	}
@@ -499,7 +558,7 @@ func HTTPHandler(model string, cur *Current, lim Limits, opt VersionOptions) htt
 		}
 		writeJSON(w, http.StatusOK, map[string][]entry{"models": {e}})
 	})
-	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST",
+	allow := map[string]string{"/v1/openapi.yaml": "GET", "/v1/models": "GET", base: "GET", base + "/snapshot": "GET", base + "/project": "POST", base + "/score": "POST",
 		base + "/versions": "GET", base + "/pin": "PUT, DELETE"}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		// The escaped path: M%2Fsnapshot is not M/snapshot (the routes
@@ -596,7 +655,7 @@ func take(c chan struct{}, r *http.Request) bool {
 // place, then decoded and projected holding a projection slot. A slow
 // body thus never holds a projection slot, and at most MaxReading bodies
 // and MaxConcurrent decoded requests are in memory at once.
-func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots projectSlots, get func(version uint64) (*snapshot.Model, error)) {
+func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots projectSlots, score bool, get func(version uint64) (*snapshot.Model, error)) {
 	if !take(slots.reading, r) {
 		return
 	}
@@ -618,7 +677,12 @@ func serveProject(w http.ResponseWriter, r *http.Request, lim Limits, slots proj
 		return
 	}
 	defer func() { <-slots.project }()
-	resp, err := projectModel(body, lim, get)
+	var resp any
+	if score {
+		resp, err = scoreModel(body, lim, get)
+	} else {
+		resp, err = projectModel(body, lim, get)
+	}
 	if err != nil {
 		httpErr(w, err)
 		return

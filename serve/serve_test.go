@@ -151,8 +151,8 @@ func TestServiceOverNATS(t *testing.T) {
 	}
 	var si micro.Info
 	json.Unmarshal(info.Data, &si)
-	if len(si.Endpoints) != 5 {
-		t.Errorf("%d endpoints, want 5", len(si.Endpoints))
+	if len(si.Endpoints) != 6 {
+		t.Errorf("%d endpoints, want 6", len(si.Endpoints))
 	}
 	for _, e := range si.Endpoints {
 		if e.Metadata["request"] == "" || e.Metadata["response"] == "" || e.Metadata["errors"] == "" {

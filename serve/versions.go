@@ -80,6 +80,7 @@ type VersionOptions struct {
 //	GET    …/versions                      {"versions": [VersionInfo…], "pinned": v (0: none)}
 //	GET    …/versions/{version}/snapshot   that version's bytes
 //	POST   …/versions/{version}/project    project with that version
+//	POST   …/versions/{version}/score      score with that version
 //	PUT    …/pin  {"version": v}           serve v instead of the newest
 //	DELETE …/pin                           serve the newest again
 //
@@ -142,15 +143,17 @@ func addVersionRoutes(mux *http.ServeMux, base string, cur *Current, opt Version
 		defer release()
 		serveSnapshot(w, r, m, data)
 	})
-	mux.HandleFunc("POST "+base+"/versions/{version}/project", func(w http.ResponseWriter, r *http.Request) {
-		serveProject(w, r, lim, slots, func(version uint64) (*snapshot.Model, error) {
-			if version != 0 {
-				return nil, fmt.Errorf("%w: the version is in the path; leave \"version\" out of the body", errBadRequest)
-			}
-			m, _, err := load(r)
-			return m, err
+	for _, kind := range []string{"project", "score"} {
+		mux.HandleFunc("POST "+base+"/versions/{version}/"+kind, func(w http.ResponseWriter, r *http.Request) {
+			serveProject(w, r, lim, slots, kind == "score", func(version uint64) (*snapshot.Model, error) {
+				if version != 0 {
+					return nil, fmt.Errorf("%w: the version is in the path; leave \"version\" out of the body", errBadRequest)
+				}
+				m, _, err := load(r)
+				return m, err
+			})
 		})
-	})
+	}
 	mux.HandleFunc("PUT "+base+"/pin", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
 		if v, err := pin(cur, opt, body); err != nil {
