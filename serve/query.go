@@ -140,6 +140,9 @@ type ProjectResponse struct {
 type ScoreResponse struct {
 	ProjectResponse
 	Residuals []float64 `json:"residuals"`
+	// Novelty is each residual's place among the version's reference
+	// residuals (snapshot.Model.Novelty), when the version has one.
+	Novelty []float64 `json:"novelty,omitempty"`
 }
 
 // projectBody is a decoded ProjectRequest: the vectors' values in one
@@ -295,11 +298,24 @@ func projectModel(body []byte, lim Limits, get func(version uint64) (*snapshot.M
 
 // scoreModel is projectModel with each vector's residual (x view only).
 func scoreModel(body []byte, lim Limits, get func(version uint64) (*snapshot.Model, error)) (*ScoreResponse, error) {
-	p, res, err := answerModel(body, lim, true, get)
+	var m *snapshot.Model
+	p, res, err := answerModel(body, lim, true, func(version uint64) (*snapshot.Model, error) {
+		var err error
+		m, err = get(version)
+		return m, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &ScoreResponse{ProjectResponse: *p, Residuals: res}, nil
+	out := &ScoreResponse{ProjectResponse: *p, Residuals: res}
+	for _, r := range res {
+		q, ok := m.Novelty(r)
+		if !ok {
+			break
+		}
+		out.Novelty = append(out.Novelty, q)
+	}
+	return out, nil
 }
 
 // answerModel answers a project request, or a score request (score: the
@@ -472,7 +488,7 @@ func statusOf(err error) int {
 // metadata, so that `nats micro info streamkpca` shows them.
 var natsSchemas = map[string][2]string{
 	"project":  {`{"vectors": [[number, ...], ...], "view"?: "x"|"y", "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...]}`},
-	"score":    {`{"vectors": [[number, ...], ...], "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...], "residuals": [number, ...]}`},
+	"score":    {`{"vectors": [[number, ...], ...], "version"?: integer}`, `{"model": string, "version": integer, "k": integer, "projections": [[number, ...], ...], "residuals": [number, ...], "novelty"?: [number, ...]}`},
 	"info":     {`(empty)`, `{"version": integer, "features": integer, "size": integer, "header": object}`},
 	"snapshot": {`(empty)`, `{"version": integer, "bucket": string, "object": string, "size": integer, "header": object}`},
 	"versions": {`(empty)`, `{"versions": [{"version", "samples_seen", "created", "features", "size", "sha256"}, ...], "pinned": integer}`},

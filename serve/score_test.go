@@ -17,6 +17,7 @@ import (
 func TestScoreOverHTTPIsModelScore(t *testing.T) {
 	s, data := testkit.Golden(t, 7)
 	s.Header.Views[0].Center = nil
+	s.Header.Novelty = &snapshot.Novelty{Residuals: []float64{0.2, 0.9, 0.5}}
 	m, err := snapshot.NewModel(s, snapshot.ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +46,9 @@ func TestScoreOverHTTPIsModelScore(t *testing.T) {
 	}
 	k := m.K()
 	for r := range 3 {
+		if q, _ := m.Novelty(res[r]); sc.Novelty[r] != q {
+			t.Errorf("row %d: novelty %v over HTTP, %v from the model", r, sc.Novelty[r], q)
+		}
 		if sc.Residuals[r] != res[r] {
 			t.Errorf("row %d: residual %v over HTTP, %v from the model", r, sc.Residuals[r], res[r])
 		}

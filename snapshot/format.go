@@ -325,6 +325,10 @@ type Header struct {
 	// learner finds a change where the one that went on would. nil before
 	// the detector has a reference, and in the served copy of a model.
 	Detector *Detector `json:"detector,omitempty"`
+	// Novelty is the reference a point's novelty is ranked against
+	// (Model.Novelty: the output topic's records and the score
+	// endpoints); nil without one. Part of the served model.
+	Novelty *Novelty `json:"novelty,omitempty"`
 	// Challenger is the state of the learner that runs beside the model
 	// on the recent stream and replaces it when it fits the held-out
 	// points better (package online, learner.forget: follow), so that a
@@ -689,7 +693,28 @@ func (h *Header) coefCounts() ([]int, error) {
 }
 
 // Validate checks the header's internal consistency.
+// Novelty is a version's reference for novelty: the residuals
+// (Model.Score) of the stream's last held-out rows, oldest first, each as
+// the version served when it arrived scored it, before any learner learned
+// it.
+type Novelty struct {
+	Residuals []float64 `json:"residuals"`
+}
+
+// MaxNoveltyResiduals bounds Novelty.Residuals.
+const MaxNoveltyResiduals = 1 << 16
+
 func (h *Header) Validate() error {
+	if n := h.Novelty; n != nil {
+		if len(n.Residuals) > MaxNoveltyResiduals {
+			return fmt.Errorf("%w: %d novelty residuals, at most %d", ErrHeader, len(n.Residuals), MaxNoveltyResiduals)
+		}
+		for _, v := range n.Residuals {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				return fmt.Errorf("%w: novelty residual %v (want finite, ≥ 0)", ErrHeader, v)
+			}
+		}
+	}
 	if h.Detector != nil && !h.Detector.valid() {
 		return fmt.Errorf("%w: detector state %+v", ErrHeader, *h.Detector)
 	}

@@ -26,6 +26,9 @@ type Model struct {
 	// gram holds each view's whitened components for Score, built once.
 	gramOnce []sync.Once
 	gram     []*whitener
+	// ref is Header.Novelty's residuals sorted, for Novelty, built once.
+	refOnce sync.Once
+	ref     []float64
 }
 
 type blockCache struct {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -142,4 +144,24 @@ func addSquares(sq, phi []float64, rows, nb int) {
 		}
 		sq[r] += s
 	}
+}
+
+// Novelty returns residual r's place among the version's reference
+// residuals (Header.Novelty), #{reference residuals < r} / (n + 1) for n of
+// them, in [0, n/(n+1)]; false when the version has none. It is a
+// conformal rank: when r and the reference are exchangeable (a stream and
+// a model that do not change), P(Novelty(r) ≥ q) ≤ 1 − q for every q, so a
+// rule "novel when ≥ q" flags at most a 1 − q share of ordinary points.
+func (m *Model) Novelty(r float64) (float64, bool) {
+	m.refOnce.Do(func() {
+		if n := m.snap.Header.Novelty; n != nil && len(n.Residuals) > 0 {
+			m.ref = slices.Clone(n.Residuals)
+			slices.Sort(m.ref)
+		}
+	})
+	if m.ref == nil {
+		return 0, false
+	}
+	below := sort.SearchFloat64s(m.ref, r) // the first ≥ r: that many are < r
+	return float64(below) / float64(len(m.ref)+1), true
 }

@@ -132,3 +132,63 @@ func TestScoreCentredRefused(t *testing.T) {
 		t.Error("3 values for a 2-dimensional model scored")
 	}
 }
+
+// TestNoveltyRanks: the rank by its definition on a small reference
+// (ties count as not below), and none without a reference.
+func TestNoveltyRanks(t *testing.T) {
+	s := uncentredSample()
+	m, _ := NewModel(s, ModelOptions{})
+	if _, ok := m.Novelty(1); ok {
+		t.Fatal("novelty without a reference")
+	}
+	s = uncentredSample()
+	s.Header.Novelty = &Novelty{Residuals: []float64{0.3, 0.1, 0.2}}
+	m, _ = NewModel(s, ModelOptions{})
+	for _, c := range []struct{ r, want float64 }{{0.05, 0}, {0.1, 0}, {0.15, 0.25}, {0.2, 0.25}, {0.25, 0.5}, {0.3, 0.5}, {1, 0.75}} {
+		if got, ok := m.Novelty(c.r); !ok || got != c.want {
+			t.Errorf("Novelty(%v) = %v, %v; want %v", c.r, got, ok, c.want)
+		}
+	}
+	s.Header.Novelty.Residuals = []float64{0.1, math.NaN()}
+	if err := s.Validate(); err == nil {
+		t.Error("a NaN reference residual validated")
+	}
+}
+
+// TestNoveltyFalseAlarmBound: with residuals exchangeable with the
+// reference (all i.i.d.), the share flagged at q is at most 1 − q; with
+// n = 199 reference residuals and q = 0.99 it is exactly 2/200 = 0.01
+// (a new point is flagged when it is above 198 of them). 10⁶ points over
+// 2,000 references: the share within 4 standard errors of 0.01.
+func TestNoveltyFalseAlarmBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const refs, per, n, q = 2000, 500, 199, 0.99
+	flagged := 0
+	for range refs {
+		s := uncentredSample()
+		ref := make([]float64, n)
+		for i := range ref {
+			ref[i] = rng.ExpFloat64()
+		}
+		s.Header.Novelty = &Novelty{Residuals: ref}
+		m, _ := NewModel(s, ModelOptions{})
+		for range per {
+			if v, _ := m.Novelty(rng.ExpFloat64()); v >= q {
+				flagged++
+			}
+		}
+	}
+	share := float64(flagged) / (refs * per)
+	// Flags within one reference are dependent: a reference's flag rate
+	// is Beta(2, 198) (mean 0.01, sd 0.0070), sampled 500 times; the
+	// share's standard error over 2,000 references is about
+	// sqrt((4.9e-5 + 0.01/500)/2000) = 1.9e-4, below this bound's 2.2e-4.
+	se := math.Sqrt(0.01 * 0.99 / refs)
+	if share > 1-q+4*se {
+		t.Errorf("flagged share %.5f at q = %v, bound %.3f (+4 se = %.5f)", share, q, 1-q, 1-q+4*se)
+	}
+	if share < 1-q-4*se {
+		t.Errorf("flagged share %.5f at q = %v: the rank should reach its bound %.3f exactly here", share, q, 1-q)
+	}
+	t.Logf("flagged %.5f of %d points at q = %v (bound %.2f)", share, refs*per, q, 1-q)
+}
