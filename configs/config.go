@@ -41,6 +41,7 @@ type Config struct {
 	Kafka           Kafka         `yaml:"kafka"`
 	Learner         Learner       `yaml:"learner"`
 	Snapshot        Snapshot      `yaml:"snapshot"`
+	Output          Output        `yaml:"output"`
 	NATS            NATS          `yaml:"nats"`
 	HTTP            HTTP          `yaml:"http"`
 	Log             Log           `yaml:"log"`
@@ -330,6 +331,24 @@ type Snapshot struct {
 	Every time.Duration `yaml:"every" min:"0s"`
 }
 
+// Output writes every good message's scores to a Kafka topic (package
+// output): its projection, residual and novelty, one record per source
+// offset.
+type Output struct {
+	// Topic to write the records to; "" turns the output off. Default: "".
+	Topic string `yaml:"topic" doc:"one record per good message: its projection, residual and novelty (docs/api.md); \"\" = off"`
+	// Brokers of the output topic's cluster, with kafka.tls and
+	// kafka.sasl. Default: kafka.brokers.
+	Brokers List `yaml:"brokers" shown:"[]" doc:"default: kafka.brokers (with kafka.tls and kafka.sasl)"`
+	// NoveltyQuantile: a record is "novel" when its novelty is at least
+	// this; under a stream that does not change, at most a 1 − q share of
+	// records is. Default: 0.999.
+	NoveltyQuantile float64 `yaml:"novelty_quantile" doc:"novel: novelty ≥ this (at most a 1 − q share of an unchanging stream's records)"`
+	// NoveltyWindow: the held-out rows' residuals a version's novelty is
+	// ranked among (the last ones). Default: 4096.
+	NoveltyWindow int `yaml:"novelty_window" min:"1" max:"65536" doc:"held-out residuals a record's novelty is ranked among (≥ 1/(1 − novelty_quantile) − 1)"`
+}
+
 // NATS configures the output side.
 type NATS struct {
 	// URL of the servers (comma-separated). Default: nats://127.0.0.1:4222.
@@ -474,6 +493,13 @@ func (c *Config) SetDefaults() {
 	if c.Learner.CacheBytes == 0 {
 		c.Learner.CacheBytes = features.DefaultCacheBytes
 	}
+	if len(c.Output.Brokers) == 0 {
+		c.Output.Brokers = c.Kafka.Brokers
+	}
+	if c.Output.NoveltyQuantile == 0 {
+		c.Output.NoveltyQuantile = 0.999
+	}
+	defI(&c.Output.NoveltyWindow, 4096)
 	def(&c.Snapshot.Dir, "./snapshots")
 	defI(&c.Snapshot.Keep, 5)
 	defI(&c.Snapshot.EveryBatches, 50)
@@ -661,6 +687,24 @@ func (c *Config) validateOutputs(pb *problems) {
 	}
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		pb.bad("http.tls_cert_file/tls_key_file", "set both or neither")
+	}
+	if q := c.Output.NoveltyQuantile; !(q > 0 && q < 1) {
+		pb.bad("output.novelty_quantile", "%v: want 0 < q < 1", q)
+	} else if w := c.Output.NoveltyWindow; c.Output.Topic != "" && float64(w)/float64(w+1) < q {
+		pb.bad("output.novelty_window", "%d: a novelty is at most %d/%d, below output.novelty_quantile %v, so no record would ever be novel; use at least %d", w, w, w+1, q, int(math.Ceil(q/(1-q))))
+	}
+	if c.Output.Topic != "" {
+		if c.Output.Topic == c.Kafka.Topic || c.Output.Topic == c.Kafka.DeadLetterTopic {
+			pb.bad("output.topic", "%q is kafka.topic or kafka.dead_letter_topic: choose a topic of its own", c.Output.Topic)
+		}
+		if c.Cluster.Enabled {
+			pb.bad("output.topic", "not yet with cluster.enabled: a group's members do not score their partitions yet")
+		}
+		for i, b := range c.Output.Brokers {
+			if !strings.Contains(b, ":") {
+				pb.bad(fmt.Sprintf("output.brokers[%d]", i), "%q: want host:port", b)
+			}
+		}
 	}
 	if c.Cluster.Enabled {
 		switch {

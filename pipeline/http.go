@@ -54,6 +54,11 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			http.Error(w, "kafka.dead_letter_topic "+p.cfg.Kafka.DeadLetterTopic+" refuses writes and the spill is full (kafka.dead_letter_spill_bytes): snapshots wait until the dead letters are stored", http.StatusServiceUnavailable)
 			return
 		}
+		if since, err := p.outputDown(); !since.IsZero() && time.Since(since) >= outputNotReady {
+			http.Error(w, fmt.Sprintf("output.topic %s has refused the records for %.0f s (check output.brokers and the topic): %v; learning waits until they are stored",
+				p.cfg.Output.Topic, time.Since(since).Seconds(), err), http.StatusServiceUnavailable)
+			return
+		}
 		if n, _ := p.dlq.Spilled(); n > 0 {
 			fmt.Fprintf(w, "ready; %d dead letters wait in the spill: kafka.dead_letter_topic %s refuses writes\n", n, p.cfg.Kafka.DeadLetterTopic)
 			return
@@ -86,3 +91,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 // unreachableNotReady is how long the brokers may be unreachable before
 // /readyz says so (a rebalance or a broker restart is shorter).
 const unreachableNotReady = 30 * time.Second
+
+// outputNotReady is how long the output topic may refuse records before
+// /readyz says so (learning waits meanwhile).
+const outputNotReady = 5 * time.Second

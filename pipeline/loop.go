@@ -227,6 +227,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		return false
 	}
 	l.outcome("", nil)
+	l.scoreLater(m, l.batch[n0:])
 	key := online.HoldoutKey(m.Partition, m.Offset)
 	if !l.pace.keep(key) {
 		// Shed to keep up: covered by the offsets, not learned.
@@ -283,7 +284,9 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 			if !p.coord.idle() { // a cluster member steps every linger, rows or none
 				linger.Stop()
 			}
-			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches {
+			// With output.topic the first version is cut at once: the
+			// records before it carry no model.
+			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches || (p.out != nil && l.model == nil) {
 				l.snapshot(false)
 			}
 		}
@@ -326,6 +329,10 @@ func (l *loop) learn() {
 	if p.coord.idle() {
 		defer l.linger.Reset(p.cfg.Learner.Linger)
 	}
+	// Test, then train: the batch's records, scored by the version
+	// served, are stored before it is learned (until the stop signal:
+	// then the final snapshot waits for them, within shutdown_timeout).
+	l.writeScores(l.enq)
 	t0 := time.Now()
 	l.assess()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
@@ -538,9 +545,26 @@ func (l *loop) snapshot(final bool) {
 	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
 		return // nothing new since the last snapshot
 	}
+	// No snapshot covers a message whose record is not stored.
+	octx, cancel := l.enq, context.CancelFunc(func() {})
+	if final || octx == nil {
+		octx, cancel = p.stopContext(30 * time.Second)
+	}
+	err := l.writeScores(octx)
+	cancel()
+	if err != nil {
+		p.met.SnapshotErrors.Inc()
+		p.log.Error().Err(err).Str("output.topic", p.cfg.Output.Topic).Msg("records not stored on the output topic; snapshot postponed (a restart reads their messages again)")
+		return
+	}
 	snap, ok := p.coord.cut(l)
 	if !ok || !l.storable(final) {
 		return
+	}
+	if p.out != nil {
+		if ref := p.out.win.Values(); ref != nil {
+			snap.Header.Novelty = &snapshot.Novelty{Residuals: ref}
+		}
 	}
 	path, data, ok := l.persist(snap)
 	if !ok {

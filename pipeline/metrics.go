@@ -47,6 +47,10 @@ type Metrics struct {
 	Evidence        prometheus.Gauge
 	Requests        *prometheus.CounterVec
 	RequestSeconds  *prometheus.HistogramVec
+	OutRecords      prometheus.Counter
+	OutErrors       prometheus.Counter
+	OutNovel        prometheus.Counter
+	OutPending      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
@@ -84,11 +88,16 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Evidence:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_follow_evidence", Help: "One view, learner.forget follow: the current test's evidence (its betting wealth) that the challenger, or the candidate, fits better; the test rejects at 1/level."}),
 		Requests:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_http_requests_total", Help: "HTTP requests, by endpoint and status code."}, []string{"endpoint", "code"}),
 		RequestSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamkpca_http_request_seconds", Help: "HTTP request latency, by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"endpoint"}),
+		OutRecords:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_output_records_total", Help: "Records stored on output.topic (one per good message; written again after a restart are counted again)."}),
+		OutErrors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_output_write_errors_total", Help: "Failed writes to output.topic (each attempt; the records are written again until stored, and learning waits)."}),
+		OutNovel:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_output_novel_total", Help: "Records stored on output.topic with novel true (novelty ≥ output.novelty_quantile)."}),
+		OutPending:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_output_pending_records", Help: "Good messages handled whose records are not yet stored on output.topic."}),
 	}
 	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.OffsetGaps, m.DeletedUnread, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds)
+		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds,
+		m.OutRecords, m.OutErrors, m.OutNovel, m.OutPending)
 	for _, k := range []string{ingest.GapPastEnd, ingest.GapDeleted} {
 		m.OffsetGaps.WithLabelValues(k)
 	}

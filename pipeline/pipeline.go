@@ -27,6 +27,7 @@ import (
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/memlimit"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/output"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/serve"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -54,6 +55,9 @@ type Options struct {
 	// Score, if set, is a quality measure of the served model that the
 	// status page shows (the demo's known error); see Pipeline.Score.
 	Score *Score
+	// Output, if set, replaces the Kafka producer of output.topic (tests:
+	// output.Memory); used only when output.topic is set.
+	Output output.Producer
 
 	// paceWindow, in tests, shortens load shedding's rate window (see
 	// pace; 0: the default 1 s).
@@ -129,6 +133,8 @@ type Pipeline struct {
 	learner  learner
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
+	// out is the output edge's state (output.topic; nil when off).
+	out *scores
 	lock     *snapshot.Lock // the snapshot.dir's, held while the pipeline lives
 	dec      *ingest.Decoder
 	// parsed carries messages parsed ahead of the loop (parseAhead);
@@ -507,6 +513,22 @@ func (p *Pipeline) connectKafka(opt Options) error {
 		if dw, err = ingest.NewDeadLetter(cc, cfg.Kafka.DeadLetterTopic); err != nil {
 			return err
 		}
+	}
+	if cfg.Output.Topic != "" {
+		prod := opt.Output
+		if prod == nil {
+			occ := cc
+			occ.Brokers = cfg.Output.Brokers
+			tr, err := occ.Transport()
+			if err != nil {
+				return fmt.Errorf("pipeline: output topic (kafka.tls, kafka.sasl): %w", err)
+			}
+			if prod, err = output.NewKafka(output.KafkaConfig{Brokers: cfg.Output.Brokers, Topic: cfg.Output.Topic, Transport: tr}); err != nil {
+				return fmt.Errorf("pipeline: output topic (output.topic, output.brokers): %w", err)
+			}
+		}
+		restored, _ := p.cur.Get()
+		p.out = newScores(prod, cfg.Output.NoveltyWindow, restored)
 	}
 	spill, err := ingest.OpenSpill(filepath.Join(cfg.Snapshot.Dir, cfg.Model+".dead-letters"), cfg.Kafka.DeadLetterSpillBytes)
 	if err != nil {
@@ -904,6 +926,9 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 			l.learn()
 			l.snapshot(false)
 		case <-tick.C:
+			if p.out != nil && len(p.out.meta) > 0 { // messages shed or waiting for a batch: their records go now
+				l.writeScores(l.enq)
+			}
 			if l.sinceSnap > 0 && time.Since(l.lastSnap) >= p.cfg.Snapshot.Every {
 				l.snapshot(false)
 			}
@@ -993,6 +1018,11 @@ func (p *Pipeline) closeParts(drain bool) {
 		p.consumer.Close()
 	}
 	p.coord.close()
+	if p.out != nil {
+		if err := p.out.prod.Close(); err != nil {
+			p.log.Warn().Err(err).Msg("output topic's producer not closed cleanly")
+		}
+	}
 	if p.dlq != nil {
 		dctx, cancel := p.stopContext(30 * time.Second)
 		defer cancel()
