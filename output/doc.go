@@ -5,19 +5,19 @@
 //
 // A record's value is JSON, its fields always in this order:
 //
-//	{"source":{"topic":T,"partition":P,"offset":O},
-//	 "model":{"incarnation":I,"version":V},
-//	 "projection":[k numbers],"residual":R,"novelty":Q,"novel":B}
+//		{"source":{"topic":T,"partition":P,"offset":O},
+//		 "model":{"incarnation":I,"version":V},
+//		 "projection":[k numbers],"residual":R,"novelty":Q,"novel":B}
 //
-//   - projection: what POST /v1/models/{m}/versions/{V}/project answers for
-//     the message's x (snapshot.Model.Project, the same bits);
-//   - residual: snapshot.Model.Score's residual, the squared distance in the
-//     model's feature space between the message's features and their
-//     projection onto the k components (kernel PCA's reconstruction error,
-//     in the kernel's units); null for a centred model;
-//   - novelty: snapshot.Model.Novelty of the residual, its place among the
-//     version's reference residuals; null when the version has none;
-//   - novel: novelty ≥ output.novelty_quantile.
+//	  - projection: what POST /v1/models/{m}/versions/{V}/project answers for
+//	    the message's x (snapshot.Model.Project, the same bits);
+//	  - residual: snapshot.Model.Score's residual, the squared distance in the
+//	    model's feature space between the message's features and their
+//	    projection onto the k components (kernel PCA's reconstruction error,
+//	    in the kernel's units); null for a centred model;
+//	  - novelty: snapshot.Model.Novelty of the residual, its place among the
+//	    version's reference residuals; null when the version has none;
+//	  - novel: novelty ≥ output.novelty_quantile.
 //
 // "model" is null, and the numbers with it, for the messages that arrive
 // before the first version exists. The key is the input's key, or

@@ -134,9 +134,9 @@ type Pipeline struct {
 	consumer ingest.Source
 	dlq      *ingest.DeadLetterQueue
 	// out is the output edge's state (output.topic; nil when off).
-	out *scores
-	lock     *snapshot.Lock // the snapshot.dir's, held while the pipeline lives
-	dec      *ingest.Decoder
+	out  *scores
+	lock *snapshot.Lock // the snapshot.dir's, held while the pipeline lives
+	dec  *ingest.Decoder
 	// parsed carries messages parsed ahead of the loop (parseAhead);
 	// ahead counts those not yet handled.
 	parsed chan []parsed
