@@ -18,6 +18,7 @@ var allowed = map[string][]string{
 	"features":              {},
 	"online/internal/dense": {},
 	"ingest":                {},
+	"output":                {},
 	"snapshot":              {"features"},
 	"online":                {"features", "snapshot", "online/internal/dense"},
 	"cluster":               {"features", "online", "snapshot"},
