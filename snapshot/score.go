@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-
-	"gonum.org/v1/gonum/mat"
 )
 
 // ErrCentred is returned by Score for a view the model learned centred: the
@@ -15,75 +13,85 @@ import (
 // snapshot does not keep (it keeps that mean's k projections, View.Center).
 var ErrCentred = errors.New("snapshot: the residual of a centred model needs the features' mean, which snapshots do not keep (learn with learner.center: false, or uncentered: true for two views)")
 
-// whitener is the model's components made orthonormal: W (k×r, row-major)
-// with Wᵀ·AᵀA·W = I on the r directions whose Gram eigenvalue is above
-// gramTol of the largest. ‖Wᵀh‖² is then the squared norm of φ's
-// projection onto the span of the k components, h = Aᵀφ their values.
+// whitener holds the Cholesky factor L (k×k, row-major, lower) of the
+// components' Gram matrix G = AᵀA + δ·I, δ = gramJitter·trace(AᵀA)/k:
+// ‖L⁻¹h‖² is then the squared norm of φ's projection onto the span of the
+// k components, h = Aᵀφ their values. Every sum runs in index order with
+// each product rounded (no fused multiply-add), so another language that
+// does the same gets the same bits (clients/python).
 type whitener struct {
-	w    []float64
-	k, r int
+	l []float64
+	k int
 }
 
-// gramTol is the relative size under which a direction of the
-// components' Gram matrix counts as outside their span (the components
-// are then linearly dependent, or a view's coefficients are all zero).
-const gramTol = 1e-12
+// gramJitter keeps G positive definite when the components are linearly
+// dependent (or a view's coefficients are all zero): a relative 1e-12 on
+// the diagonal, which moves a residual by about that much.
+const gramJitter = 1e-12
 
 // whiten builds view's whitener from its coefficients, once per Model.
 func (m *Model) whiten(view int) (*whitener, error) {
 	m.gramOnce[view].Do(func() {
 		k := m.snap.Header.K
 		coef := m.snap.Coef[view]
-		g := mat.NewSymDense(k, nil)
-		a := mat.NewDense(len(coef)/k, k, coef)
-		g.SymOuterK(1, a.T())
-		var eig mat.EigenSym
-		if !eig.Factorize(g, true) {
-			m.gram[view] = nil
-			return
-		}
-		vals := eig.Values(nil)
-		var vecs mat.Dense
-		eig.VectorsTo(&vecs)
-		top := 0.0
-		for _, v := range vals {
-			top = max(top, v)
-		}
-		w := &whitener{k: k}
-		for _, v := range vals {
-			if v > gramTol*top && v > 0 {
-				w.r++
+		g := make([]float64, k*k)
+		for r := 0; r+k <= len(coef); r += k {
+			c := coef[r : r+k]
+			for a := 0; a < k; a++ {
+				for b := 0; b < k; b++ {
+					g[a*k+b] += float64(c[a] * c[b])
+				}
 			}
 		}
-		w.w = make([]float64, k*w.r)
-		col := 0
-		for c, v := range vals {
-			if !(v > gramTol*top && v > 0) {
-				continue
-			}
-			s := 1 / math.Sqrt(v)
-			for q := 0; q < k; q++ {
-				w.w[q*w.r+col] = vecs.At(q, c) * s
-			}
-			col++
+		tr := 0.0
+		for a := 0; a < k; a++ {
+			tr += g[a*k+a]
 		}
-		m.gram[view] = w
+		delta := float64(gramJitter*tr) / float64(k)
+		if !(delta > 0) {
+			delta = gramJitter
+		}
+		for a := 0; a < k; a++ {
+			g[a*k+a] += delta
+		}
+		// Cholesky–Banachiewicz, row by row.
+		l := make([]float64, k*k)
+		for i := 0; i < k; i++ {
+			for j := 0; j <= i; j++ {
+				s := g[i*k+j]
+				for p := 0; p < j; p++ {
+					s -= float64(l[i*k+p] * l[j*k+p])
+				}
+				if i == j {
+					if !(s > 0) {
+						return // not positive definite: not a model's coefficients
+					}
+					l[i*k+i] = math.Sqrt(s)
+				} else {
+					l[i*k+j] = s / l[j*k+j]
+				}
+			}
+		}
+		m.gram[view] = &whitener{l: l, k: k}
 	})
 	if m.gram[view] == nil {
-		return nil, fmt.Errorf("snapshot: view %d: the eigendecomposition of the components' Gram matrix failed", view)
+		return nil, fmt.Errorf("snapshot: view %d: the components' Gram matrix is not positive definite (non-finite or corrupt coefficients)", view)
 	}
 	return m.gram[view], nil
 }
 
-// explained returns ‖Wᵀh‖² for one row's k projections h.
-func (w *whitener) explained(h []float64) float64 {
+// explained returns ‖L⁻¹h‖² for one row's k projections h (forward
+// substitution, sums in index order).
+func (w *whitener) explained(h, y []float64) float64 {
+	k := w.k
 	s := 0.0
-	for c := 0; c < w.r; c++ {
-		v := 0.0
-		for q := 0; q < w.k; q++ {
-			v += h[q] * w.w[q*w.r+c]
+	for i := 0; i < k; i++ {
+		v := h[i]
+		for p := 0; p < i; p++ {
+			v -= float64(w.l[i*k+p] * y[p])
 		}
-		s += v * v
+		y[i] = v / w.l[i*k+i]
+		s += float64(y[i] * y[i])
 	}
 	return s
 }
@@ -94,7 +102,7 @@ func (w *whitener) explained(h []float64) float64 {
 // between the point's feature vector and its orthogonal projection onto
 // the span of the model's k components,
 //
-//	r(x) = ‖φ(x)‖² − hᵀ(AᵀA)⁺h,  h = Aᵀφ(x),
+//	r(x) = ‖φ(x)‖² − hᵀ(AᵀA)⁻¹h,  h = Aᵀφ(x),
 //
 // where φ(x) = (Φ_1(x), …, Φ_J(x))/√J stacks the view's J blocks (paper
 // Alg. 2's Φ_j, each an unbiased estimate of the kernel on its own), so
@@ -128,8 +136,9 @@ func (m *Model) Score(proj, res, x []float64) ([]float64, []float64, error) {
 	k := m.snap.Header.K
 	seeds, _ := m.snap.Header.ViewSeeds(view)
 	blocks := float64(max(1, len(seeds)))
+	y := make([]float64, k)
 	for r := 0; r < rows; r++ {
-		res[r] = max(0, res[r]-w.explained(proj[r*k:(r+1)*k])) / blocks
+		res[r] = max(0, res[r]-w.explained(proj[r*k:(r+1)*k], y)) / blocks
 	}
 	return proj, res, nil
 }
@@ -140,7 +149,7 @@ func addSquares(sq, phi []float64, rows, nb int) {
 	for r := 0; r < rows; r++ {
 		s := 0.0
 		for _, v := range phi[r*nb : (r+1)*nb] {
-			s += v * v
+			s += float64(v * v)
 		}
 		sq[r] += s
 	}

@@ -90,8 +90,7 @@ func TestScoreResidualClosedForm(t *testing.T) {
 }
 
 // TestScoreResidualZeroInSpan: a model whose first component is φ(x₀)
-// itself leaves x₀ no residual, and a point far from x₀ nearly all of
-// its norm.
+// itself leaves x₀ no residual.
 func TestScoreResidualZeroInSpan(t *testing.T) {
 	s := uncentredSample()
 	x0 := []float64{0.3, -0.7}
@@ -111,7 +110,8 @@ func TestScoreResidualZeroInSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0] > 1e-13 {
+	// 0 up to the Gram matrix's jitter (gramJitter: a relative 1e-12).
+	if res[0] > 1e-10 {
 		t.Errorf("residual of a point in the components' span: %v, want 0", res[0])
 	}
 }

@@ -41,6 +41,10 @@ type viewProbe struct {
 	Dim  int       `json:"dim"`
 	X    []float64 `json:"x"`
 	Proj []float64 `json:"proj"`
+	// Residual and Novelty: snapshot.Model.Score and Novelty of view x's
+	// probes, for uncentred models (the Python client's Model.score).
+	Residual []float64 `json:"residual,omitempty"`
+	Novelty  []float64 `json:"novelty,omitempty"`
 }
 
 type conformanceCase struct {
@@ -270,6 +274,7 @@ func TestPythonClientConformance(t *testing.T) {
 	dir := t.TempDir()
 	var names []string
 	versions := map[uint32]int{}
+	scored := 0
 	for i, c := range cases() {
 		r := rand.New(rand.NewPCG(uint64(i)+1, 17))
 		const rows = 600
@@ -295,13 +300,25 @@ func TestPythonClientConformance(t *testing.T) {
 			served = snap
 		}
 		versions[served.FormatVersion()]++
-		data, err := served.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
 		m, err := snapshot.NewModel(served, snapshot.ModelOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
+		}
+		// Uncentred models score: give them a novelty reference (the
+		// residuals of 40 training rows), as the service's versions
+		// carry, and write them with it.
+		if _, res, err := m.Score(nil, nil, firstRows(x, d, d-ycols, 40)); err == nil {
+			c := *served
+			c.Header.Novelty = &snapshot.Novelty{Residuals: res}
+			served = &c
+			if m, err = snapshot.NewModel(served, snapshot.ModelOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			scored++
+		}
+		data, err := served.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
 		}
 		// Probe points: fresh draws of the same distribution, some of
 		// them far outside it.
@@ -327,7 +344,15 @@ func TestPythonClientConformance(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: view %d: %v", c.name, v, err)
 			}
-			f.Views = append(f.Views, viewProbe{Dim: dv, X: in, Proj: p})
+			probe := viewProbe{Dim: dv, X: in, Proj: p}
+			if _, res, err := m.Score(nil, nil, in); v == 0 && err == nil {
+				probe.Residual = res
+				for _, r := range res {
+					q, _ := m.Novelty(r)
+					probe.Novelty = append(probe.Novelty, q)
+				}
+			}
+			f.Views = append(f.Views, probe)
 		}
 		j, _ := json.Marshal(f)
 		if err := os.WriteFile(filepath.Join(dir, c.name+".skpca"), data, 0o644); err != nil {
@@ -337,6 +362,9 @@ func TestPythonClientConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		names = append(names, c.name)
+	}
+	if scored < 10 {
+		t.Fatalf("%d cases score: the uncentred ones should", scored)
 	}
 	if versions[4] == 0 || versions[3] == 0 || versions[2] == 0 {
 		t.Fatalf("fixtures in formats %v: want v2, v3 and v4", versions)
@@ -354,6 +382,15 @@ func TestPythonClientConformance(t *testing.T) {
 		}
 	}
 	t.Logf("%s", out)
+}
+
+// firstRows returns the first n rows' first dx columns of x (rows of d).
+func firstRows(x []float64, d, dx, n int) []float64 {
+	var out []float64
+	for r := 0; r < n; r++ {
+		out = append(out, x[r*d:r*d+dx]...)
+	}
+	return out
 }
 
 // python returns an interpreter with numpy.

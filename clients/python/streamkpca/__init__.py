@@ -13,7 +13,7 @@ with them, bit for bit as the Go service does.
 
 from .features import Kernel, Landmarks, Map
 from .generator import GENERATOR_ID
-from .http import APIError, fetch, fetch_snapshot, follow, list_models, project_remote
+from .http import APIError, fetch, fetch_snapshot, follow, list_models, project_remote, score_remote
 from .snapshot import Model, Snapshot, SnapshotError, load, loads
 
 __all__ = [
@@ -32,5 +32,6 @@ __all__ = [
     "load",
     "loads",
     "project_remote",
+    "score_remote",
 ]
 __version__ = "0.1.0"

@@ -93,6 +93,16 @@ def project_remote(base, model, vectors, view="x", version=None, token=None, tim
     return json.loads(_request(url, token, body, timeout=timeout))
 
 
+def score_remote(base, model, vectors, version=None, token=None, timeout=30):
+    """Scores computed by the service itself (POST .../score): projections,
+    residuals and, when the version has a novelty reference, novelty —
+    the numbers of the output topic's records for that version."""
+    url = _model_url(base, model)
+    url += "/score" if version is None else f"/versions/{int(version)}/score"
+    body = {"vectors": [list(map(float, v)) for v in vectors]}
+    return json.loads(_request(url, token, body, timeout=timeout))
+
+
 def follow(base, model, interval=5.0, token=None, exact=True, timeout=30, stop=None):
     """Yields a Model for the version the service serves now, then again
     each time that changes (a newer version, a pin, an unpin, a model

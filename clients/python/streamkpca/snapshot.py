@@ -13,7 +13,9 @@ The format (Go package snapshot, doc.go), little-endian:
     24+H+8N 4   uint32 CRC-32C of everything before it
 """
 
+import bisect
 import json
+import math
 import struct
 
 import numpy as np
@@ -25,6 +27,7 @@ MAGIC = b"SKPCASNP"
 MAX_HEADER_BYTES = 64 << 20
 MAX_COEF = 1 << 30
 CHUNK_BLOCKS = 8  # features.ChunkBlocks: blocks summed per partial result
+GRAM_JITTER = 1e-12  # snapshot.gramJitter: Score's relative ridge on the components' Gram matrix
 
 
 class SnapshotError(ValueError):
@@ -374,6 +377,92 @@ class Model:
     def project(self, x, view=0):
         """The k projections of each row of x (rows x dim, or one point)
         for the given view (0 = x, 1 = y): a rows x k array."""
+        return self._evaluate(x, view, False)[0]
+
+    def score(self, x):
+        """Scores each row of x (view x), as the Go snapshot.Model.Score
+        and the service's output topic and POST .../score do: returns
+        (projections, residuals, novelty), a rows x k array, a rows array
+        and a rows array (None when the version has no novelty reference).
+
+        The residual is the squared distance in the model's feature space
+        between the row's features and their projection onto the span of
+        the k components, r = (|Phi(x)|^2 - h^T (A^T A + delta I)^-1 h) / J
+        for J blocks (kernel PCA's reconstruction error, in the kernel's
+        units); novelty is its place among the version's reference
+        residuals, #{reference < r} / (n + 1). With exact=True these are
+        the Go bits for float64 models. A centred model has no residual
+        (ValueError)."""
+        v = self._views[0]
+        k = self.k
+        if len(v.center) == k:
+            raise ValueError("the residual of a centred model needs the features' mean, which snapshots do not keep "
+                             "(learn with learner.center: false, or uncentered: true for two views)")
+        proj, sq = self._evaluate(x, 0, True)
+        chol = self._whitener()
+        rows = proj.shape[0]
+        y = np.zeros((rows, k))
+        explained = np.zeros(rows)
+        for i in range(k):
+            val = proj[:, i].copy()
+            for p in range(i):
+                val = val - chol[i][p] * y[:, p]
+            y[:, i] = val / chol[i][i]
+            explained = explained + y[:, i] * y[:, i]
+        blocks = float(max(1, len(self._blocks[0])))
+        res = np.maximum(sq - explained, 0.0) / blocks
+        ref = self._reference()
+        if ref is None:
+            return proj, res, None
+        n = float(len(ref) + 1)
+        nov = np.array([bisect.bisect_left(ref, r) / n for r in res])
+        return proj, res, nov
+
+    def _reference(self):
+        """The version's novelty reference, sorted (None without one)."""
+        if not hasattr(self, "_ref"):
+            n = self.snapshot.header.get("novelty") or {}
+            r = n.get("residuals") or []
+            self._ref = sorted(float(v) for v in r) if r else None
+        return self._ref
+
+    def _whitener(self):
+        """The Cholesky factor of the components' Gram matrix plus its
+        jitter, with the Go code's operations in its order."""
+        if getattr(self, "_chol", None) is not None:
+            return self._chol
+        k = self.k
+        coef = self.snapshot.coef[0].reshape(-1, k)
+        g = np.zeros((k, k))
+        for c in coef:
+            g = g + c[:, None] * c[None, :]
+        tr = 0.0
+        for a in range(k):
+            tr += float(g[a, a])
+        delta = (GRAM_JITTER * tr) / float(k)
+        if not delta > 0:
+            delta = GRAM_JITTER
+        g = [[float(g[a, b]) for b in range(k)] for a in range(k)]
+        for a in range(k):
+            g[a][a] += delta
+        chol = [[0.0] * k for _ in range(k)]
+        for i in range(k):
+            for j in range(i + 1):
+                s = g[i][j]
+                for p in range(j):
+                    s -= chol[i][p] * chol[j][p]
+                if i == j:
+                    if not s > 0:
+                        raise ValueError("the components' Gram matrix is not positive definite")
+                    chol[i][i] = math.sqrt(s)
+                else:
+                    chol[i][j] = s / chol[j][j]
+        self._chol = chol
+        return chol
+
+    def _evaluate(self, x, view, squares):
+        """The projections of x for view, and with squares each row's
+        squared feature norm summed block by block (else None)."""
         if not 0 <= view < len(self._views):
             raise ValueError(f"model has {len(self._views)} view(s), asked for view {view}")
         v = self._views[view]
@@ -402,6 +491,7 @@ class Model:
         _, nb = self.snapshot.view_seeds(view)
         chunk = 1 if m is None else CHUNK_BLOCKS
         out = np.zeros((rows, k))
+        sq = np.zeros(rows) if squares else None
         for c0 in range(0, len(blocks), chunk):
             part = np.zeros((rows, k))
             for j in range(c0, min(c0 + chunk, len(blocks))):
@@ -412,7 +502,12 @@ class Model:
                     part += phi @ a
                 else:
                     ft.add_mul(part, phi, a)
+                if squares:
+                    s = np.zeros(rows)
+                    for f in range(phi.shape[1]):
+                        s = s + phi[:, f] * phi[:, f]
+                    sq = sq + s
             out += part
         if len(v.center) == k:
             out -= v.center[None, :]
-        return out
+        return out, sq
