@@ -344,9 +344,14 @@ type Output struct {
 	// this; under a stream that does not change, at most a 1 − q share of
 	// records is. Default: 0.999.
 	NoveltyQuantile float64 `yaml:"novelty_quantile" doc:"novel: novelty ≥ this (at most a 1 − q share of an unchanging stream's records)"`
-	// NoveltyWindow: the held-out rows' residuals a version's novelty is
-	// ranked among (the last ones). Default: 4096.
-	NoveltyWindow int `yaml:"novelty_window" min:"1" max:"65536" doc:"held-out residuals a record's novelty is ranked among (≥ 1/(1 − novelty_quantile) − 1)"`
+	// EveryBatches: with a topic, a version is cut at least this often
+	// (and snapshot.every_batches otherwise): the records are scored by
+	// the newest version, so a stale one scores them worse. Default: 8.
+	EveryBatches int `yaml:"every_batches" min:"1" doc:"with a topic, a new version (the one records are scored by) at least every this many batches"`
+	// NoveltyWindow: the last held-out rows a version's novelty
+	// reference is made of (its residuals on them, computed when it is
+	// cut; the rows are kept in memory, never in a model). Default: 1024.
+	NoveltyWindow int `yaml:"novelty_window" min:"1" max:"65536" doc:"the last held-out rows each version's residuals are ranked among (≥ 1/(1 − novelty_quantile) − 1; kept in memory: rows × dim × 8 bytes)"`
 }
 
 // NATS configures the output side.
@@ -499,7 +504,8 @@ func (c *Config) SetDefaults() {
 	if c.Output.NoveltyQuantile == 0 {
 		c.Output.NoveltyQuantile = 0.999
 	}
-	defI(&c.Output.NoveltyWindow, 4096)
+	defI(&c.Output.NoveltyWindow, 1024)
+	defI(&c.Output.EveryBatches, 8)
 	def(&c.Snapshot.Dir, "./snapshots")
 	defI(&c.Snapshot.Keep, 5)
 	defI(&c.Snapshot.EveryBatches, 50)

@@ -36,17 +36,3 @@ func TestEncodeGolden(t *testing.T) {
 		t.Error("the input's key not kept")
 	}
 }
-
-func TestWindowKeepsTheLast(t *testing.T) {
-	w := NewWindow(3, []float64{1, 2, 3, 4})
-	if got := w.Values(); !slices.Equal(got, []float64{2, 3, 4}) {
-		t.Fatalf("restored %v", got)
-	}
-	w.Push(5)
-	if got := w.Values(); !slices.Equal(got, []float64{3, 4, 5}) || w.Len() != 3 {
-		t.Fatalf("after a push %v", got)
-	}
-	if NewWindow(2, nil).Values() != nil {
-		t.Error("an empty window has values")
-	}
-}

@@ -286,12 +286,22 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 			}
 			// With output.topic the first version is cut at once: the
 			// records before it carry no model.
-			if l.sinceSnap >= p.cfg.Snapshot.EveryBatches || (p.out != nil && l.model == nil) {
+			if l.sinceSnap >= l.everyBatches() || (p.out != nil && l.model == nil) {
 				l.snapshot(false)
 			}
 		}
 	}
 	return nil
+}
+
+// everyBatches is how many batches a version lasts: snapshot.every_batches,
+// or output.every_batches when that is sooner and records are written.
+func (l *loop) everyBatches() int {
+	n := l.p.cfg.Snapshot.EveryBatches
+	if l.p.out != nil {
+		n = min(n, l.p.cfg.Output.EveryBatches)
+	}
+	return n
 }
 
 // validate checks the decoded pair against the model: dimensions, a y for
@@ -562,8 +572,12 @@ func (l *loop) snapshot(final bool) {
 		return
 	}
 	if p.out != nil {
-		if ref := p.out.win.Values(); ref != nil {
-			snap.Header.Novelty = &snapshot.Novelty{Residuals: ref}
+		// The version's novelty reference: its own residuals on the last
+		// held-out rows.
+		if m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated()}); err == nil {
+			if ref := p.out.reference(m); ref != nil {
+				snap.Header.Novelty = &snapshot.Novelty{Residuals: ref}
+			}
 		}
 	}
 	path, data, ok := l.persist(snap)
@@ -666,7 +680,13 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 	p.status.Version, p.status.LastSnapshot, p.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
 	p.status.Restart = snap.Header.Schedule.Restart
 	if len(eig) > 0 {
-		p.history = append(p.history, historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig})
+		hp := historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig}
+		if o := p.out; o != nil && p.status.OutRecords > o.lastRecords {
+			hp.Records = p.status.OutRecords - o.lastRecords
+			hp.Novel = float64(p.status.OutNovel-o.lastNovel) / float64(hp.Records)
+			o.lastRecords, o.lastNovel = p.status.OutRecords, p.status.OutNovel
+		}
+		p.history = append(p.history, hp)
 		if len(p.history) > historyLen {
 			p.history = p.history[len(p.history)-historyLen:]
 		}

@@ -66,7 +66,10 @@ type Options struct {
 
 // Status is a point-in-time view of the pipeline for progress displays.
 type Status struct {
-	Samples  uint64
+	// OutRecords and OutNovel: records stored on output.topic by this
+	// run, and how many of them were novel.
+	OutRecords, OutNovel uint64
+	Samples              uint64
 	Features int
 	// Budget is the feature budget (learner.max_features, raised with
 	// learner.budget: stream).

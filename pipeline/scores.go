@@ -19,13 +19,21 @@ import (
 // are p.mu's (/readyz).
 type scores struct {
 	prod output.Producer
-	win  *output.Window
+	// held keeps the last held-out rows (raw, in memory only: never in a
+	// model), from which each version's novelty reference is made; ref is
+	// the newest reference, whose newest residuals stand in for rows held
+	// is still short of (after a restart).
+	held *rowRing
+	ref  []float64
 	// x holds the rows waiting to be scored (row-major, the model's
 	// dimension), meta their sources in the same order.
 	x    []float64
 	meta []scoreMeta
-	// pend: records scored and not yet stored.
-	pend []output.Message
+	// pend: records scored and not yet stored, pendNovel how many of them
+	// are novel; lastRecords and lastNovel: the counts at the last cut.
+	pend                   []output.Message
+	pendNovel              uint64
+	lastRecords, lastNovel uint64
 	// proj, res: Score's scratch.
 	proj, res []float64
 	// centred: the served model cannot give residuals (said once).
@@ -48,11 +56,63 @@ func newScores(prod output.Producer, window int, restored *snapshot.Model) *scor
 	if prod == nil {
 		return nil
 	}
-	var ref []float64
+	s := &scores{prod: prod, held: &rowRing{cap: window}}
 	if restored != nil && restored.Header().Novelty != nil {
-		ref = restored.Header().Novelty.Residuals
+		s.ref = restored.Header().Novelty.Residuals
 	}
-	return &scores{prod: prod, win: output.NewWindow(window, ref)}
+	return s
+}
+
+// rowRing keeps the last cap rows (of one dimension), oldest first.
+type rowRing struct {
+	cap, d, n, start int
+	buf              []float64
+}
+
+func (r *rowRing) push(x []float64) {
+	if r.d == 0 {
+		r.d, r.buf = len(x), make([]float64, r.cap*len(x))
+	}
+	i := (r.start + r.n) % r.cap
+	if r.n == r.cap {
+		r.start = (r.start + 1) % r.cap
+	} else {
+		r.n++
+	}
+	copy(r.buf[i*r.d:(i+1)*r.d], x)
+}
+
+// rows returns the rows, oldest first, in one slice.
+func (r *rowRing) rows() []float64 {
+	out := make([]float64, 0, r.n*r.d)
+	for i := 0; i < r.n; i++ {
+		j := (r.start + i) % r.cap
+		out = append(out, r.buf[j*r.d:(j+1)*r.d]...)
+	}
+	return out
+}
+
+// reference returns version m's novelty reference: its residuals on the
+// last held-out rows, oldest first — which m learned, as every version
+// since they arrived did, so the reference measures the model it ranks
+// for — with the newest of the previous reference's in front when fewer
+// rows are held than the window (after a restart). nil when there is
+// none (a centred model, no rows yet).
+func (s *scores) reference(m *snapshot.Model) []float64 {
+	var res []float64
+	if s.held.n > 0 {
+		var err error
+		if _, res, err = m.Score(nil, nil, s.held.rows()); err != nil {
+			return nil
+		}
+	}
+	if short := s.held.cap - len(res); short > 0 && len(s.ref) > 0 {
+		res = append(append([]float64(nil), s.ref[max(0, len(s.ref)-short):]...), res...)
+	}
+	if len(res) > 0 {
+		s.ref = res
+	}
+	return res
 }
 
 // scoreLater queues a good message for its record (before load shedding
@@ -78,8 +138,8 @@ func (l *loop) scoreLater(m ingest.Message, x []float64) {
 
 // score turns the queued messages into records with the served version
 // (the one served when they were handled: versions change only after
-// writeScores), then adds the held-out rows' residuals to the window: a
-// row is never in the reference it is ranked against.
+// writeScores), then keeps the held-out rows for the next version's
+// reference: a row is never in the reference it is ranked against.
 func (l *loop) score() {
 	p, s := l.p, l.p.out
 	n := len(s.meta)
@@ -124,13 +184,13 @@ func (l *loop) score() {
 		}
 		s.pend = append(s.pend, r.Encode())
 		if r.Novel {
-			p.met.OutNovel.Inc()
+			s.pendNovel++
 		}
 	}
-	if res != nil {
+	if d := len(s.x) / n; d > 0 {
 		for i, mt := range s.meta {
 			if mt.held {
-				s.win.Push(res[i])
+				s.held.push(s.x[i*d : (i+1)*d])
 			}
 		}
 	}
@@ -168,9 +228,12 @@ func (l *loop) writeScores(ctx context.Context) error {
 		err := s.prod.Write(ctx, s.pend)
 		if err == nil {
 			p.met.OutRecords.Add(float64(len(s.pend)))
-			s.pend = s.pend[:0]
+			p.met.OutNovel.Add(float64(s.pendNovel))
 			p.met.OutPending.Set(0)
 			p.mu.Lock()
+			p.status.OutRecords += uint64(len(s.pend))
+			p.status.OutNovel += s.pendNovel
+			s.pend, s.pendNovel = s.pend[:0], 0
 			if !s.downSince.IsZero() {
 				p.log.Info().Str("output.topic", p.cfg.Output.Topic).Dur("after", time.Since(s.downSince)).Msg("output topic writable again; learning goes on")
 			}

@@ -3,12 +3,15 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/streamkpca/streamkpca/internal/testkit"
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
@@ -92,6 +95,14 @@ func TestOutputScoresEveryGoodMessage(t *testing.T) {
 	prod := &output.Memory{}
 	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = prod })
 	h.waitConsumed(3200)
+	testkit.WaitFor(t, "every record stored", func() bool { return len(prod.Messages()) == 3198 })
+	// The status page says what was written and plots the novelty rate.
+	w := httptest.NewRecorder()
+	h.p.statusPage(time.Now())(w, httptest.NewRequest("GET", "/", nil))
+	page := w.Body.String()
+	if !strings.Contains(page, "<code>scores</code>: 3198 records written") || !strings.Contains(page, `aria-label="share of records novel per version`) {
+		t.Errorf("the status page does not show the output topic and its novelty rate:\n%s", page)
+	}
 	h.stop()
 	recs := decodeRecords(t, prod.Messages())
 	if len(recs) != 3198 {

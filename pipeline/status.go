@@ -80,6 +80,11 @@ func lagTrend(lagPerSec float64, span time.Duration) string {
 type historyPoint struct {
 	Samples     uint64
 	Eigenvalues []float64
+	// Novel is the share of the records written since the previous
+	// snapshot that were novel (output.topic), and Records how many:
+	// the novelty rate's chart (none without records).
+	Novel   float64
+	Records uint64
 }
 
 const historyLen = 200
@@ -125,10 +130,13 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>changes of the stream detected</th><td>{{.Changes}}{{if .Changes}} (the model restarted at step {{.Restart}}){{end}}</td></tr>
 <tr><th>following gradual change</th><td>{{if eq .Forget "follow"}}{{.Switches}} time(s) a learner of the recent stream replaced the model, {{.Rollbacks}} candidate(s) withdrawn{{with .Quality}}{{if .Fit}}{{if .Level}} · {{if .Candidate}}a candidate is on trial: held-out share the model's {{printf "%.4f" .Fit}}, the candidate's {{printf "%.4f" .Challenger}}{{else}}scouts: held-out share the shadow's {{printf "%.4f" .Fit}}, the challenger's {{printf "%.4f" .Challenger}}{{end}}, evidence {{printf "%.3g" .Evidence}} (the test rejects at {{printf "%.3g" (inv .Level)}}){{else}} · the model's score on the last window {{printf "%.4f" .Fit}}, the challenger's {{printf "%.4f" .Challenger}}{{end}}{{end}}{{end}}{{else}}off (learner.forget: {{.Forget}}){{end}}</td></tr>
 {{with .Score}}<tr><th>{{.Name}}</th><td>{{if .Err}}not computed: {{.Err}}{{else}}{{printf "%.3g" .Value}}{{end}} (version {{.Version}})</td></tr>{{end}}
+{{if .OutputTopic}}<tr><th>output topic</th><td><code>{{.OutputTopic}}</code>: {{.OutRecords}} records written, {{.OutNovel}} novel (novelty ≥ {{.Quantile}}: at most {{printf "%.3g" .Bound}} of an unchanging stream's){{if .OutDown}}<br><strong>{{.OutDown}}</strong>{{end}}</td></tr>{{end}}
 <tr><th>last snapshot</th><td>{{.LastSnapshot}}</td></tr>
 </table>
 <h2 style="font-size:1.1em">Convergence: eigenvalue estimates per snapshot</h2>
 {{.Chart}}
+{{if .OutputTopic}}<h2 style="font-size:1.1em">Novelty rate: the share of records novel, per version</h2>
+{{.NoveltyChart}}{{end}}
 <p style="color:#777">Refreshes every 5 s. API: <code>/v1/models/{{.Model}}</code>, <code>/metrics</code>, <code>/healthz</code>.</p>
 </body></html>
 `))
@@ -162,7 +170,13 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		if v, ok := p.Score(); ok {
 			score = &v
 		}
+		outDown := ""
+		if since, err := p.outputDown(); !since.IsZero() {
+			outDown = fmt.Sprintf("refusing records for %.0f s (%v): learning waits until they are stored", time.Since(since).Seconds(), err)
+		}
 		statusTmpl.Execute(w, map[string]any{
+			"OutputTopic": p.cfg.Output.Topic, "OutRecords": st.OutRecords, "OutNovel": st.OutNovel, "Quantile": p.cfg.Output.NoveltyQuantile,
+			"Bound": 1 - p.cfg.Output.NoveltyQuantile, "OutDown": outDown, "NoveltyChart": template.HTML(noveltyChart(hist, 1-p.cfg.Output.NoveltyQuantile)),
 			"Score":   score,
 			"Reasons": reasons,
 			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store, "NATSServer": st.NATSServer, "NATSConfigured": p.nc != nil,
@@ -254,3 +268,45 @@ func eigenChart(h []historyPoint) string {
 }
 
 func logf(v float64) float64 { return math.Log(v) }
+
+// noveltyChart draws the share of records novel per version against
+// samples learned as an inline SVG, with the bound an unchanging stream
+// keeps to (1 − output.novelty_quantile) dashed.
+func noveltyChart(h []historyPoint, bound float64) string {
+	var pts []historyPoint
+	for _, p := range h {
+		if p.Records > 0 {
+			pts = append(pts, p)
+		}
+	}
+	if len(pts) < 2 {
+		return `<p style="color:#777">(the chart appears after two versions with records)</p>`
+	}
+	const W, H, pad, left = 640.0, 180.0, 30.0, 60.0
+	hi := 2 * bound
+	for _, p := range pts {
+		hi = max(hi, p.Novel)
+	}
+	x0, x1 := float64(pts[0].Samples), float64(pts[len(pts)-1].Samples)
+	if x1 <= x0 {
+		x1 = x0 + 1
+	}
+	xOf := func(v float64) float64 { return left + (W-pad-left)*(v-x0)/(x1-x0) }
+	yOf := func(v float64) float64 { return H - pad - (H-2*pad)*v/hi }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" role="img" aria-label="share of records novel per version against samples learned" style="border:1px solid #ddd">`, W, H)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999"/>`,
+		left, pad, left, H-pad, left, H-pad, W-pad, H-pad)
+	for _, v := range []float64{0, bound, hi} {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%.3g</text>`, left-4, yOf(v)+4, v)
+	}
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#d62728" stroke-dasharray="4 3"/>`, left, yOf(bound), W-pad, yOf(bound))
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%d</text><text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%d samples learned</text>`,
+		left, H-pad+14, pts[0].Samples, W-pad, H-pad+14, pts[len(pts)-1].Samples)
+	b.WriteString(`<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="`)
+	for _, p := range pts {
+		fmt.Fprintf(&b, "%.1f,%.1f ", xOf(float64(p.Samples)), yOf(p.Novel))
+	}
+	b.WriteString(`"/></svg>`)
+	return b.String()
+}

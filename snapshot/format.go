@@ -693,10 +693,8 @@ func (h *Header) coefCounts() ([]int, error) {
 }
 
 // Validate checks the header's internal consistency.
-// Novelty is a version's reference for novelty: the residuals
-// (Model.Score) of the stream's last held-out rows, oldest first, each as
-// the version served when it arrived scored it, before any learner learned
-// it.
+// Novelty is a version's reference for novelty: its own residuals
+// (Model.Score) on the stream's last held-out rows, oldest first.
 type Novelty struct {
 	Residuals []float64 `json:"residuals"`
 }

@@ -158,9 +158,13 @@ func addSquares(sq, phi []float64, rows, nb int) {
 // Novelty returns residual r's place among the version's reference
 // residuals (Header.Novelty), #{reference residuals < r} / (n + 1) for n of
 // them, in [0, n/(n+1)]; false when the version has none. It is a
-// conformal rank: when r and the reference are exchangeable (a stream and
-// a model that do not change), P(Novelty(r) ≥ q) ≤ 1 − q for every q, so a
-// rule "novel when ≥ q" flags at most a 1 − q share of ordinary points.
+// conformal rank: when r and the reference are exchangeable,
+// P(Novelty(r) ≥ q) ≤ 1 − q for every q, so a rule "novel when ≥ q" flags
+// at most a 1 − q share of ordinary points. The service's references are
+// a version's residuals on held-out rows it has learned (once each, among
+// all the others): a point it has not learned ranks a little higher on
+// average, so on a young model the share flagged runs above 1 − q
+// (docs/results.md measures it).
 func (m *Model) Novelty(r float64) (float64, bool) {
 	m.refOnce.Do(func() {
 		if n := m.snap.Header.Novelty; n != nil && len(n.Residuals) > 0 {

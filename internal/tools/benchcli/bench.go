@@ -36,7 +36,8 @@ benchmarks (JSON on stdout, progress on stderr):
   pipeline    the service end to end against the learner alone
   cluster     one model on several instances against one learner
   publish     the memory and time of publishing and fetching a large model
-  floor       a model against exact kernel PCA of a file's rows, beside the floor of its own features`
+  floor       a model against exact kernel PCA of a file's rows, beside the floor of its own features
+  novelty     the output topic's residuals on a stream with a rare class: ROC AUC, false alarms, recall`
 
 // Run is `streamkpca bench`: args[0] names the benchmark, the rest are
 // its flags. Results go to stdout as JSON, tables and progress to stderr.
@@ -72,8 +73,10 @@ func Run(ctx context.Context, args []string) error {
 		return benchPublish(ctx, args[1:])
 	case "floor":
 		return benchFloor(args[1:])
+	case "novelty":
+		return benchNovelty(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster, publish, floor)", args[0])
+	return fmt.Errorf("unknown benchmark %q (known: hermite, drift, fit, keepup, kcca, throughput, compare, mnist, pipeline, cluster, publish, floor, novelty)", args[0])
 }
 
 // benchPublish is `streamkpca bench publish`: the heap a publish and a
