@@ -70,7 +70,7 @@ type Status struct {
 	// run, and how many of them were novel.
 	OutRecords, OutNovel uint64
 	Samples              uint64
-	Features int
+	Features             int
 	// Budget is the feature budget (learner.max_features, raised with
 	// learner.budget: stream).
 	Budget      int

@@ -131,8 +131,8 @@ func RunNovelty(ctx context.Context, cfg NoveltyConfig) (NoveltyResult, error) {
 	seen := make([]bool, n)
 	for _, m := range prod.Messages() {
 		var r struct {
-			Source struct{ Offset int64 }
-			Model  *struct{ Version uint64 }
+			Source            struct{ Offset int64 }
+			Model             *struct{ Version uint64 }
 			Residual, Novelty *float64
 			Novel             bool
 		}
