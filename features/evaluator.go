@@ -315,8 +315,16 @@ func (m Map) AddBlock(part, phi, z, x []float64, rows int, b *Block, coef []floa
 // addBlock is AddBlock with x already rounded to float32 (x32) for the
 // float32 and BLAS maps, or nil.
 func (m Map) addBlock(part, phi, z, x []float64, x32 []float32, rows int, b *Block, coef []float64, k int, sc *stackCache) {
-	nb := m.BlockSize
 	m.phiToWith(phi, z, x, x32, rows, b, sc)
+	m.MulAdd(part, phi, coef, rows, k)
+}
+
+// MulAdd adds phi·A to part (rows×k): a block's features (rows×B) times its
+// coefficients A (B×k), by the linked BLAS when the map says so, else
+// AddMul — AddBlock's second half, for features already computed (an
+// Evaluator's Kept).
+func (m Map) MulAdd(part, phi, coef []float64, rows, k int) {
+	nb := m.BlockSize
 	if m.BLAS {
 		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
 			blas64.General{Rows: rows, Cols: nb, Data: phi, Stride: nb},
@@ -474,6 +482,16 @@ func (e *Evaluator) gradWith(g, r []float64, k int, s float64, mean []float64, d
 	}
 	e.run((len(e.seeds)+e.m.Chunk()-1)/e.m.Chunk(), true)
 	e.resid, e.gradDst, e.gradMean = nil, nil, nil
+}
+
+// Kept returns block j's features (rows×B, row-major) on the batch of the
+// last EvalKeep, or nil when they were not kept; valid until Release or the
+// next Eval. They are the bits AddBlock computes for those rows.
+func (e *Evaluator) Kept(j int) []float64 {
+	if e.keep == nil || j < 0 || (j+1)*e.rows*e.m.BlockSize > len(e.keep) {
+		return nil
+	}
+	return e.keep[j*e.rows*e.m.BlockSize : (j+1)*e.rows*e.m.BlockSize]
 }
 
 // Release drops the batch and features kept by EvalKeep.

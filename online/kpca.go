@@ -38,6 +38,8 @@ type KPCA struct {
 
 	mon monitor  // the held-out score and the change detector (Assess)
 	fol follower // the challenger (Forget follow)
+	// batchHook sees each subspace step's features (SetBatchHook).
+	batchHook func(rows int, seeds []uint64, kept func(j int) []float64)
 	// quickInit: the first block's top-k directions by subspace
 	// iteration (initBlockTopK), not a full eigendecomposition: a
 	// challenger's, started every followLife steps.
@@ -364,6 +366,9 @@ const landmarkStream = 0x4C414E444D41524B // "LANDMARK"
 func (l *KPCA) updateSubspace(rows int) error {
 	k, s := l.cfg.K, l.sub
 	l.ev.EvalKeep(l.h, l.xs, rows, l.seeds, l.coef, k)
+	if l.batchHook != nil {
+		l.batchHook(rows, l.seeds, l.ev.Kept)
+	}
 	if !l.formM(rows) {
 		l.ev.Release()
 		return l.reject(rows)
@@ -386,6 +391,16 @@ func (l *KPCA) updateSubspace(rows int) error {
 		}
 	}
 	return l.subspaceApply(rows, s.grad, mean, j, seed, revisit)
+}
+
+// SetBatchHook sets f, which each Update of the subspace solver calls with
+// the batch's features as it computed them (kept(j): block j's, rows×B;
+// nil when not kept), before the step changes anything; nil removes it.
+// f must not keep kept or its slices past its return. The service scores
+// the batch with its served version from them (snapshot.Model.ScoreKept)
+// instead of computing the features a second time.
+func (l *KPCA) SetBatchHook(f func(rows int, seeds []uint64, kept func(j int) []float64)) {
+	l.batchHook = f
 }
 
 // subspaceEstimates moves the eigenvalue estimates eig (and, with centre

@@ -47,6 +47,17 @@ type learner interface {
 
 type oneView struct{ l *online.KPCA }
 
+// batchFeatures is a learner that shows each step's features to f
+// (online.KPCA.SetBatchHook; nil removes it): the output edge scores the
+// batch from them.
+type batchFeatures interface {
+	setBatchHook(f func(rows int, seeds []uint64, kept func(j int) []float64))
+}
+
+func (o oneView) setBatchHook(f func(rows int, seeds []uint64, kept func(j int) []float64)) {
+	o.l.SetBatchHook(f)
+}
+
 func (o oneView) update(x, _ []float64, rows int) error { return o.l.Update(x, rows) }
 func (o oneView) snapshot() *snapshot.Snapshot          { return o.l.Snapshot() }
 func (o oneView) samplesSeen() uint64                   { return o.l.SamplesSeen() }

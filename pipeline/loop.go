@@ -228,6 +228,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	}
 	l.outcome("", nil)
 	l.scoreLater(m, l.batch[n0:])
+	defer l.scoreIfMany()
 	key := online.HoldoutKey(m.Partition, m.Offset)
 	if !l.pace.keep(key) {
 		// Shed to keep up: covered by the offsets, not learned.
@@ -244,6 +245,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		l.heldX, l.heldY = append(l.heldX, l.batch[n0:]...), append(l.heldY, l.batchY[m0:]...)
 		l.heldRows++
 	}
+	l.scoreInBatch(l.rows)
 	l.rows++
 	return l.rows == 1
 }
@@ -339,14 +341,19 @@ func (l *loop) learn() {
 	if p.coord.idle() {
 		defer l.linger.Reset(p.cfg.Learner.Linger)
 	}
-	// Test, then train: the batch's records, scored by the version
-	// served, are stored before it is learned (until the stop signal:
-	// then the final snapshot waits for them, within shutdown_timeout).
-	l.writeScores(l.enq)
+	// Test, then train: the batch's records are scored by the version
+	// served (which never learned these rows; from the features the
+	// step computes, where it shows them) and stored before any
+	// snapshot covers them — here, before the next batch (until the stop
+	// signal: then the final snapshot waits for them, within
+	// shutdown_timeout).
 	t0 := time.Now()
 	l.assess()
+	done := l.scoreFromStep()
 	err := p.learner.update(l.batch, l.batchY, l.rows)
+	done()
 	took := time.Since(t0)
+	l.writeScores(l.enq)
 	p.met.BatchSeconds.Observe(took.Seconds())
 	if err != nil && p.coord.failed(l, err) {
 		return

@@ -38,6 +38,14 @@ type scores struct {
 	proj, res []float64
 	// centred: the served model cannot give residuals (said once).
 	centred bool
+	// fast: the last step's rows scored from its features (fastProj,
+	// fastRes), for the queued messages whose row is set.
+	fast              bool
+	fastProj, fastRes []float64
+	slowIdx           []int
+	slowX             []float64
+	// fromStep counts the records scored from a step's features (tests).
+	fromStep uint64
 
 	downSince time.Time
 	lastErr   error
@@ -48,6 +56,10 @@ type scoreMeta struct {
 	src  output.Source
 	key  []byte
 	held bool
+	// row is the message's row in the loop's batch, -1 when it is not
+	// there (shed): the batch's rows are scored from the features the
+	// learner computes for its step (fast), the others from scratch.
+	row int
 }
 
 // newScores returns the output edge's loop state, its window holding the
@@ -129,11 +141,42 @@ func (l *loop) scoreLater(m ingest.Message, x []float64) {
 	}
 	s.x = append(s.x, x...)
 	s.meta = append(s.meta, scoreMeta{src: output.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}, key: key,
-		held: online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), l.p.cfg.Learner.Holdout)})
+		held: online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), l.p.cfg.Learner.Holdout), row: -1})
 	l.p.met.OutPending.Set(float64(len(s.meta) + len(s.pend)))
-	if len(s.meta) >= l.p.cfg.Learner.Batch {
+}
+
+// scoreInBatch marks the message queued last as the batch's row row.
+func (l *loop) scoreInBatch(row int) {
+	if s := l.p.out; s != nil && len(s.meta) > 0 {
+		s.meta[len(s.meta)-1].row = row
+	}
+}
+
+// scoreIfMany writes the queued messages' records when they pass two
+// batches (a loop shedding most of the stream learns rarely).
+func (l *loop) scoreIfMany() {
+	if s := l.p.out; s != nil && len(s.meta) >= 2*l.p.cfg.Learner.Batch {
 		l.writeScores(l.enq)
 	}
+}
+
+// scoreFromStep makes the next step score the batch from its features
+// (done is called after the step): where the learner shows them
+// (batchFeatures) and the served version's blocks are the learner's
+// first, the batch's rows cost no second evaluation.
+func (l *loop) scoreFromStep() (done func()) {
+	s := l.p.out
+	bf, ok := l.p.learner.(batchFeatures)
+	if s == nil || !ok || l.model == nil {
+		return func() {}
+	}
+	m := l.model
+	k := m.K()
+	bf.setBatchHook(func(rows int, seeds []uint64, kept func(j int) []float64) {
+		s.fastProj, s.fastRes = grow(s.fastProj, rows*k), grow(s.fastRes, rows)
+		s.fast = m.ScoreKept(s.fastProj, s.fastRes, rows, seeds, kept)
+	})
+	return func() { bf.setBatchHook(nil) }
 }
 
 // score turns the queued messages into records with the served version
@@ -151,23 +194,49 @@ func (l *loop) score() {
 	k := 0
 	if m != nil {
 		k = m.K()
-		var err error
 		s.proj, s.res = grow(s.proj, n*k), grow(s.res, n)
-		_, res, err = m.Score(s.proj, s.res, s.x)
-		if errors.Is(err, snapshot.ErrCentred) {
-			if !s.centred {
-				p.log.Warn().Str("output.topic", p.cfg.Output.Topic).Msg("the model is centred (learner.center, or a two-view model without uncentered: true): records carry projections, with residual and novelty null")
-				s.centred = true
+		res = s.res
+		// The batch's rows from the step's features, the others (shed,
+		// or queued while no step could show them) from scratch.
+		s.slowIdx, s.slowX = s.slowIdx[:0], s.slowX[:0]
+		d := len(s.x) / n
+		for i, mt := range s.meta {
+			if s.fast && mt.row >= 0 && mt.row < len(s.fastRes) {
+				copy(s.proj[i*k:(i+1)*k], s.fastProj[mt.row*k:(mt.row+1)*k])
+				res[i] = s.fastRes[mt.row]
+				s.fromStep++
+				continue
 			}
-			if _, err = m.Project(s.proj, s.x); err != nil {
-				p.log.Error().Err(err).Msg("output: projection failed; records without a model")
+			s.slowIdx = append(s.slowIdx, i)
+			s.slowX = append(s.slowX, s.x[i*d:(i+1)*d]...)
+		}
+		if len(s.slowIdx) > 0 {
+			proj, r, err := m.Score(nil, nil, s.slowX)
+			if errors.Is(err, snapshot.ErrCentred) {
+				if !s.centred {
+					p.log.Warn().Str("output.topic", p.cfg.Output.Topic).Msg("the model is centred (learner.center, or a two-view model without uncentered: true): records carry projections, with residual and novelty null")
+					s.centred = true
+				}
+				res = nil
+				proj, err = m.Project(nil, s.x)
+				s.slowIdx = s.slowIdx[:0]
+				for i := range s.meta {
+					s.slowIdx = append(s.slowIdx, i)
+				}
+			}
+			if err != nil {
+				// Validated rows; an error is a bug: say so, write the
+				// records without numbers rather than lose them.
+				p.log.Error().Err(err).Msg("output: scoring failed; records without a model")
 				m = nil
+			} else {
+				for a, i := range s.slowIdx {
+					copy(s.proj[i*k:(i+1)*k], proj[a*k:(a+1)*k])
+					if res != nil {
+						res[i] = r[a]
+					}
+				}
 			}
-		} else if err != nil {
-			// Validated rows; an error is a bug: say so, write the
-			// records without numbers rather than lose them.
-			p.log.Error().Err(err).Msg("output: scoring failed; records without a model")
-			m = nil
 		}
 	}
 	for i, mt := range s.meta {
@@ -194,7 +263,7 @@ func (l *loop) score() {
 			}
 		}
 	}
-	s.x, s.meta = s.x[:0], s.meta[:0]
+	s.x, s.meta, s.fast = s.x[:0], s.meta[:0], false
 }
 
 func grow(b []float64, n int) []float64 {

@@ -14,6 +14,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/testkit"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/output"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -104,6 +105,12 @@ func TestOutputScoresEveryGoodMessage(t *testing.T) {
 		t.Errorf("the status page does not show the output topic and its novelty rate:\n%s", page)
 	}
 	h.stop()
+	// Most records came from the steps' own features (the rest: the first
+	// batch's, before a version, and any queued while no step ran); each
+	// is checked against the version's file below, from scratch.
+	if n := h.p.out.fromStep; n < 2500 {
+		t.Errorf("%d records scored from the steps' features", n)
+	}
 	recs := decodeRecords(t, prod.Messages())
 	if len(recs) != 3198 {
 		t.Fatalf("%d records, want 3198 (3,200 messages, 2 bad)", len(recs))
@@ -298,5 +305,60 @@ func TestOutputOutageLosesNothing(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(h.p.met.OutRecords); v < 1000 {
 		t.Errorf("records counted %v, want ≥ 1000", v)
+	}
+}
+
+// TestOutputStepFeaturesAreScoresBits: with structured orthogonal
+// frequencies (d = 40) and with float32 precision, the records scored from
+// the steps' features are the bits the version's file gives from scratch
+// (snapshot.Model.Score): the fast path changes no number.
+func TestOutputStepFeaturesAreScoresBits(t *testing.T) {
+	for _, prec := range []string{"float64", "float32"} {
+		t.Run(prec, func(t *testing.T) {
+			c := fixedBudget(outputConfig(t))
+			c.Learner.Precision = prec
+			src := ingest.NewMemSource("v", 64)
+			msgs := points(900, 40, 3)
+			src.Produce(0, msgs...)
+			prod := &output.Memory{}
+			h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = prod })
+			h.waitConsumed(900)
+			testkit.WaitFor(t, "every record stored", func() bool { return len(prod.Messages()) == 900 })
+			h.stop()
+			if n := h.p.out.fromStep; n < 700 {
+				t.Fatalf("%d records scored from the steps' features", n)
+			}
+			st := snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}
+			models := map[uint64]*snapshot.Model{}
+			checked := 0
+			for _, r := range decodeRecords(t, prod.Messages()) {
+				if r.Model == nil {
+					continue
+				}
+				m := models[r.Model.Version]
+				if m == nil {
+					s, _, err := snapshot.Load(st.Path(r.Model.Version))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if structured := s.Header.Generator == features.StructuredGeneratorID; structured != (prec == "float64") {
+						t.Fatalf("%s: generator %s", prec, s.Header.Generator)
+					}
+					if m, err = snapshot.NewModel(s.Served(), snapshot.ModelOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					models[r.Model.Version] = m
+				}
+				proj, res, err := m.Score(nil, nil, csvValues(t, msgs[r.Source.Offset]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(proj) != fmt.Sprint(r.Projection) || *r.Residual != res[0] {
+					t.Fatalf("offset %d: record %v %v, version %d gives %v %v", r.Source.Offset, r.Projection, *r.Residual, r.Model.Version, proj, res[0])
+				}
+				checked++
+			}
+			t.Logf("%s: %d records checked, %d from the steps' features", prec, checked, h.p.out.fromStep)
+		})
 	}
 }

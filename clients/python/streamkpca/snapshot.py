@@ -503,10 +503,12 @@ class Model:
                 else:
                     ft.add_mul(part, phi, a)
                 if squares:
-                    s = np.zeros(rows)
+                    # snapshot.addSquares: four running sums over the
+                    # features f = l (mod 4), then (s0 + s1) + (s2 + s3).
+                    s = [np.zeros(rows) for _ in range(4)]
                     for f in range(phi.shape[1]):
-                        s = s + phi[:, f] * phi[:, f]
-                    sq = sq + s
+                        s[f % 4] = s[f % 4] + phi[:, f] * phi[:, f]
+                    sq = sq + ((s[0] + s[1]) + (s[2] + s[3]))
             out += part
         if len(v.center) == k:
             out -= v.center[None, :]

@@ -20,6 +20,7 @@ import (
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/internal/devstack"
 	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/output"
 	"github.com/streamkpca/streamkpca/pipeline"
 )
 
@@ -41,6 +42,9 @@ type PipelineConfig struct {
 	// embedded Kafka broker (NATS stays embedded): the service's own
 	// overhead, without a broker sharing the cores.
 	Memory bool
+	// Output turns output.topic on, written to an in-memory producer:
+	// every message scored by the version served, as well as learned.
+	Output bool
 	// Runs: learner-then-service pairs per d, run one after the other so
 	// that both see the same machine; rates and overhead are medians.
 	// Default: 3.
@@ -216,6 +220,10 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 		c.Kafka.Format, c.Kafka.Dim = "f64le", d
 	}
 	c.HTTP.Addr = "off"
+	if cfg.Output {
+		c.Output.Topic = topic + ".scores"
+		opt.Output = &output.Memory{}
+	}
 	c.SetDefaults()
 	log := zerolog.Nop()
 	opt.Config, opt.Logger = c, &log

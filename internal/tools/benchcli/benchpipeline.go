@@ -21,6 +21,7 @@ func benchPipeline(ctx context.Context, args []string) error {
 	var cfg bench.PipelineConfig
 	fs.IntVar(&cfg.Points, "points", 40960, "points per dimension (a multiple of --batch)")
 	fs.BoolVar(&cfg.Memory, "memory", false, "feed the service from memory instead of the embedded Kafka broker (its own overhead, no broker sharing the cores)")
+	fs.BoolVar(&cfg.Output, "output", false, "the service writes every message's scores (output.topic) to an in-memory producer: what scoring costs")
 	fs.StringVar(&cfg.Format, "format", "json", "message format: json or f64le (raw float64s, nothing to parse)")
 	fs.IntVar(&cfg.K, "k", 3, "components")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
