@@ -58,6 +58,19 @@ for _ in $(seq 1 300); do
 done
 curl -sf -X POST "$HTTP/v1/models/hermite/project" -d '{"vectors":[[0.5],[1.5]]}' | jq -c .
 
+echo "3b. Every message's scores on hermite.scores (output.topic): its projection, residual and novelty, by the version served:"
+rec=""
+for _ in $(seq 1 100); do
+  rec=$(kcat -C -b "$KAFKA" -t hermite.scores -o -1 -e -q 2>/dev/null | jq -c 'select(.model != null)' | head -1) || true
+  [ -n "$rec" ] && break
+  sleep 0.2
+done
+echo "$rec" | jq -e '.projection | length == 3' >/dev/null && echo "$rec" | jq -e '.residual >= 0 and .novelty >= 0' >/dev/null ||
+  { echo "walkthrough: no scored record on hermite.scores (got '$rec')" >&2; exit 1; }
+echo "   $rec"
+echo "   and the same numbers from the service for any vector, with its version:"
+curl -sf -X POST "$HTTP/v1/models/hermite/score" -d '{"vectors":[[0.5],[9]]}' | jq -c '{version, residuals, novelty}'
+
 echo "4. Follow the model over NATS and project locally with its current version (then exit):"
 go run ./examples/subscriber --nats "$NATS" --model hermite --points '[[0.5],[1.5]]' --versions 1
 

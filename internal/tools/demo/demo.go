@@ -55,6 +55,10 @@ func parseFlags(args []string) (options, error) {
 
 const topic, model = "hermite", "hermite"
 
+// scoresTopic receives every message's projection, residual and novelty
+// (output.topic).
+const scoresTopic = "hermite.scores"
+
 // startStack claims the well-known ports when free, so that the commands
 // in the README work as written (a free one otherwise, said and printed),
 // and starts the embedded Kafka and NATS.
@@ -69,7 +73,7 @@ func startStack(o *options) (*devstack.Stack, error) {
 	if err := freeOr("kafka-port", &kafkaAddr, "127.0.0.1:0", o.set["kafka-port"]); err != nil {
 		return nil, err
 	}
-	return devstack.Start(devstack.Options{Dir: o.dir, Topics: map[string]int32{topic: 4}, NATSPort: port(natsAddr), KafkaPort: port(kafkaAddr)})
+	return devstack.Start(devstack.Options{Dir: o.dir, Topics: map[string]int32{topic: 4, scoresTopic: 4}, NATSPort: port(natsAddr), KafkaPort: port(kafkaAddr)})
 }
 
 // serviceConfig is the service's configuration on the stack.
@@ -82,6 +86,7 @@ func serviceConfig(stack *devstack.Stack, o options) configs.Config {
 	cfg.Learner.Linger = 500 * time.Millisecond
 	cfg.Snapshot.Dir = stack.Dir() + "/snapshots"
 	cfg.Snapshot.EveryBatches, cfg.Snapshot.Every = 40, 5*time.Second
+	cfg.Output.Topic = scoresTopic
 	cfg.HTTP.Addr = o.httpAddr
 	cfg.Log.Level = "warn"
 	if o.verbose {
@@ -189,20 +194,23 @@ func (d *demo) banner(have int64) {
 	http, nurl := "http://"+d.p.HTTPAddr(), d.stack.NATSURL()
 	fmt.Printf(`streamkpca demo — kernel PCA learned online from Kafka, served over NATS and HTTP
 
-  Kafka (embedded)  %s  topic %q (4 partitions), %d hermite points at %.0f/s%s
+  Kafka (embedded)  %s  topic %q (4 partitions), %d hermite points at %.0f/s%s;
+                    every point's scores on topic %q
   NATS  (embedded)  %s
   HTTP              %s
 
 Try, in another terminal:
   curl -s %s/v1/models/%s | head -c 600
   curl -s -X POST %s/v1/models/%s/project -d '{"vectors":[[0.0],[0.5],[1.5]]}'
+  curl -s -X POST %s/v1/models/%s/score -d '{"vectors":[[0.5],[9]]}'
+  kcat -b %s -t %s -C -o -3 -e      (each message's projection, residual and novelty, with Debian's kcat)
   curl -s %s/metrics | grep ^streamkpca_
   go run ./cmd/streamkpca watch --nats %s --model %s --points '[[0.5]]'
   go run ./examples/subscriber --nats %s --model %s --points '[[0.5]]'
   nats --server %s req streamkpca.%s.project '{"vectors":[[0.5]]}'   (with the nats CLI, if you have it)
   python3 clients/python/examples/project.py --url %s --model %s --points '[[0.5]]' --check
 
-`, d.stack.Brokers()[0], topic, o.points, o.rate, thenWhat, nurl, http, http, model, http, model, http, nurl, model, nurl, model, nurl, model, http, model)
+`, d.stack.Brokers()[0], topic, o.points, o.rate, thenWhat, scoresTopic, nurl, http, http, model, http, model, http, model, d.stack.Brokers()[0], scoresTopic, http, nurl, model, nurl, model, nurl, model, http, model)
 	if have > 0 {
 		fmt.Printf("Resuming from %s: the topic holds %d points of an earlier run and the model has learned %d; producing the remaining %d.\n\n",
 			d.stack.Dir(), have, d.start, d.first)
