@@ -362,3 +362,45 @@ func TestOutputStepFeaturesAreScoresBits(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputDownAtTheStop: the output topic refuses every record, then
+// the service is stopped: the stop ends (within shutdown_timeout), no
+// snapshot covers a message whose record was not stored, and a restart
+// with the topic back writes a record for every message.
+func TestOutputDownAtTheStop(t *testing.T) {
+	c := outputConfig(t)
+	c.ShutdownTimeout = 2 * time.Second
+	src := ingest.NewMemSource("v", 64)
+	msgs := points(1200, 3, 6)
+	src.Produce(0, msgs[:600]...)
+	prod := &output.Memory{}
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = prod })
+	h.waitConsumed(600)
+	testkit.WaitFor(t, "the first records", func() bool { return len(prod.Messages()) == 600 })
+	prod.SetFail(fmt.Errorf("the topic refuses"))
+	src.Produce(0, msgs[600:]...)
+	testkit.WaitFor(t, "a refused write", func() bool { return testutil.ToFloat64(h.p.met.OutErrors) >= 2 })
+	h.stop() // fails the test if the stop does not end
+	stored := len(prod.Messages())
+	if snap := latestOrNil(c); snap != nil && nextOffset(snap, 0) > int64(stored) {
+		t.Fatalf("a snapshot covers offset %d; only %d records are stored", nextOffset(snap, 0), stored)
+	}
+	again := &output.Memory{}
+	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = again })
+	from := int64(0)
+	if snap := latestOrNil(c); snap != nil {
+		from = nextOffset(snap, 0)
+	}
+	h2.waitConsumed(uint64(1200 - from))
+	testkit.WaitFor(t, "the rest of the records", func() bool { return int64(len(again.Messages())) == 1200-from })
+	h2.stop()
+	seen := map[int64]bool{}
+	for _, m := range append(prod.Messages(), again.Messages()...) {
+		seen[offsetOf(t, m)] = true
+	}
+	for o := int64(0); o < 1200; o++ {
+		if !seen[o] {
+			t.Fatalf("no record for offset %d", o)
+		}
+	}
+}
