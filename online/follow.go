@@ -341,10 +341,6 @@ func (l *KPCA) challengerStep(x []float64, rows int) {
 			l.withdraw() // not better by followProbation steps after the latest a challenger can win
 		}
 	}
-	// The scouts learn the batch's first half: their test compares them
-	// with each other, so what it needs is that they learn the same rows,
-	// not all of them; half the rows halve their cost.
-	x, rows = scoutRows(x, rows)
 	if sh := f.shadow; sh != nil {
 		if err := sh.update(x, rows); err != nil && sh.t == 0 {
 			sh.Close()
@@ -370,20 +366,6 @@ func (l *KPCA) challengerStep(x []float64, rows int) {
 		f.ch = nil // it cannot start on this batch: the next assessment starts another
 	}
 }
-
-// scoutRows is the part of a batch of rows (x: rows×d) the scouts learn:
-// its first half, all of it below followScoutMinRows rows.
-func scoutRows(x []float64, rows int) ([]float64, int) {
-	if rows < 2*followScoutMinRows {
-		return x, rows
-	}
-	half := rows / 2
-	return x[:len(x)/rows*half], half
-}
-
-// followScoutMinRows: a batch shorter than twice this is learned whole by
-// the scouts (a lingering partial batch).
-const followScoutMinRows = 64
 
 // withdraw ends a candidacy without a switch: the model is kept and its
 // life goes on (the next candidacy is tested at the next share of α).
