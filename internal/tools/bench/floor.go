@@ -21,10 +21,14 @@ import (
 // floor: exact PCA of those features on the rows), and the features',
 // from exact kernel PCA.
 type FloorResult struct {
-	Bench     string  `json:"bench"`
-	Rows      int     `json:"rows"`
-	Dim       int     `json:"dim"`
-	K         int     `json:"k"`
+	Bench string `json:"bench"`
+	Rows  int    `json:"rows"`
+	Dim   int    `json:"dim"`
+	K     int    `json:"k"`
+	// ModelK is the model's components; K (top, when given) of them are
+	// compared: a model learned with more components than wanted (an
+	// oversampled subspace) is judged on its first K.
+	ModelK    int     `json:"model_k"`
 	Features  int     `json:"features"`
 	Centered  bool    `json:"centered"`
 	Bandwidth float64 `json:"bandwidth"`
@@ -48,7 +52,9 @@ type FloorResult struct {
 // features' values on the rows (centred where m is), from their n×n Gram
 // matrix summed block by block (O(n²·features): a few thousand rows).
 // Both are scored on the rows themselves. One view, random features.
-func RunFloor(m *snapshot.Model, x []float64, rows int) (FloorResult, error) {
+// top > 0 compares the model's first top components with exact kernel
+// PCA's top (0: all of them).
+func RunFloor(m *snapshot.Model, x []float64, rows, top int) (FloorResult, error) {
 	start := time.Now()
 	h := m.Header()
 	if len(h.Views) != 1 {
@@ -59,13 +65,20 @@ func RunFloor(m *snapshot.Model, x []float64, rows int) (FloorResult, error) {
 	if fm.Landmarks {
 		return FloorResult{}, errors.New("bench floor: the model's features are landmarks (rows of its data): its floor is exact kernel PCA on them; use a model of random features")
 	}
-	d, k := v.Dim, h.K
+	d, kModel := v.Dim, h.K
+	if top < 0 || top > kModel {
+		return FloorResult{}, fmt.Errorf("bench floor: --top %d: the model has %d components", top, kModel)
+	}
+	k := kModel
+	if top > 0 {
+		k = top // the model's first top components against exact kernel PCA's top
+	}
 	if rows < 2*k || len(x) < rows*d {
 		return FloorResult{}, fmt.Errorf("bench floor: %d rows of %d values; need at least %d", len(x)/max(d, 1), d, 2*k)
 	}
 	x = x[:rows*d]
-	centred := len(v.Center) == k
-	res := FloorResult{Bench: "floor", Rows: rows, Dim: d, K: k, Features: h.Features(), Centered: centred, Bandwidth: v.Kernel.Bandwidth}
+	centred := len(v.Center) == kModel
+	res := FloorResult{Bench: "floor", Rows: rows, Dim: d, K: k, ModelK: kModel, Features: h.Features(), Centered: centred, Bandwidth: v.Kernel.Bandwidth}
 	xs := make([]float64, len(x))
 	v.Preprocess.Apply(xs, x)
 
@@ -93,7 +106,9 @@ func RunFloor(m *snapshot.Model, x []float64, rows int) (FloorResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.ModelError = synth.SubspaceError(mat.NewDense(rows, k, got), truth)
+	var first mat.Dense
+	first.CloneFrom(mat.NewDense(rows, kModel, got).Slice(0, rows, 0, k))
+	res.ModelError = synth.SubspaceError(&first, truth)
 
 	// The floor: G = Σ_blocks φ_b φ_bᵀ over the model's blocks, centred.
 	seeds, _ := h.ViewSeeds(0)
@@ -116,8 +131,8 @@ func RunFloor(m *snapshot.Model, x []float64, rows int) (FloorResult, error) {
 	if centred {
 		centreGram(full, rows)
 	}
-	top, err := baseline.TopEigenvectors(full, rows, k)
-	if top == nil {
+	vecs, err := baseline.TopEigenvectors(full, rows, k)
+	if vecs == nil {
 		return res, fmt.Errorf("bench floor: the features' Gram matrix: %w", err)
 	}
 	// Rayleigh quotients: the floor's eigenvalues, over the blocks (each
@@ -125,11 +140,11 @@ func RunFloor(m *snapshot.Model, x []float64, rows int) (FloorResult, error) {
 	gm := mat.NewDense(rows, rows, full)
 	var gv mat.VecDense
 	for q := range k {
-		col := top.ColView(q)
+		col := vecs.ColView(q)
 		gv.MulVec(gm, col)
 		res.FloorEigenvalues = append(res.FloorEigenvalues, mat.Dot(col, &gv)/mat.Dot(col, col)/float64(rows)/float64(len(seeds)))
 	}
-	res.FloorError = synth.SubspaceError(top, truth)
+	res.FloorError = synth.SubspaceError(vecs, truth)
 	if res.FloorError > 0 {
 		res.LearnerGap = res.ModelError / res.FloorError
 	}

@@ -41,11 +41,23 @@ func TestFloorIsTheFeaturesExactPCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	learned, err := RunFloor(m, x, rows)
+	learned, err := RunFloor(m, x, rows, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("learned: model %.3g, floor %.3g, gap %.3g; eigenvalues %.3g (floor) %.3g (exact)", learned.ModelError, learned.FloorError, learned.LearnerGap, learned.FloorEigenvalues, learned.ExactEigenvalues)
+	// --top: the first components against exact kernel PCA's top ones;
+	// their eigenvalues are the first of all k.
+	first, err := RunFloor(m, x, rows, k-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.K != k-1 || first.ModelK != k || len(first.FloorEigenvalues) != k-1 || math.Abs(first.ExactEigenvalues[0]/learned.ExactEigenvalues[0]-1) > 1e-9 {
+		t.Errorf("--top %d: k %d of %d, %d floor eigenvalues, exact λ₁ %v against %v", k-1, first.K, first.ModelK, len(first.FloorEigenvalues), first.ExactEigenvalues[0], learned.ExactEigenvalues[0])
+	}
+	if _, err := RunFloor(m, x, rows, k+1); err == nil {
+		t.Error("--top past the model's components accepted")
+	}
 	for q := range k { // 256 features of a 3-D gaussian kernel: its spectrum, within a few per cent
 		if r := learned.FloorEigenvalues[q] / learned.ExactEigenvalues[q]; math.Abs(r-1) > 0.1 {
 			t.Errorf("eigenvalue %d: the features' %.4g, exact %.4g", q, learned.FloorEigenvalues[q], learned.ExactEigenvalues[q])
@@ -110,7 +122,7 @@ func TestFloorIsTheFeaturesExactPCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := RunFloor(exactFloor, x, rows)
+	res, err := RunFloor(exactFloor, x, rows, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ func benchFloor(args []string) error {
 	cols := fs.String("cols", "", "--input: columns, 1-based as cut's -f; default all")
 	rows := fs.Int("rows", 2000, "rows to score on, the input's first (time and memory grow as rows²)")
 	seed := fs.Uint64("seed", 1, "--mnist: the shuffle's seed")
+	top := fs.Int("top", 0, "compare the model's first N components with exact kernel PCA's top N (a model learned with more components than wanted); 0: all")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func benchFloor(args []string) error {
 		return fmt.Errorf("the rows have %d values, the model %d (--cols?)", d, m.Dim(0))
 	}
 	n := min(*rows, len(x)/d)
-	res, err := bench.RunFloor(m, x, n)
+	res, err := bench.RunFloor(m, x, n, *top)
 	if err != nil {
 		return err
 	}
