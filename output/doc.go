@@ -32,9 +32,10 @@
 //     was handled, which never learned it. Its record is a function of the
 //     message and that version alone (Encode): the score endpoints give the
 //     same numbers for the same version.
-//   - Nothing lost: the run loop writes a batch's records before it learns
-//     the batch, and no snapshot covers a message whose record is not
-//     stored; a restart reads the rest again and writes their records.
+//   - Nothing lost: the run loop writes a batch's records right after its
+//     step (scored by the version served, which the step does not change)
+//     and before the next batch, and no snapshot covers a message whose
+//     record is not stored; a restart reads the rest again and writes their records.
 //     Records written before a crash and not covered by the snapshot the
 //     service resumes from are written again (at least once); a reader
 //     deduplicates by source offset. Written again, a record has the same
