@@ -385,8 +385,12 @@ func TestOutputDownAtTheStop(t *testing.T) {
 	if snap := latestOrNil(c); snap != nil && nextOffset(snap, 0) > int64(stored) {
 		t.Fatalf("a snapshot covers offset %d; only %d records are stored", nextOffset(snap, 0), stored)
 	}
+	// The restart reads the topic afresh (a new consumer session on the
+	// same log).
+	src2 := ingest.NewMemSource("v", 64)
+	src2.Produce(0, msgs...)
 	again := &output.Memory{}
-	h2 := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = again })
+	h2 := startLoop(t, c, src2, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = again })
 	from := int64(0)
 	if snap := latestOrNil(c); snap != nil {
 		from = nextOffset(snap, 0)
