@@ -51,6 +51,22 @@ type KeepUpConfig struct {
 	Images, Test []float64
 	K            int
 	Frequencies  string
+	// Rows, if set, replaces the stream by a real data set's rows
+	// (rows×Dim values) as CSV messages, each pass over them in its own
+	// order (the case file of `bench drift`, seeded by Seed), scored
+	// against exact kernel PCA of the rows (of 5,000 drawn from a larger
+	// set) on 1,000 of them, with the median trick's bandwidth. K is the
+	// service's learner.k (default 10).
+	Rows []float64
+	Dim  int
+	// Seed is the service's learner.seed and the file stream's order
+	// (default 1); Forget its learner.forget (default: the service's).
+	Seed   uint64
+	Forget string
+	// Linger is the service's learner.linger (default: the service's): a
+	// long one makes every batch full, so that with one partition the
+	// service learns the same batches on every run.
+	Linger time.Duration
 	// Progress, if set, is called with every sample.
 	Progress func(KeepUpPoint)
 }
@@ -98,6 +114,15 @@ type KeepUpResult struct {
 	Frequencies string `json:"frequencies,omitempty"`
 	// Instances is the services sharing the stream (cluster mode above 1).
 	Instances int `json:"instances"`
+	// Seed and Forget: the service's learner.seed and learner.forget
+	// ("" the default); Switches and Rollbacks its following's, Restarts
+	// its change detector's.
+	Seed      uint64 `json:"seed"`
+	Forget    string `json:"forget,omitempty"`
+	Switches  uint64 `json:"switches"`
+	Rollbacks uint64 `json:"rollbacks"`
+	// Restarts: the change detector's restarts of the model.
+	Restarts uint64 `json:"restarts"`
 }
 
 // RunKeepUp produces 16-D hermite messages (JSON) at Rate into the
@@ -142,6 +167,16 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 		held, nheld, res.Stream = cfg.Test, len(cfg.Test)/mnistPixels, "mnist"
 	}
+	if cfg.Rows != nil {
+		var err error
+		if source, truth, held, nheld, err = fileStream(&c, cfg); err != nil {
+			return res, err
+		}
+		res.Stream = "file"
+	}
+	orDefault(&cfg.Seed, 1)
+	c.Learner.Seed, c.Learner.Forget, c.Learner.Linger = cfg.Seed, cfg.Forget, cfg.Linger
+	res.Seed, res.Forget = cfg.Seed, cfg.Forget
 	c.HTTP.Addr = "off"
 	c.Cluster.Enabled = cfg.Instances > 1
 	runCtx, stop := context.WithCancel(ctx)
@@ -166,6 +201,9 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 
 	var produced atomic.Int64
 	n := int(cfg.Rate * cfg.Duration.Seconds())
+	if cfg.Rows != nil {
+		n -= n % 512 // whole batches of the default learner.batch: learned without lingering
+	}
 	prodDone := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -231,6 +269,20 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 			cfg.Progress(pt)
 		}
 	}
+	if cfg.Rows != nil {
+		// A file's stream is learned to its end before the stop (a
+		// stop leaves a lagging service's backlog unlearned): every
+		// message learned or shed, n a whole number of batches.
+		for st := ps[0].Status(); st.Samples+st.Shed < uint64(n); st = ps[0].Status() {
+			select {
+			case err := <-done:
+				return res, fmt.Errorf("the service stopped: %v", err)
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
 	res.Seconds = time.Since(start).Seconds()
 	res.LagAt60, res.LagAtEnd, res.GrowthShare = lagFigures(res.Samples, cfg.Rate)
 	res.Error = res.Samples[len(res.Samples)-1].Error
@@ -245,7 +297,42 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	// mode a snapshot holds what the group confirmed when one was due
 	// (pipeline.onConfirmed): a run shorter than the cadence has none.
 	res.Error = served()
+	st := ps[0].Status()
+	res.Switches, res.Rollbacks, res.Restarts = st.Switches, st.Rollbacks, st.Changes
 	return res, nil
+}
+
+// fileStream sets c for a stream of cfg.Rows (Dim columns) as CSV
+// messages, every pass in its own order (fileDrift, the case file of
+// `bench drift`), and returns the messages, the truth and the rows it is
+// scored on.
+func fileStream(c *configs.Config, cfg KeepUpConfig) (devstack.Source, func(int) *mat.Dense, []float64, int, error) {
+	orDefault(&cfg.K, 10)
+	orDefault(&cfg.Seed, 1)
+	s, err := newFileDrift(DriftConfig{Rows: cfg.Rows, Dim: cfg.Dim, K: cfg.K, Seed: cfg.Seed})
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	c.Kafka.Format, c.Kafka.Dim, c.Learner.K = "csv", s.d, cfg.K
+	c.Learner.Bandwidth = s.kern.Bandwidth
+	x := make([]float64, s.d)
+	src := func(i int) []byte {
+		s.sample(x, 1, i)
+		b := make([]byte, 0, 12*len(x))
+		for j, v := range x {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		return b
+	}
+	return src, func(k int) *mat.Dense {
+		if k != cfg.K {
+			return mat.NewDense(s.nScore, k, nil)
+		}
+		return s.truth
+	}, s.scored, s.nScore, nil
 }
 
 // lagFigures are a run's lag at its first sample at 60 s or later (0 if

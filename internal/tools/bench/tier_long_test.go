@@ -716,3 +716,38 @@ func TestRunFitFileCentred(t *testing.T) {
 		t.Errorf("centred fit against exact centred kernel PCA: subspace error %v, want < 1e-3", m.Error)
 	}
 }
+
+// TestKeepUpFileStream: RunKeepUp on a data set's rows (the case file of
+// bench drift, through the service): with one partition, a long linger,
+// a fixed budget and no load shedding every run learns the same full
+// batches, so on this stationary stream following (no switch) serves the
+// model forgetting off serves, bit for bit; every message is learned,
+// and the model is close to exact kernel PCA of the rows (fileDrift's
+// truth, independent of the learner).
+func TestKeepUpFileStream(t *testing.T) {
+	const rows, d = 512, 16
+	h := synth.Hermite16()
+	x := make([]float64, rows*d)
+	h.Sample(x, rand.New(rand.NewPCG(7, 7)))
+	var errs [2]float64
+	for i, forget := range []string{"off", "follow"} {
+		res, err := RunKeepUp(t.Context(), KeepUpConfig{Rate: 4000, Duration: 2 * time.Second, Partitions: 1, Every: time.Second, Dir: t.TempDir(),
+			Rows: x, Dim: d, K: 3, Seed: 2, Forget: forget, Linger: time.Hour, Budget: "fixed", LoadShedding: "off"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := res.Samples[len(res.Samples)-1]
+		t.Logf("forget %s: last %+v; error %v, switches %d, restarts %d", forget, last, res.Error, res.Switches, res.Restarts)
+		if res.Stream != "file" || last.Produced != 7680 || res.Shed != 0 || res.Switches != 0 || res.Seed != 2 || res.Forget != forget {
+			t.Errorf("forget %s: stream %s, produced %d, shed %d, switches %d, seed %d; want file, 7,680 (whole batches of 8,000), 0, 0, 2",
+				forget, res.Stream, last.Produced, res.Shed, res.Switches, res.Seed)
+		}
+		if !(res.Error < 0.05) {
+			t.Errorf("forget %s: subspace error %v against exact kernel PCA of the rows, want < 0.05", forget, res.Error)
+		}
+		errs[i] = res.Error
+	}
+	if errs[0] != errs[1] {
+		t.Errorf("errors %v (off) and %v (follow, no switch): want the same model", errs[0], errs[1])
+	}
+}

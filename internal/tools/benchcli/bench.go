@@ -274,8 +274,24 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	images := fs.Int("images", 4800, "with --mnist: how many images the stream repeats (and exact kernel PCA takes); the next 1,200 are held out")
 	fs.IntVar(&cfg.K, "k", 10, "with --mnist: the service's learner.k")
 	fs.StringVar(&cfg.Frequencies, "frequencies", "auto", "the service's learner.frequencies: auto, iid or orthogonal")
+	input := fs.String("input", "", "stream a real data set's rows (csv, jsonl, f32le, f64le) as CSV messages, each pass in its own order, instead of the hermite stream; scored against exact kernel PCA of the rows (bench drift --case file's truth)")
+	cols := fs.String("cols", "", "with --input: columns to stream, 1-based as cut's -f; default all")
+	passes := fs.Float64("passes", 0, "with --input: passes over the rows (sets --duration from --rate)")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "the service's learner.seed; with --input, the order of each pass")
+	fs.StringVar(&cfg.Forget, "forget", "", "the service's learner.forget: follow, detect or off (default: the service's)")
+	fs.DurationVar(&cfg.Linger, "linger", 0, "the service's learner.linger (default: the service's); a long one with --partitions 1 makes every run learn the same batches")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return err
+	}
+	if *input != "" {
+		x, d, err := readColumns(*input, *cols)
+		if err != nil {
+			return err
+		}
+		cfg.Rows, cfg.Dim = x, d
+		if *passes > 0 {
+			cfg.Duration = time.Duration(*passes * float64(len(x)/d) / cfg.Rate * float64(time.Second))
+		}
 	}
 	if *dirMNIST != "" {
 		set, err := mnist.Load(*dirMNIST)
