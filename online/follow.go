@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -79,6 +80,10 @@ const (
 	// model's (scoutBudget); followBudgetShare: a two-view challenger's.
 	followScoutShare  = 16
 	followBudgetShare = 8
+	// followCandidateShare: a candidate's block cache and kept features
+	// are this share of the model's (sharedBytes): it lives beside the
+	// model, within the room sized for one.
+	followCandidateShare = 2
 	// followStart: the challenger starts once the model has taken this
 	// many steps; followLife: a challenger that has not won by this age,
 	// and has been tested on followLifeRows held-out rows, is restarted on
@@ -216,6 +221,7 @@ func (l *KPCA) newChallenger() *KPCA {
 	c.BlockSize = b
 	c.Kernel = l.fm.Kernel
 	c.Forget = ForgetOff
+	c.CacheBytes, c.KeepBytes = l.sharedBytes(followScoutShare)
 	ch, err := New(c)
 	if err != nil {
 		return nil
@@ -316,6 +322,30 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 // blocks of b, at least one.
 func challengerBudget(features, b int) int {
 	return max(b, features/followBudgetShare/b*b)
+}
+
+// sharedBytes are the block cache and kept-feature bounds of a learner
+// of following beside l, a share of l's own (Config.CacheBytes,
+// KeepBytes, their defaults resolved): the service sizes those bounds for
+// everything it holds, and a scout holding a sixteenth of the features
+// needs a sixteenth of the room to keep the same share of them. Blocks
+// past a cache are generated again from their seeds and features past
+// the kept bound evaluated again: the same values, at some time.
+func (l *KPCA) sharedBytes(share int64) (cache, keep int64) {
+	cache, keep = l.cfg.CacheBytes, keepBytes(l.cfg.KeepBytes, l.fm.Dim, l.cfg.K)
+	if cache == 0 {
+		cache = features.DefaultCacheBytes
+	}
+	if keep == 0 {
+		keep = features.DefaultKeepBytes
+	}
+	if cache > 0 {
+		cache = max(1, cache/share)
+	}
+	if keep > 0 {
+		keep = max(1, keep/share)
+	}
+	return cache, keep
 }
 
 // scoutBudget is the feature budget of each of a one-view model's two
@@ -427,6 +457,7 @@ func (l *KPCA) newCandidate() *KPCA {
 	c.BlockSize = l.fm.BlockSize
 	c.Kernel = l.fm.Kernel
 	c.Forget = ForgetOff
+	c.CacheBytes, c.KeepBytes = l.sharedBytes(followCandidateShare)
 	cand, err := New(c)
 	if err != nil {
 		return nil

@@ -90,10 +90,11 @@ func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
 // nextBudget is l's budget a block larger, and whether what the learner
 // holds there on batches of rows rows (its coefficients and their
 // working copies, the batch's kept features, the cached blocks:
-// online.KPCA.MemoryBytes) stays within maxBytes.
+// online.KPCA.MemoryBytes) and the copies of its coefficients the
+// service keeps (serviceCopies) stay within maxBytes.
 func nextBudget(l *online.KPCA, maxBytes int64, rows int) (int, bool) {
 	next := l.MaxFeatures() + l.Config().BlockSize
-	return next, l.MemoryBytes(next, rows) <= maxBytes
+	return next, l.MemoryBytes(next, rows)+serviceCopies*online.ModelBytes(next, l.Config().K) <= maxBytes
 }
 
 type twoViews struct{ l *online.TwoView }

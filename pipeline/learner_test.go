@@ -14,7 +14,10 @@ import (
 // coefficients and their working copies 32·k = 64 bytes a feature
 // (20,480), the batch's kept features 64 rows × 320 × 8 bytes (163,840)
 // and five cached blocks of 64 frequencies, each 8·(3 + 2)·64 bytes
-// (12,800): 197,120 bytes, so a bound one byte lower refuses the raise.
+// (12,800), and the four copies of the coefficients the service keeps
+// besides the learner's (the last cut, its published bytes, the cut
+// before, stored versions: 81,920): 278,528 bytes, so a bound one byte
+// lower refuses the raise.
 // (Counting the coefficients alone, the bound was 20,480: a service
 // under a container limit was OOM-killed with its kept features 4 KiB a
 // feature uncounted.)
@@ -29,7 +32,7 @@ func TestRaiseBudgetStopsAtTheMemoryBound(t *testing.T) {
 	if err := o.update(gaussRows(64, 3, 1), nil, 64); err != nil {
 		t.Fatal(err)
 	}
-	const need = 320*64 + 64*320*8 + 5*8*(3+2)*64
+	const need = 320*64 + 64*320*8 + 5*8*(3+2)*64 + 4*320*64 // and the service's four copies of the coefficients (serviceCopies)
 	if n, raised := o.raiseBudget(need-1, 64); raised || n != 256 || o.budget() != 256 {
 		t.Errorf("bound %d bytes: budget %d (raised %v), want 256 kept", need-1, n, raised)
 	}

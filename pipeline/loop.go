@@ -581,7 +581,7 @@ func (l *loop) snapshot(final bool) {
 	if p.out != nil {
 		// The version's novelty reference: its own residuals on the last
 		// held-out rows.
-		if m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated()}); err == nil {
+		if m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated(), CacheBytes: p.mem.servedCache}); err == nil {
 			if ref := p.out.reference(m); ref != nil {
 				snap.Header.Novelty = &snapshot.Novelty{Residuals: ref}
 			}
@@ -668,7 +668,7 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 	// The served model shares the learner's generated blocks, and the
 	// previous version's: a block is generated here, on the loop, only
 	// when neither holds it (after a restart, say), and held once.
-	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated()})
+	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated(), CacheBytes: p.mem.servedCache})
 	if err == nil {
 		p.cur.Set(m, data)
 		l.model = m

@@ -9,46 +9,111 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/publish"
 )
 
+// memPlan is what the service holds besides the learner and the Kafka
+// queue, by part: the served model's generated blocks
+// (snapshot.ModelOptions.CacheBytes), the bytes of the versions held by
+// download requests (publish.StoreVersions.HoldBytes) and each cached
+// version's generated blocks a view (publish.StoreVersions.CacheBytes).
+// Zero: the part's default.
+type memPlan struct {
+	servedCache, versionHold, versionCache int64
+}
+
+// servedCacheBytes is the served model's block cache without a
+// container limit (snapshot.ModelOptions' default).
+const servedCacheBytes = 256 << 20
+
+// memoryOverhead is what the plan leaves the process outside the parts
+// it counts (the runtime, goroutines' stacks, connections' buffers,
+// HTTP and NATS), of a container's limit lim: a sixteenth, at least 16
+// MiB.
+func memoryOverhead(lim int64) int64 { return max(16<<20, lim/16) }
+
 // fitMemory sizes the service below a container's memory limit lim
-// (bytes, read from src; 0: none): the Go runtime's soft limit at 90% of
-// it (setLimit, unless GOMEMLIMIT is set), and the learner's bounds —
-// learner.max_model_bytes to half of it, cache_bytes and keep_bytes to
-// an eighth each — where they are at their defaults. A bound configured
-// above the limit is refused, naming both figures: the service would be
-// killed at the limit before it reached its bound.
-func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, setLimit func(int64) int64) error {
+// (bytes, read from src; 0: none). The Go runtime's soft limit is set to
+// 90% of it, B (setLimit, unless GOMEMLIMIT is set), and B is shared out
+// among everything the service holds, the bounds at their defaults
+// lowered to:
+//
+//   - kafka.queue_bytes B/16 (fetched messages, and their parsed values
+//     waiting for the learner: twice that);
+//   - learner.cache_bytes B/8, and the served model's block cache as
+//     much;
+//   - learner.keep_bytes B/16;
+//   - the versions downloads hold B/16, and the versions cache's blocks
+//     B/16 (4 versions, each view);
+//   - learner.max_model_bytes what is left after those and
+//     memoryOverhead: about half the limit. It bounds the learner
+//     (online.KPCA.MemoryBytes: coefficients, kept features, cached
+//     blocks, following's learners) and the copies of its coefficients
+//     the service keeps (serviceCopies).
+//
+// A bound configured above the limit is refused, naming both figures;
+// so is a configuration whose parts add up past the limit, naming them.
+func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, setLimit func(int64) int64) (memPlan, error) {
+	var plan memPlan
 	if lim <= 0 {
-		return nil
+		return plan, nil
 	}
 	l := &c.Learner
 	for _, b := range []struct {
 		name string
 		v    int64
-	}{{"learner.max_model_bytes", l.MaxModelBytes}, {"learner.cache_bytes", l.CacheBytes}, {"learner.keep_bytes", l.KeepBytes}} {
+	}{{"learner.max_model_bytes", l.MaxModelBytes}, {"learner.cache_bytes", l.CacheBytes}, {"learner.keep_bytes", l.KeepBytes}, {"kafka.queue_bytes", c.Kafka.QueueBytes}} {
 		if b.v > lim && !isDefault(b.name, b.v) {
-			return fmt.Errorf("pipeline: %s is %d bytes, above the container's memory limit of %d bytes (%s): the service would be killed before it reached it; set it to at most about half the limit, or leave it out for a size that fits",
+			return plan, fmt.Errorf("pipeline: %s is %d bytes, above the container's memory limit of %d bytes (%s): the service would be killed before it reached it; set it to at most about half the limit, or leave it out for a size that fits",
 				b.name, b.v, lim, src)
 		}
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		setLimit(lim / 10 * 9)
 	}
-	if l.MaxModelBytes == defaultMaxModelBytes && l.MaxModelBytes > lim/2 {
-		l.MaxModelBytes = lim / 2
+	b := lim / 10 * 9
+	if c.Kafka.QueueBytes == ingest.DefaultQueueBytes && c.Kafka.QueueBytes > b/16 {
+		c.Kafka.QueueBytes = b / 16
 	}
-	if l.CacheBytes == features.DefaultCacheBytes && l.CacheBytes > lim/8 {
-		l.CacheBytes = lim / 8
+	if l.CacheBytes == features.DefaultCacheBytes && l.CacheBytes > b/8 {
+		l.CacheBytes = b / 8
 	}
-	if l.KeepBytes == 0 && features.DefaultKeepBytes > lim/8 {
-		l.KeepBytes = lim / 8
+	if l.KeepBytes == 0 && features.DefaultKeepBytes > b/16 {
+		l.KeepBytes = b / 16
+	}
+	views := int64(1)
+	if online.Algorithm(l.Algorithm).TwoView() {
+		views = 2
+	}
+	plan = memPlan{servedCache: min(max(l.CacheBytes, 1), servedCacheBytes), versionHold: min(b/16, publish.DefaultHoldBytes),
+		versionCache: max(1, min(b/16/publish.VersionCacheN/views, publish.VersionCacheBytes))}
+	fixed := memoryOverhead(lim) + 2*c.Kafka.QueueBytes + plan.servedCache*views + plan.versionHold + publish.VersionCacheN*views*plan.versionCache
+	if l.MaxModelBytes == defaultMaxModelBytes && l.MaxModelBytes > b-fixed {
+		l.MaxModelBytes = max(b-fixed, 1<<20)
+	}
+	if total := fixed + l.MaxModelBytes; total > lim {
+		return plan, fmt.Errorf("pipeline: the service's memory adds up to %d bytes, above the container's memory limit of %d bytes (%s): learner.max_model_bytes %d, twice kafka.queue_bytes %d, the served and stored versions' caches %d and %d for the process itself; lower the settings named, or leave them out for sizes that fit",
+			total, lim, src, l.MaxModelBytes, 2*c.Kafka.QueueBytes, plan.servedCache*views+plan.versionHold+publish.VersionCacheN*views*plan.versionCache, memoryOverhead(lim))
 	}
 	log.Info().Int64("limit_bytes", lim).Str("from", src).Int64("max_model_bytes", l.MaxModelBytes).
-		Int64("cache_bytes", l.CacheBytes).Int64("keep_bytes", l.KeepBytes).Bool("runtime_limit_set", os.Getenv("GOMEMLIMIT") == "").
+		Int64("cache_bytes", l.CacheBytes).Int64("keep_bytes", l.KeepBytes).Int64("queue_bytes", c.Kafka.QueueBytes).
+		Int64("served_cache_bytes", plan.servedCache).Int64("versions_hold_bytes", plan.versionHold).
+		Bool("runtime_limit_set", os.Getenv("GOMEMLIMIT") == "").
 		Msg("sized below the container's memory limit")
-	return nil
+	return plan, nil
 }
+
+// serviceCopies is how many copies of the learner's coefficients
+// (ModelBytes: about 32·k bytes a feature with their working copies) the
+// service holds besides the learner's own, counted against
+// learner.max_model_bytes when the budget grows: the last cut (its
+// coefficients and state: averaged iterates, following's candidate), its
+// published bytes, the previous cut until the served model moves on,
+// and up to publish.VersionCacheN stored versions (their bytes and
+// coefficients) requested over HTTP or NATS.
+const serviceCopies = 4
 
 // defaultMaxModelBytes is configs' default learner.max_model_bytes.
 const defaultMaxModelBytes = 1 << 30
@@ -61,6 +126,8 @@ func isDefault(name string, v int64) bool {
 		return v == defaultMaxModelBytes
 	case "learner.cache_bytes":
 		return v == features.DefaultCacheBytes
+	case "kafka.queue_bytes":
+		return v == ingest.DefaultQueueBytes
 	}
 	return v == 0
 }

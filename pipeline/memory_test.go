@@ -1,46 +1,172 @@
 package pipeline
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/configs"
+	"github.com/streamkpca/streamkpca/ingest"
 )
 
 // TestFitMemory: under a container limit of 400 MiB a service at its
 // defaults (max_model_bytes 1 GiB, cache_bytes 1 GiB, keep_bytes 512
-// MiB: each alone above or near the limit) is sized to 200, 50 and 50
-// MiB with the runtime's soft limit at 360 MiB; a bound configured above
-// the limit is refused naming both figures; without a limit nothing
-// changes.
+// MiB, queue_bytes 64 MiB, the served model's block cache 256 MiB, the
+// versions' 256 MiB held and 4 × 32 MiB cached: each alone near the
+// limit, all of them together four times it) is shared out below the
+// runtime's soft limit B = 360 MiB: queue_bytes B/16 (held twice), the
+// learner's and the served model's caches B/8 each, keep_bytes B/16,
+// the versions B/16 held and B/16 cached, 25 MiB for the process, and
+// max_model_bytes the rest, 200 MiB, so that the parts add up to B; a
+// bound configured above the limit is refused naming both figures, and
+// so are parts that add up past it; without a limit nothing changes.
 func TestFitMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	const lim = 400 << 20
+	const b = lim / 10 * 9
 	var c configs.Config
 	c.SetDefaults()
 	var set int64
 	record := func(n int64) int64 { set = n; return 0 }
-	if err := fitMemory(&c, lim, "memory.max", zerolog.Nop(), record); err != nil {
+	plan, err := fitMemory(&c, lim, "memory.max", zerolog.Nop(), record)
+	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.Learner
-	if l.MaxModelBytes != 200<<20 || l.CacheBytes != 50<<20 || l.KeepBytes != 50<<20 || set != lim/10*9 {
-		t.Errorf("max_model_bytes %d, cache_bytes %d, keep_bytes %d, runtime limit %d; want %d, %d, %d, %d",
-			l.MaxModelBytes, l.CacheBytes, l.KeepBytes, set, 200<<20, 50<<20, 50<<20, lim/10*9)
+	if l.CacheBytes != b/8 || l.KeepBytes != b/16 || c.Kafka.QueueBytes != b/16 || set != b ||
+		plan.servedCache != b/8 || plan.versionHold != b/16 || plan.versionCache != b/16/4 {
+		t.Errorf("cache_bytes %d, keep_bytes %d, queue_bytes %d, runtime limit %d, served cache %d, versions held %d and cached %d a version; want %d, %d, %d, %d, %d, %d, %d",
+			l.CacheBytes, l.KeepBytes, c.Kafka.QueueBytes, set, plan.servedCache, plan.versionHold, plan.versionCache, b/8, b/16, b/16, b, b/8, b/16, b/16/4)
+	}
+	parts := l.MaxModelBytes + 2*c.Kafka.QueueBytes + plan.servedCache + plan.versionHold + 4*plan.versionCache + lim/16
+	if l.MaxModelBytes != 200<<20 || parts != b {
+		t.Errorf("max_model_bytes %d, the parts add up to %d; want %d and the runtime's limit %d", l.MaxModelBytes, parts, 200<<20, b)
 	}
 	var d configs.Config
 	d.Learner.MaxModelBytes = 2 << 30
 	d.SetDefaults()
-	err := fitMemory(&d, lim, "memory.max", zerolog.Nop(), record)
+	_, err = fitMemory(&d, lim, "memory.max", zerolog.Nop(), record)
 	if err == nil || !strings.Contains(err.Error(), "2147483648") || !strings.Contains(err.Error(), "419430400") {
 		t.Errorf("max_model_bytes 2 GiB under a 400 MiB limit: %v; want a refusal naming both", err)
+	}
+	var q configs.Config
+	q.Kafka.QueueBytes, q.Learner.MaxModelBytes = 150<<20, 150<<20
+	q.SetDefaults()
+	_, err = fitMemory(&q, lim, "memory.max", zerolog.Nop(), record)
+	if err == nil || !strings.Contains(err.Error(), "kafka.queue_bytes") || !strings.Contains(err.Error(), "learner.max_model_bytes") {
+		t.Errorf("queue_bytes and max_model_bytes 150 MiB each under a 400 MiB limit (450 MiB with the queue held twice): %v; want a refusal naming both", err)
 	}
 	var e configs.Config
 	e.SetDefaults()
 	set = -1
-	if err := fitMemory(&e, 0, "", zerolog.Nop(), record); err != nil || e.Learner.MaxModelBytes != 1<<30 || e.Learner.KeepBytes != 0 || set != -1 {
+	if _, err := fitMemory(&e, 0, "", zerolog.Nop(), record); err != nil || e.Learner.MaxModelBytes != 1<<30 || e.Learner.KeepBytes != 0 || set != -1 {
 		t.Errorf("no limit: %v, learner changed or runtime limit set (%d)", err, set)
+	}
+}
+
+// TestMemoryWithinTheContainerLimit measures the service's live heap
+// against the container limit it sizes itself below (fitMemory), at d =
+// 4, 64 and 784, with everything that holds memory in use: a model of
+// 4,096 i.i.d. features (with following's scouts) learned from a
+// backlog, a snapshot every batch,
+// and while it learns, projections through the served model and through
+// every stored version (each generating the blocks its caches keep). The
+// live heap (after a collection, less what the test held before the
+// service started) must stay within the runtime's soft limit, 90% of
+// the container's: above it the runtime collects without end and the
+// container is killed. Before the service counted everything (the
+// served model's blocks up to 256 MiB, each stored version's up to 32
+// MiB and its file's learner state, each scout's blocks up to the
+// model's own bound, whatever the limit), the live heap at d = 784
+// reached 247 MiB under this 48 MiB limit (30.6 MiB now).
+func TestMemoryWithinTheContainerLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("learns three models of 4,096 features")
+	}
+	orig := setMemoryLimit
+	setMemoryLimit = func(int64) int64 { return 0 }
+	t.Cleanup(func() { setMemoryLimit = orig })
+	t.Setenv("GOMEMLIMIT", "")
+	const lim = 48 << 20
+	for _, d := range []int{4, 64, 784} {
+		t.Run(fmt.Sprint("d=", d), func(t *testing.T) {
+			c := testConfig(t)
+			c.Kafka.Dim = d
+			c.Learner.K, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch = 5, 512, 4096, 256
+			c.Learner.Frequencies, c.Learner.Budget = "iid", "fixed"
+			c.Snapshot.EveryBatches, c.Snapshot.Keep = 1, 8
+			rng := rand.New(rand.NewPCG(uint64(d), 1))
+			const n = 14 * 256
+			src := ingest.NewMemSource("v", 64)
+			msgs := make([][]byte, n)
+			for i := range msgs {
+				var b []byte
+				for j := range d {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = strconv.AppendFloat(b, rng.NormFloat64(), 'f', 4, 64)
+				}
+				msgs[i] = b
+			}
+			src.Produce(0, msgs...)
+			msgs = nil
+			rows := make([]float64, 16*d) // a few rows: projecting generates every block all the same
+			for i := range rows {
+				rows[i] = rng.NormFloat64()
+			}
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			base := ms.HeapAlloc
+			h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) {
+				o.containerLimit = func() (int64, string, error) { return lim, "test", nil }
+			})
+			var peak uint64
+			measure := func() {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				if ms.HeapAlloc > base {
+					peak = max(peak, ms.HeapAlloc-base)
+				}
+			}
+			proj := make([]float64, 16*5)
+			for h.p.Status().Consumed < n {
+				if m, _ := h.p.Current().Get(); m != nil {
+					if _, err := m.Project(proj, rows); err != nil {
+						t.Fatal(err)
+					}
+				}
+				vs, _ := h.p.versions.List()
+				for _, v := range vs {
+					m, _, release, err := h.p.versions.Hold(t.Context(), v.Version)
+					if err != nil {
+						continue // pruned meanwhile
+					}
+					if _, err := m.Project(proj, rows); err != nil {
+						t.Fatal(err)
+					}
+					release()
+				}
+				measure()
+				time.Sleep(10 * time.Millisecond)
+			}
+			measure()
+			if vs, _ := h.p.versions.List(); len(vs) > 0 {
+				t.Logf("versions: %d, the newest %d bytes published, %d features", len(vs), vs[0].Size, vs[0].Features)
+			}
+			h.stop()
+			t.Logf("d = %d: live heap at most %.1f MiB under a limit of %d MiB (the runtime's %.1f MiB; max_model_bytes sized to %.1f MiB)",
+				d, float64(peak)/(1<<20), lim>>20, float64(lim/10*9)/(1<<20), float64(h.p.cfg.Learner.MaxModelBytes)/(1<<20))
+			if peak > lim/10*9 {
+				t.Errorf("d = %d: the live heap reached %d bytes, above the runtime's soft limit %d (90%% of the container's %d)", d, peak, lim/10*9, lim)
+			}
+		})
 	}
 }

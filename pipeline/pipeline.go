@@ -62,6 +62,9 @@ type Options struct {
 	// paceWindow, in tests, shortens load shedding's rate window (see
 	// pace; 0: the default 1 s).
 	paceWindow time.Duration
+	// containerLimit, in tests, replaces the container's memory limit
+	// as read (memlimit.Container).
+	containerLimit func() (int64, string, error)
 }
 
 // Status is a point-in-time view of the pipeline for progress displays.
@@ -124,6 +127,7 @@ type Status struct {
 // Pipeline is the streaming service.
 type Pipeline struct {
 	versions *publish.StoreVersions // snapshot.dir's versions, for HTTP and NATS
+	mem      memPlan                // the parts' bounds under a container's memory limit
 	cfg      configs.Config
 	log      zerolog.Logger
 	reg      *prometheus.Registry
@@ -221,11 +225,16 @@ func build(opt Options) (*Pipeline, error) {
 		log = *opt.Logger
 	}
 	// A container's memory limit sizes the service below it.
-	lim, src, err := memlimit.Container()
+	readLimit := memlimit.Container
+	if opt.containerLimit != nil {
+		readLimit = opt.containerLimit
+	}
+	lim, src, err := readLimit()
 	if err != nil {
 		log.Warn().Err(err).Msg("the container's memory limit could not be read; the configured bounds apply as they are")
 	}
-	if err := fitMemory(&cfg, lim, src, log, setMemoryLimit); err != nil {
+	plan, err := fitMemory(&cfg, lim, src, log, setMemoryLimit)
+	if err != nil {
 		return nil, err
 	}
 	reg := opt.Registry
@@ -238,7 +247,7 @@ func build(opt Options) (*Pipeline, error) {
 		consumed: map[int]int64{}, learned: map[int]int64{},
 		coord: solo{}, kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
 		parsed: make(chan []parsed, 1),
-		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow,
+		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow, mem: plan,
 	}
 	p.registerGauges()
 	if err := p.openStore(); err != nil {
@@ -332,6 +341,7 @@ func (p *Pipeline) openStore() error {
 		p.locked(lock)
 	}
 	p.versions = publish.NewStoreVersions(p.store)
+	p.versions.HoldBytes, p.versions.CacheBytes = p.mem.versionHold, p.mem.versionCache
 	return nil
 }
 
@@ -408,7 +418,7 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 				p.consumed[o.Partition], p.learned[o.Partition] = o.Next, o.Next
 			}
 		}
-		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{})
+		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{CacheBytes: p.mem.servedCache})
 		if err != nil {
 			return nil, err
 		}

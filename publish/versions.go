@@ -1,12 +1,14 @@
 package publish
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -50,6 +52,9 @@ type StoreVersions struct {
 	// 5 versions through the cache once took the service past 1 GiB.
 	// Default: DefaultHoldBytes.
 	HoldBytes int64
+	// CacheBytes bounds each cached version's generated feature blocks
+	// a view. Default: VersionCacheBytes.
+	CacheBytes int64
 
 	holdOnce sync.Once
 	held     *semaphore.Weighted
@@ -73,13 +78,14 @@ type cachedInfo struct {
 // NewStoreVersions returns the versions of store.
 func NewStoreVersions(store *snapshot.Store) *StoreVersions { return &StoreVersions{Store: store} }
 
-// Version cache bounds: at most versionCacheN versions, each Model with
-// a block cache of versionCacheBytes per view (its feature blocks,
-// generated as projections need them): with the published bytes, about
-// versionCacheN × (size + views × versionCacheBytes) in all.
+// Version cache bounds: at most VersionCacheN versions, each Model with
+// a block cache of StoreVersions.CacheBytes (default VersionCacheBytes)
+// per view (its feature blocks, generated as projections need them):
+// with the published bytes and coefficients, about VersionCacheN × (2 ×
+// size + views × CacheBytes) in all.
 const (
-	versionCacheN     = 4
-	versionCacheBytes = 32 << 20
+	VersionCacheN     = 4
+	VersionCacheBytes = 32 << 20
 )
 
 type cachedVersion struct {
@@ -188,14 +194,22 @@ func (s *StoreVersions) load(version uint64) (cachedVersion, error) {
 	if data, err = PublishedBytes(snap, data); err != nil {
 		return cachedVersion{}, err
 	}
-	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{CacheBytes: versionCacheBytes})
+	served := snap.Served()
+	// The served coefficients on their own: a file's values are read into
+	// one array, and a version kept for its coefficients would keep the
+	// learner state beside them (a scout's reference rows, an average).
+	served.Coef = slices.Clone(served.Coef)
+	for i := range served.Coef {
+		served.Coef[i] = slices.Clone(served.Coef[i])
+	}
+	m, err := snapshot.NewModel(served, snapshot.ModelOptions{CacheBytes: cmp.Or(max(s.CacheBytes, 0), VersionCacheBytes)})
 	if err != nil {
 		return cachedVersion{}, err
 	}
 	c := cachedVersion{version, m, data}
 	s.mu.Lock()
 	s.cache = append(s.cache, c)
-	if len(s.cache) > versionCacheN {
+	if len(s.cache) > VersionCacheN {
 		s.cache = s.cache[1:]
 	}
 	s.mu.Unlock()
