@@ -644,7 +644,7 @@ func (m *Member) step(ctx context.Context, x []float64, rows int, next Offsets) 
 	}
 	// The group's held-out score, the same on every member; a change
 	// restarts the model on every member, from this step's rows.
-	k := l.Config().K
+	k := l.Config().K // the components served, whose held-out scores the group shares
 	if len(m.allScore) > 0 && l.ObserveScores(m.allScore, len(m.allScore)/k) && l.Resetting() {
 		return m.first(ctx, x, rows, next)
 	}
@@ -725,7 +725,6 @@ func (m *Member) encodeMoments(step, samples uint64, next Offsets, challenger []
 // moments of its rows (zeros without rows).
 func (m *Member) ownMoments(ctx context.Context, x []float64, rows int) (challenger []byte, err error) {
 	l := m.l
-	k := l.Config().K
 	m.scores = m.scores[:0]
 	if m.heldRows > 0 {
 		if m.scores, err = l.HeldOutScores(m.scores, m.heldX, m.heldRows); err != nil {
@@ -749,7 +748,8 @@ func (m *Member) ownMoments(ctx context.Context, x []float64, rows int) (challen
 		}
 	} else {
 		m.mom.Rows = 0
-		m.mom.Sum, m.mom.Outer = zeros(m.mom.Sum, k), zeros(m.mom.Outer, k*k)
+		c := l.Columns() // the learner's columns: its moments
+		m.mom.Sum, m.mom.Outer = zeros(m.mom.Sum, c), zeros(m.mom.Outer, c*c)
 	}
 	return challenger, nil
 }
@@ -768,7 +768,7 @@ type groupStep struct {
 // gathers their held-out scores into m.allScore and the challenger
 // rank 0 sent into m.adopt.
 func (m *Member) groupMoments(all [][]byte, step, samples uint64) (groupStep, error) {
-	k := m.l.Config().K
+	k := m.l.Columns() // the learner's columns: its moments
 	m.adopt = nil
 	m.allScore = m.allScore[:0]
 	m.total.Rows = 0
@@ -798,8 +798,8 @@ func (m *Member) groupMoments(all [][]byte, step, samples uint64) (groupStep, er
 				return g, m.lost(fmt.Errorf("cluster: the challenger from member 0: %w", err))
 			}
 		}
-		if len(sc)%k != 0 {
-			return g, m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), k))
+		if sk := m.l.Config().K; len(sc)%sk != 0 { // the components served
+			return g, m.lost(fmt.Errorf("%w: member %d sent %d held-out scores for k = %d", errWire, i, len(sc), sk))
 		}
 		m.allScore = append(m.allScore, sc...)
 		if st != step || sa != samples {

@@ -152,6 +152,10 @@ type Learner struct {
 	Algorithm string `yaml:"algorithm" online:"Algorithm,filled" doc:"kpca (subspace, Alg. 1-2) | gha (ordered eigenfunctions, Sec. 5.1)\n| ksvd (Alg. 3) | kcca (Alg. 4) | ksir (Sec. 5.4); the last three read\n{\"x\":[...],\"y\":[...]} (ksir: {\"x\":[...],\"target\":[t]}) json messages"`
 	// K components. Default: 3.
 	K int `yaml:"k" min:"1" zero:"refused" online:"K" doc:"components"`
+	// Oversample: components kpca learns beyond k and does not serve
+	// (online.Config.Oversample). Default (0): min(k, 16) with the
+	// subspace solver and random features; -1: none.
+	Oversample int `yaml:"oversample" min:"-1" online:"Oversample" doc:"kpca: components learned beyond k and not served, which bring the first k closer to the top k (0: min(k, 16) with the subspace solver and random features; -1: none)"`
 	// Kernel family: gaussian, laplacian, cauchy, matern, dotproduct,
 	// polynomial, expsemigroup, recsemigroup, arccosine, linear.
 	// Default: gaussian.

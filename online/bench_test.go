@@ -79,7 +79,7 @@ func fullLearner(b *testing.B, solver Solver, d, nf, k int) (*KPCA, []float64) {
 	for i := range x {
 		x[i] = rng.NormFloat64()
 	}
-	l, err := New(Config{K: k, MaxFeatures: nf, Solver: solver, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
+	l, err := New(Config{K: k, Oversample: -1, MaxFeatures: nf, Solver: solver, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,6 +83,17 @@ type Config struct {
 	Algorithm Algorithm `header:"Algorithm"`
 	// K is the number of components. Required.
 	K int `header:"K"`
+	// Oversample is the components kpca with the subspace solver learns
+	// beyond K and does not serve: orthogonal iteration with K + p
+	// columns brings its first K to the top K at the rate λ_{K+p+1}/λ_K
+	// instead of λ_{K+1}/λ_K (oversampling, Halko, Martinsson & Tropp,
+	// SIAM Review 2011); on real streams whose leading eigenvalues are
+	// close it takes the learner most of the way to the floor of its
+	// features (docs/learners.md). Default (0): min(K, 16) for kpca with
+	// the subspace solver and random features, within the block size;
+	// none for the others. Negative: none. A restored model keeps the
+	// columns it learns (KPCA.Columns: K + Oversample).
+	Oversample int `header:"Oversample,one-view"`
 	// Dim is the input dimension. Default: 0, taken from the first batch.
 	Dim int `header:"view"`
 	// Kernel is the kernel. Default: gaussian with the bandwidth chosen by
@@ -380,6 +391,9 @@ func (c *Config) setDefaults() {
 			c.Theta1 = DefaultSubspaceTheta1
 		}
 	}
+	if c.Oversample == 0 && c.Algorithm == AlgKPCA && c.Solver == SolverSubspace && c.Features == FeaturesRandom && !c.Kernel.Family.Identity() {
+		c.Oversample = min(c.K, DefaultMaxOversample, max(c.BlockSize-c.K, 0))
+	}
 	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() && c.Average == 0 {
 		c.Average = DefaultAverage
 	}
@@ -459,11 +473,14 @@ func (c Config) checkSchedule() error {
 	if !c.Kernel.Family.Identity() && (c.BlockSize < c.K || c.BlockSize > 1<<16) {
 		return fmt.Errorf("%w: block size must be in [k=%d, 65536], got %d", ErrConfig, c.K, c.BlockSize)
 	}
+	if c.Oversample > 0 && (c.Algorithm.TwoView() || c.Kernel.Family.Identity() || c.BlockSize < c.K+c.Oversample) {
+		return fmt.Errorf("%w: oversample %d: learned beyond k by one-view learners with random or landmark features, k + oversample (%d) at most the block size (%d)", ErrConfig, c.Oversample, c.K+c.Oversample, c.BlockSize)
+	}
 	if !c.Kernel.Family.Identity() && c.MaxFeatures < c.BlockSize {
 		return fmt.Errorf("%w: max features (%d) must be ≥ block size (%d)", ErrConfig, c.MaxFeatures, c.BlockSize)
 	}
-	if uint64(c.MaxFeatures)*uint64(c.K) > snapshot.MaxCoef {
-		return fmt.Errorf("%w: max features × k = %d × %d coefficients exceed what a snapshot holds (%d)", ErrConfig, c.MaxFeatures, c.K, snapshot.MaxCoef)
+	if uint64(c.MaxFeatures)*uint64(c.K+max(c.Oversample, 0)) > snapshot.MaxCoef {
+		return fmt.Errorf("%w: max features × k = %d × %d coefficients exceed what a snapshot holds (%d)", ErrConfig, c.MaxFeatures, c.K+max(c.Oversample, 0), snapshot.MaxCoef)
 	}
 	if math.IsNaN(c.Average) || c.Average > 1 {
 		return fmt.Errorf("%w: average must be in (0, 1], or negative to serve the last iterate, got %v", ErrConfig, c.Average)

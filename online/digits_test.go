@@ -2,9 +2,11 @@ package online
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/streamkpca/streamkpca/internal/synth"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // digitsRun streams 1,500 64-dimensional digit-like images (b = 500) for
@@ -55,4 +57,69 @@ func TestSubspaceSolverSmallGaps(t *testing.T) {
 		t.Errorf("subspace solver with defaults: held-out subspace error %.3g > 2e-2", e)
 	}
 	digitsRun(t, Config{K: 10, Solver: SolverOja}, 20)
+}
+
+// TestOversamplingClosesTheGap: learning columns beyond k (the default,
+// Config.Oversample = min(k, 16)) brings the k components served closer
+// to exact kernel PCA where the eigenvalues below the k-th are close:
+// orthogonal iteration with k + p columns converges at the rate
+// λ_{k+p+1}/λ_k, not λ_{k+1}/λ_k (Halko, Martinsson & Tropp 2011). On
+// the digit-like images at k = 10 (4,096 features, 8 epochs) the
+// held-out subspace error must fall at least by half (measured when
+// written: 0.0675 without, 0.0233 with).
+func TestOversamplingClosesTheGap(t *testing.T) {
+	longOnly(t)
+	plain := digitsRun(t, Config{K: 10, Oversample: -1, MaxFeatures: 4096}, 8)
+	over := digitsRun(t, Config{K: 10, MaxFeatures: 4096}, 8)
+	t.Logf("held-out subspace error against exact kernel PCA: k columns %.3g, k + 10 columns %.3g", plain, over)
+	if !(over <= plain/2) {
+		t.Errorf("with 10 columns beyond k: %.3g against %.3g without; want at most half", over, plain)
+	}
+}
+
+// TestOversampledModelServesK: a learner of k = 4 components and 3
+// columns beyond them serves 4 wherever it is read — its projections,
+// the stored snapshot's Model (the columns beyond k left out), the
+// published form and a restored learner — bit for bit, and its snapshot
+// keeps all 7 columns for the restore.
+func TestOversampledModelServesK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	x := synth.Digits(rng, 600)
+	l, err := New(Config{K: 4, Oversample: 3, BlockSize: 64, MaxFeatures: 256, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	streamEpochs(t, l, x, 600, 64, 100, 2)
+	if c := l.Config(); c.K != 4 || c.Oversample != 3 || l.Columns() != 7 {
+		t.Fatalf("Config k %d, oversample %d, columns %d; want 4, 3, 7", c.K, c.Oversample, l.Columns())
+	}
+	snap := l.Snapshot()
+	if h := snap.Header; h.K != 4 || h.Oversample != 3 || len(snap.Coef[0]) != l.Features()*7 {
+		t.Fatalf("snapshot: k %d, oversample %d, %d coefficients for %d features; want 4, 3 and 7 a feature", h.K, h.Oversample, len(snap.Coef[0]), l.Features())
+	}
+	if s := snap.Served(); s.Header.K != 4 || s.Header.Oversample != 0 || len(s.Coef[0]) != l.Features()*4 {
+		t.Fatalf("served: k %d, oversample %d, %d coefficients; want 4, 0, 4 a feature", s.Header.K, s.Header.Oversample, len(s.Coef[0]))
+	}
+	probe := x[:20*64]
+	want := make([]float64, 20*4)
+	l.EvalTo(want, probe, 20)
+	m, err := snapshot.NewModel(snap, snapshot.ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Project(nil, probe)
+	if err != nil || m.K() != 4 || !slices.Equal(got, want) {
+		t.Errorf("the stored snapshot's model: k %d, %v; projections differ from the learner's: %v", m.K(), err, !slices.Equal(got, want))
+	}
+	r, err := Restore(snap, Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	again := make([]float64, 20*4)
+	r.EvalTo(again, probe, 20)
+	if r.Columns() != 7 || !slices.Equal(again, want) {
+		t.Errorf("restored: %d columns (want 7), projections equal %v", r.Columns(), slices.Equal(again, want))
+	}
 }

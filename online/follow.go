@@ -209,13 +209,13 @@ func (l *KPCA) dropChallenger() {
 func (l *KPCA) newTest() {
 	f := &l.fol
 	f.test, f.sm, f.so = betting{}, 0, 0
-	f.next.reset(refRows(l.cfg.K), l.fm.Dim)
+	f.next.reset(refRows(l.servedK()), l.fm.Dim)
 }
 
 // newChallenger returns a learner of l's settings with followBudgetShare
 // of its budget and its bandwidth, nil if it cannot be made.
 func (l *KPCA) newChallenger() *KPCA {
-	c := l.cfg
+	c := l.userConfig()
 	b := l.fm.BlockSize
 	c.MaxFeatures = scoutBudget(l.cfg.MaxFeatures, b)
 	c.BlockSize = b
@@ -303,7 +303,7 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 	if l.fol.test.rows > 0 {
 		l.fol.sm, l.fol.so = c.Fit, c.ChallengerFit
 	}
-	d, m := l.fm.Dim, refRows(l.cfg.K)
+	d, m := l.fm.Dim, refRows(l.servedK())
 	ref := min(max(c.Reference, 0), len(window)/max(d, 1))
 	if len(c.Test) == 0 {
 		ref = 0 // the margin rule's window: the rows of the next reference set
@@ -453,7 +453,7 @@ func (l *KPCA) startCandidacy() {
 // newCandidate returns a learner of l's settings, kernel and budget,
 // not following, nil if it cannot be made.
 func (l *KPCA) newCandidate() *KPCA {
-	c := l.cfg
+	c := l.userConfig()
 	c.BlockSize = l.fm.BlockSize
 	c.Kernel = l.fm.Kernel
 	c.Forget = ForgetOff
@@ -546,7 +546,7 @@ func (l *KPCA) collect(x []float64, rows int) {
 func (l *KPCA) pairShares(a, b *KPCA, x []float64, rows int) bool {
 	f := &l.fol
 	s := &f.ref
-	k, d := l.cfg.K, l.fm.Dim
+	k, d := l.servedK(), l.fm.Dim
 	var ba, bb *mat.Dense
 	f.vm, f.xs = a.valuesInto(f.vm, f.xs, s.x, s.m)
 	f.vo, f.xs = b.valuesInto(f.vo, f.xs, s.x, s.m)
@@ -574,11 +574,11 @@ func (l *KPCA) valuesInto(dst, xs, x []float64, rows int) ([]float64, []float64)
 	if len(l.seeds) == 0 || l.checkBatch(x, rows) != nil {
 		return nil, xs
 	}
-	k, d := l.cfg.K, l.fm.Dim
+	coef, center, k := l.assessed()
+	d := l.fm.Dim
 	xs = sized(xs, rows*d)
 	l.pre.Apply(xs, x)
 	dst = sized(dst, rows*k)
-	coef, center, _ := l.served()
 	l.evalWith(dst, xs, rows, k, coef, center)
 	return dst, xs
 }

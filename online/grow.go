@@ -69,7 +69,7 @@ func (l *KPCA) MemoryBytes(features, rows int) int64 {
 		// rows (raw and preprocessed), their coordinates' map and both
 		// learners' values.
 		fc := scoutBudget(features, l.fm.BlockSize)
-		m := refRows(l.cfg.K)
+		m := refRows(l.servedK())
 		n += int64(m*(2*l.fm.Dim+m+2*l.cfg.K)) * 8
 		for _, c := range []*KPCA{f.ch, f.shadow} {
 			if c != nil {
@@ -132,7 +132,7 @@ func (g *Growth) Step(l *KPCA, d time.Duration) int {
 	}
 	cfg := l.Config()
 	next := budget + cfg.BlockSize
-	if ModelBytes(next, cfg.K) > maxBytes {
+	if ModelBytes(next, l.Columns()) > maxBytes {
 		return budget
 	}
 	left := g.Limit - now.Sub(g.start)

@@ -19,7 +19,7 @@ func TestGrowthStopsWhereTimeAndMemorySay(t *testing.T) {
 	const b, k, c = 16, 2, 1e-6 // block, components, seconds per feature and step
 	limit := 2 * time.Second
 	run := func(maxBytes int64) (int, int) {
-		l, err := New(Config{K: k, BlockSize: b, MaxFeatures: 64, Workers: 1,
+		l, err := New(Config{K: k, Oversample: -1, BlockSize: b, MaxFeatures: 64, Workers: 1,
 			Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}})
 		if err != nil {
 			t.Fatal(err)

@@ -48,7 +48,8 @@ type KPCA struct {
 	// detector waits monitorArmAge steps after it (see RaiseBudget).
 	raisedAt uint64
 	qual     assessScratch
-	reset    bool // Forget: restart the model with the next batch
+	scoef    []float64 // assessed: the served columns of an oversampled model
+	reset    bool      // Forget: restart the model with the next batch
 	// lazy: the covariance solver adds each batch to its statistics and
 	// solves only when solveCov is called, not every step. Fit sets it:
 	// nothing reads the model between its batches, and the solve after
@@ -70,7 +71,25 @@ func New(cfg Config) (*KPCA, error) {
 		return nil, fmt.Errorf("%w: %s learns from (x, y) pairs: use NewTwoView", ErrConfig, cfg.Algorithm)
 	}
 	cfg.MaxFeatures -= cfg.MaxFeatures % cfg.BlockSize
+	cfg.Oversample = max(cfg.Oversample, 0)
+	cfg.K += cfg.Oversample // the learner's columns; the first K − Oversample served
 	return &KPCA{cfg: cfg, progress: progress{backoff: 1}}, nil
+}
+
+// served is the components l serves: its first, K less the columns it
+// learns beyond them (Config.Oversample).
+func (l *KPCA) servedK() int { return l.cfg.K - l.cfg.Oversample }
+
+// userConfig is l's configuration as New takes it: K the components
+// served, Oversample the columns beyond them (negative: none, so that
+// New does not choose its default).
+func (l *KPCA) userConfig() Config {
+	c := l.cfg
+	c.K -= c.Oversample
+	if c.Oversample == 0 {
+		c.Oversample = -1
+	}
+	return c
 }
 
 // ridgeOfSolver is the ridge a snapshot records: the covariance solver's,
@@ -82,8 +101,15 @@ func (l *KPCA) ridgeOfSolver() float64 {
 	return 0
 }
 
-// Config returns the configuration with defaults filled in.
-func (l *KPCA) Config() Config { return l.cfg }
+// Config returns the configuration with defaults filled in, as New takes
+// it: K the components served, Oversample the columns learned beyond
+// them (negative: none), so that New(l.Config()) makes a learner of
+// l's settings. The learner's columns are K + max(Oversample, 0).
+func (l *KPCA) Config() Config { return l.userConfig() }
+
+// Columns is the components l learns: the K it serves and the
+// Oversample beyond them (Config).
+func (l *KPCA) Columns() int { return l.cfg.K }
 
 // Close releases the evaluator's workers.
 func (l *KPCA) Close() {
@@ -463,6 +489,27 @@ func (l *KPCA) served() (coef, center []float64, averaged bool) {
 	return l.coef, l.center, false
 }
 
+// assessed returns the coefficients and centre (see served) of the k
+// components l serves, its first columns (features×k; a copy when it
+// learns columns beyond them, Config.Oversample): what its projections,
+// quality score, change detector and following judge.
+func (l *KPCA) assessed() (coef, center []float64, k int) {
+	coef, center, _ = l.served()
+	k, cols := l.servedK(), l.cfg.K
+	if k == cols {
+		return coef, center, k
+	}
+	rows := len(coef) / cols
+	l.scoef = sized(l.scoef, rows*k)
+	for r := range rows {
+		copy(l.scoef[r*k:(r+1)*k], coef[r*cols:r*cols+k])
+	}
+	if center != nil {
+		center = center[:k]
+	}
+	return l.scoef, center, k
+}
+
 // covStep is a step of the covariance solver (see covariance and
 // solvePCA): the batch's features of every block join the statistics, and
 // the coefficients become the top-k eigenvectors of their covariance.
@@ -756,8 +803,8 @@ func (l *KPCA) join(rows int) error {
 func (l *KPCA) EvalTo(dst, x []float64, rows int) {
 	xs := make([]float64, len(x))
 	l.pre.Apply(xs, x)
-	coef, center, _ := l.served()
-	l.evalWith(dst, xs, rows, l.cfg.K, coef, center)
+	coef, center, k := l.assessed()
+	l.evalWith(dst, xs, rows, k, coef, center)
 }
 
 // Eigenvalues returns the eigenvalue estimates of the running M in
@@ -840,6 +887,7 @@ func (l *KPCA) Snapshot() *snapshot.Snapshot {
 		State:     state,
 	}
 	l.cfg.toHeader(&snap.Header, false)
+	snap.Header.K = l.servedK() // the header's K is the components served; Oversample the columns beyond
 	return snap
 }
 

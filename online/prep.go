@@ -97,6 +97,9 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	v := h.Views[0]
 	cfg := Config{Dim: v.Dim, Kernel: v.Kernel, Solver: Solver(h.Schedule.Solver)}
 	cfg.fromHeader(h)
+	if cfg.Oversample == 0 {
+		cfg.Oversample = -1 // the columns it learns: none beyond K, not New's default
+	}
 	cfg.Standardize = len(v.Preprocess.Mean) > 0 // the view's statistics say (v1 snapshots may lack the setting)
 	cfg.takeRuntime(rt)
 	if h.Averaged != nil {
@@ -121,7 +124,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	if len(snap.Landmarks) > 0 {
 		z = snap.Landmarks[0]
 	}
-	if err := l.view.restore(v, h.Seeds, snap.Coef[0], z, h.K); err != nil {
+	if err := l.view.restore(v, h.Seeds, snap.Coef[0], z, h.Columns()); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -136,10 +139,10 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 	l.mon.resume(h.Diagnostics.Quality)
 	l.mon.resumeDetector(h.Detector)
 	l.lambda0 = h.Schedule.Scale
-	if len(h.Running) == h.K*h.K {
+	if len(h.Running) == h.Columns()*h.Columns() {
 		copy(l.mrun, h.Running)
 	}
-	if l.sub != nil && len(h.Diagnostics.Eigenvalues) == h.K {
+	if l.sub != nil && len(h.Diagnostics.Eigenvalues) == h.Columns() {
 		copy(l.sub.eig, h.Diagnostics.Eigenvalues)
 	}
 	if h.Covariance != nil {
@@ -147,7 +150,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 			l.Close()
 			return nil, fmt.Errorf("%w: covariance state in a model whose solver is %q", snapshot.ErrHeader, h.Schedule.Solver)
 		}
-		c, err := restoreCovariance(h.Covariance, own, len(l.coef)/h.K, 0, h.K, l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
+		c, err := restoreCovariance(h.Covariance, own, len(l.coef)/h.Columns(), 0, h.Columns(), l.cfg.Ridge, l.cfg.Seed, l.cfg.Workers)
 		if err != nil {
 			l.Close()
 			return nil, err

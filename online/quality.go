@@ -72,7 +72,7 @@ func (l *KPCA) HeldOutScores(dst, x []float64, rows int) ([]float64, error) {
 // off (Forget). It reports a change. Learners holding the same model that
 // observe the same scores in the same order decide the same.
 func (l *KPCA) ObserveScores(c []float64, rows int) bool {
-	if rows == 0 || len(c) != rows*l.cfg.K {
+	if rows == 0 || len(c) != rows*l.servedK() {
 		return false
 	}
 	// The detector is armed once the feature budget is full and the model
@@ -80,7 +80,7 @@ func (l *KPCA) ObserveScores(c []float64, rows int) bool {
 	// holds them at less than their share, and a young model's score
 	// moves as it settles (see monitor).
 	grown := len(l.seeds) >= l.maxBlock && l.t-l.raisedAt >= monitorArmAge
-	return l.detect(&l.mon, c, rows, l.cfg.K, grown, l.cfg.Forget, l.Forget)
+	return l.detect(&l.mon, c, rows, l.servedK(), grown, l.cfg.Forget, l.Forget)
 }
 
 // Resetting reports whether the next Update restarts the model (Forget
@@ -136,7 +136,7 @@ func (l *KPCA) scores(x []float64, rows int) ([]float64, error) {
 // and an eigendecomposition of order rows³: for a held-out window, not
 // for every batch.
 func (l *KPCA) FitScore(x []float64, rows int) (float64, error) {
-	k := l.cfg.K
+	k := l.servedK()
 	if len(l.seeds) == 0 || rows <= k {
 		return math.NaN(), nil
 	}
@@ -167,11 +167,11 @@ func (l *KPCA) windowKernel(x []float64, rows int) *mat.SymDense {
 // valuesOn is the served functions' values on rows points x (raw),
 // rows×k, each column centred when the functions are.
 func (l *KPCA) valuesOn(x []float64, rows int) *mat.Dense {
-	k, d := l.cfg.K, l.fm.Dim
+	coef, center, k := l.assessed()
+	d := l.fm.Dim
 	xs := make([]float64, rows*d)
 	l.pre.Apply(xs, x)
 	h := make([]float64, rows*k)
-	coef, center, _ := l.served()
 	l.evalWith(h, xs, rows, k, coef, center)
 	v := mat.NewDense(rows, k, h)
 	if center != nil {
@@ -284,11 +284,11 @@ func (l *KPCA) coords(x []float64, rows int) ([]float64, error) {
 	if err := l.checkBatch(x, rows); err != nil {
 		return nil, err
 	}
-	k, d := l.cfg.K, l.fm.Dim
+	coef, center, k := l.assessed()
+	d := l.fm.Dim
 	q := &l.qual
 	q.grow(rows, d, k)
 	l.pre.Apply(q.xs, x)
-	coef, center, _ := l.served()
 	l.evalWith(q.h, q.xs, rows, k, coef, center)
 	if !q.factor(coef, len(l.seeds), k) {
 		return nil, nil // a collapsed basis: nothing to score against

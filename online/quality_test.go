@@ -59,8 +59,8 @@ func TestAssessMatchesExplicitProjection(t *testing.T) {
 			}
 			got := l.Quality()
 
-			// The explicit computation.
-			coef, _, _ := l.served()
+			// The explicit computation, with the components served.
+			coef, _, _ := l.assessed()
 			n, nb := len(l.seeds), l.cfg.BlockSize
 			psi := mat.NewDense(m, n*nb, nil)
 			phi := make([]float64, m*nb)

@@ -54,6 +54,7 @@ func TestRestoreKeepsEveryModelSetting(t *testing.T) {
 		"Incarnation": {set: func(c *Config) { c.Incarnation = "inc-7" }},
 		"Algorithm":   {set: func(c *Config) { c.Algorithm = AlgGHA; c.Solver = SolverOja }},
 		"K":           {set: func(c *Config) { c.K = 2 }},
+		"Oversample":  {set: func(c *Config) { c.Oversample = 5 }},
 		"Dim":         {set: func(c *Config) { c.Dim = 6 }},
 		"Kernel":      {set: func(c *Config) { c.Kernel = features.Kernel{Family: features.Laplacian, Bandwidth: 2.5} }},
 		"BlockSize":   {set: func(c *Config) { c.BlockSize = 32 }},
@@ -156,7 +157,7 @@ func takesRuntime(t *testing.T, l restorable, restore func(*snapshot.Snapshot, C
 // TestRestoreTwoViewKeepsEveryModelSetting is the same walk for
 // NewTwoView and RestoreTwoView (kcca; ksir for its slices).
 func TestRestoreTwoViewKeepsEveryModelSetting(t *testing.T) {
-	oneView := map[string]bool{"Center": true, "Average": true} // ignored by the two-view algorithms
+	oneView := map[string]bool{"Center": true, "Average": true, "Oversample": true} // ignored by (refused for) the two-view algorithms
 	type change struct{ set func(*Config) }
 	model := map[string]change{
 		"Model":       {func(c *Config) { c.Model = "other" }},

@@ -40,6 +40,8 @@ const (
 	DefaultSubspaceTheta0    = 1.0
 	DefaultSubspaceTheta1    = 0.05
 	DefaultSubspaceBlockSize = 512
+	// DefaultMaxOversample caps Config.Oversample's default, min(K, 16).
+	DefaultMaxOversample = 16
 )
 
 // DefaultSubspaceCentredTheta0 is θ₀'s default for a centred model

@@ -26,7 +26,8 @@ func (r ThroughputResult) GEMMFlops() float64 {
 
 // MeasureStep times steps of a learner holding the given number of
 // Gaussian features (coefficients random, revisiting so the count stays
-// fixed), on standard normal data: the setup of BenchmarkUpdate. rt
+// fixed; k columns, none learned beyond them: Config.Oversample), on
+// standard normal data: the setup of BenchmarkUpdate. rt
 // supplies BlockSize, Workers, Precision, Compute, Frequencies, CacheBytes
 // and KeepBytes.
 func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
@@ -35,7 +36,7 @@ func MeasureStep(d, nf, k, b, steps int, rt Config) (ThroughputResult, error) {
 	for i := range x {
 		x[i] = rng.NormFloat64()
 	}
-	l, err := New(Config{K: k, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute, Frequencies: rt.Frequencies,
+	l, err := New(Config{K: k, Oversample: -1, MaxFeatures: nf, BlockSize: rt.BlockSize, Workers: rt.Workers, Precision: rt.Precision, Compute: rt.Compute, Frequencies: rt.Frequencies,
 		CacheBytes: rt.CacheBytes, KeepBytes: rt.KeepBytes, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: float64(d)}})
 	if err != nil {
 		return ThroughputResult{}, err

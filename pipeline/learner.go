@@ -94,7 +94,7 @@ func (o oneView) raiseBudget(maxBytes int64, rows int) (int, bool) {
 // service keeps (serviceCopies) stay within maxBytes.
 func nextBudget(l *online.KPCA, maxBytes int64, rows int) (int, bool) {
 	next := l.MaxFeatures() + l.Config().BlockSize
-	return next, l.MemoryBytes(next, rows)+serviceCopies*online.ModelBytes(next, l.Config().K) <= maxBytes
+	return next, l.MemoryBytes(next, rows)+serviceCopies*online.ModelBytes(next, l.Columns()) <= maxBytes
 }
 
 type twoViews struct{ l *online.TwoView }

@@ -10,9 +10,10 @@ import (
 
 // TestRaiseBudgetStopsAtTheMemoryBound: a one-view learner's budget rises
 // by one block while what it holds at the larger budget stays within the
-// bound. At 320 features, k = 2, batches of 64 rows of 3 inputs: the
-// coefficients and their working copies 32·k = 64 bytes a feature
-// (20,480), the batch's kept features 64 rows × 320 × 8 bytes (163,840)
+// bound. At 320 features, k = 2 (no columns beyond: Config.Oversample
+// -1), batches of 64 rows of 3 inputs: the coefficients and their
+// working copies 32·k = 64 bytes a feature (20,480), the batch's kept
+// features 64 rows × 320 × 8 bytes (163,840)
 // and five cached blocks of 64 frequencies, each 8·(3 + 2)·64 bytes
 // (12,800), and the four copies of the coefficients the service keeps
 // besides the learner's (the last cut, its published bytes, the cut
@@ -22,7 +23,7 @@ import (
 // under a container limit was OOM-killed with its kept features 4 KiB a
 // feature uncounted.)
 func TestRaiseBudgetStopsAtTheMemoryBound(t *testing.T) {
-	l, err := online.New(online.Config{K: 2, BlockSize: 64, MaxFeatures: 256, Workers: 1,
+	l, err := online.New(online.Config{K: 2, Oversample: -1, BlockSize: 64, MaxFeatures: 256, Workers: 1,
 		Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1}})
 	if err != nil {
 		t.Fatal(err)

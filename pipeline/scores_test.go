@@ -87,6 +87,11 @@ func csvValues(t *testing.T, b []byte) []float64 {
 // model; the held-out residuals became the versions' references.
 func TestOutputScoresEveryGoodMessage(t *testing.T) {
 	c := fixedBudget(outputConfig(t))
+	// k = 2 columns only: with the default oversample (2 more) d = 3
+	// inputs are fewer than the columns, and the learner keeps no batch
+	// features for the records' fast path (online's keepBytes), which
+	// this test counts.
+	c.Learner.Oversample = -1
 	src := ingest.NewMemSource("v", 64)
 	msgs := [2][][]byte{points(1700, 3, 1), points(1500, 3, 2)}
 	msgs[0][10] = []byte("1,2") // bad: wrong dimension

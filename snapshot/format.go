@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -289,10 +290,15 @@ type Header struct {
 	// a reader moves to a new one when it appears (docs/api.md). Empty in
 	// models learned before incarnations existed, by fit, and in cluster
 	// mode.
-	Incarnation string      `json:"incarnation,omitempty"`
-	Algorithm   string      `json:"algorithm"`
-	Generator   string      `json:"generator"`
-	K           int         `json:"k"`
+	Incarnation string `json:"incarnation,omitempty"`
+	Algorithm   string `json:"algorithm"`
+	Generator   string `json:"generator"`
+	K           int    `json:"k"`
+	// Oversample is the components a one-view learner learns beyond K
+	// (the learner's setting): its coefficients (and centres) hold K +
+	// Oversample columns, of which the first K, the leading ones, are
+	// served (Served, NewModel). 0 in a published model.
+	Oversample  int         `json:"oversample,omitempty"`
 	BlockSize   int         `json:"block_size"`
 	Seeds       Seeds       `json:"seeds"`
 	Views       []View      `json:"views"`
@@ -582,7 +588,7 @@ func (h *Header) stateLenAt(depth int) (int, error) {
 		return own, nil
 	}
 	m := c.Model
-	if m == nil || (m.Challenger != nil && depth > 0) || len(m.Views) != len(h.Views) || m.K != h.K || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
+	if m == nil || (m.Challenger != nil && depth > 0) || len(m.Views) != len(h.Views) || m.K != h.K || m.Oversample != h.Oversample || c.Rows < 0 || c.Rows > 1<<16 || c.Wins < 0 || c.Compared < 0 {
 		return 0, fmt.Errorf("%w: a challenger must be a random-feature model of the same k, views and dimensions, without a challenger of its own, and hold at most 65536 rows", ErrHeader)
 	}
 	for v := range m.Views {
@@ -660,20 +666,20 @@ func (h *Header) averagedLen() (int, error) {
 	}
 	n := 2 * counts[0]
 	if h.Settings.Center {
-		n += 2 * h.K
+		n += 2 * h.Columns()
 	}
 	return n, nil
 }
 
 // coefCounts is the number of coefficients each view carries.
 func (h *Header) coefCounts() ([]int, error) {
-	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 {
-		return nil, fmt.Errorf("%w: k=%d block_size=%d", ErrHeader, h.K, h.BlockSize)
+	if h.K < 1 || h.K > 1<<12 || h.BlockSize < 1 || h.BlockSize > 1<<16 || h.Oversample < 0 || h.Oversample > 1<<12 || (h.Oversample > 0 && len(h.Views) != 1) {
+		return nil, fmt.Errorf("%w: k=%d oversample=%d block_size=%d", ErrHeader, h.K, h.Oversample, h.BlockSize)
 	}
 	// A restored learner reserves max_features·k coefficients a view: the
 	// same bound as the coefficients a snapshot may carry.
-	if h.MaxFeatures < 0 || uint64(h.MaxFeatures)*uint64(h.K) > MaxCoef {
-		return nil, fmt.Errorf("%w: max_features %d × k %d exceeds the limit of %d coefficients", ErrSize, h.MaxFeatures, h.K, MaxCoef)
+	if h.MaxFeatures < 0 || uint64(h.MaxFeatures)*uint64(h.Columns()) > MaxCoef {
+		return nil, fmt.Errorf("%w: max_features %d × k %d exceeds the limit of %d coefficients", ErrSize, h.MaxFeatures, h.Columns(), MaxCoef)
 	}
 	out := make([]int, len(h.Views))
 	var total uint64
@@ -682,7 +688,7 @@ func (h *Header) coefCounts() ([]int, error) {
 		if bs < 1 || bs > 1<<16 {
 			return nil, fmt.Errorf("%w: view %d block_size=%d", ErrHeader, v, bs)
 		}
-		n := uint64(len(seeds)) * uint64(bs) * uint64(h.K)
+		n := uint64(len(seeds)) * uint64(bs) * uint64(h.Columns())
 		total += n
 		if total > MaxCoef {
 			return nil, fmt.Errorf("%w: %d coefficients exceed the limit %d", ErrSize, total, MaxCoef)
@@ -770,8 +776,8 @@ func (h *Header) Validate() error {
 		if (len(p.Mean) != 0 && len(p.Mean) != v.Dim) || len(p.Mean) != len(p.Scale) {
 			return fmt.Errorf("%w: view %d standardisation has %d means, %d scales for dimension %d", ErrHeader, i, len(p.Mean), len(p.Scale), v.Dim)
 		}
-		if len(v.Center) != 0 && len(v.Center) != h.K {
-			return fmt.Errorf("%w: view %d centre has length %d, want k=%d", ErrHeader, i, len(v.Center), h.K)
+		if len(v.Center) != 0 && len(v.Center) != h.Columns() {
+			return fmt.Errorf("%w: view %d centre has length %d, want k=%d", ErrHeader, i, len(v.Center), h.Columns())
 		}
 		for name, xs := range map[string][]float64{"standardisation mean": p.Mean, "standardisation scale": p.Scale, "centre": v.Center} {
 			if j := nonFinite(xs); j >= 0 {
@@ -810,15 +816,43 @@ type Snapshot struct {
 
 // Served returns the model as it is published: s without its learner
 // state (Header.Covariance, Averaged, Detector, Challenger, State), which a projection
-// does not use. It shares s's slices.
+// does not use, and with its first K components only (Header.Oversample).
+// It shares s's slices, except for the coefficients and centres of an
+// oversampled model, copied without the columns past K.
 func (s *Snapshot) Served() *Snapshot {
-	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.Header.Detector == nil && s.Header.Challenger == nil && s.State == nil {
+	if s.Header.Covariance == nil && s.Header.Averaged == nil && s.Header.Detector == nil && s.Header.Challenger == nil && s.State == nil && s.Header.Oversample == 0 {
 		return s
 	}
 	out := *s
 	out.Header.Covariance, out.Header.Averaged, out.Header.Detector, out.Header.Challenger, out.State = nil, nil, nil, nil, nil
+	if p := s.Header.Oversample; p > 0 {
+		k, cols := s.Header.K, s.Header.Columns()
+		out.Header.Oversample = 0
+		out.Header.Views = slices.Clone(s.Header.Views)
+		for i := range out.Header.Views {
+			if c := out.Header.Views[i].Center; len(c) == cols {
+				out.Header.Views[i].Center = slices.Clone(c[:k])
+			}
+		}
+		out.Coef = make([][]float64, len(s.Coef))
+		for i, c := range s.Coef {
+			rows := len(c) / cols
+			t := make([]float64, rows*k)
+			for r := range rows {
+				copy(t[r*k:(r+1)*k], c[r*cols:r*cols+k])
+			}
+			out.Coef[i] = t
+		}
+		if e := s.Header.Diagnostics.Eigenvalues; len(e) > k {
+			out.Header.Diagnostics.Eigenvalues = slices.Clone(e[:k])
+		}
+	}
 	return &out
 }
+
+// Columns is the components the coefficients hold: K, and the
+// Oversample a learner learns beyond them.
+func (h *Header) Columns() int { return h.K + h.Oversample }
 
 // FormatVersion is the version s is written in: the oldest that holds it.
 func (s *Snapshot) FormatVersion() uint32 {

@@ -65,6 +65,9 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	if s.Header.Oversample > 0 {
+		s = s.Served() // the first K components: those a learner of K + Oversample serves
+	}
 	if opt.CacheBytes == 0 {
 		opt.CacheBytes = 256 << 20
 	}

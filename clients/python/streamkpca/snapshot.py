@@ -171,7 +171,9 @@ def loads(data, verify=True):
         raise SnapshotError("non-finite value in the payload")
     snap = Snapshot(header, version, [], [])
     k = snap.k
-    views = snap.views
+    over = _oversample(header)
+    cols = k + over  # a learner's columns: the first k served
+    views = [View(v, cols) for v in header["views"]]
     if not 1 <= len(views) <= 2:
         raise SnapshotError(f"{len(views)} views")
     for i, view in enumerate(views):
@@ -180,10 +182,10 @@ def loads(data, verify=True):
     off = 0
     for v in range(len(views)):
         seeds, bs = snap.view_seeds(v)
-        c = len(seeds) * bs * k
+        c = len(seeds) * bs * cols
         if off + c > n:
             raise SnapshotError("sizes do not add up: fewer values than the header implies")
-        snap.coef.append(payload[off:off + c].reshape(len(seeds) * bs, k))
+        snap.coef.append(payload[off:off + c].reshape(len(seeds) * bs, cols))
         off += c
     for v, view in enumerate(views):
         if not view.landmarks:
@@ -199,7 +201,23 @@ def loads(data, verify=True):
         _challenger_len(header, [v.dim for v in views], k, version, 0)
     if off + state != n:
         raise SnapshotError(f"sizes do not add up: {n} values, the header implies {off + state}")
+    if over:
+        # The served model: the first k components (Go's Snapshot.Served).
+        snap.header = dict(header, oversample=0)
+        snap.header["views"] = [dict(v) for v in header["views"]]
+        for v in snap.header["views"]:
+            if len(v.get("center") or []) == cols:
+                v["center"] = v["center"][:k]
+        snap.coef = [np.ascontiguousarray(c[:, :k]) for c in snap.coef]
     return snap
+
+
+def _oversample(header):
+    """The columns a learner learns beyond k (header "oversample")."""
+    over = int(header.get("oversample") or 0)
+    if over < 0 or over > 1 << 12 or (over and len(header.get("views") or []) != 1):
+        raise SnapshotError(f"oversample {over}: want 0 to 4096, one view")
+    return over
 
 
 def _challenger_len(header, dims, k, version, depth):
@@ -220,12 +238,15 @@ def _challenger_len(header, dims, k, version, depth):
     if (m.get("challenger") and depth > 0) or len(mviews) != len(dims) or m.get("k") != k or \
             any(mv.get("dim") != d or mv.get("features") == "landmarks" for mv, d in zip(mviews, dims)):
         raise SnapshotError("a challenger must be a random-feature model of the same k, views and dimensions, nested at most one deep")
+    if _oversample(m) != _oversample(header):
+        raise SnapshotError("a challenger must learn the model's columns (oversample)")
+    cols = k + _oversample(m)
     ccoef = 0
     for v, mv in enumerate(mviews):
         if v == 0 or not mv.get("block_size"):
-            ccoef += len(m.get("seeds") or []) * m["block_size"] * k
+            ccoef += len(m.get("seeds") or []) * m["block_size"] * cols
         else:
-            ccoef += len(mv.get("seeds") or []) * mv["block_size"] * k
+            ccoef += len(mv.get("seeds") or []) * mv["block_size"] * cols
     width = 4 * k if len(dims) == 2 else dims[0]
     return ch["rows"] * width + ccoef + _own_state_len(m, version, ccoef) + \
         _challenger_len(m, dims, k, version, depth + 1)
@@ -241,7 +262,7 @@ def _own_state_len(header, version, ncoef):
     if header.get("averaged"):
         if version < 3:
             raise SnapshotError(f"averaged state in a format v{version} snapshot")
-        return 2 * ncoef + (2 * header["k"] if (header.get("settings") or {}).get("center") else 0)
+        return 2 * ncoef + (2 * (header["k"] + _oversample(header)) if (header.get("settings") or {}).get("center") else 0)
     return 0
 
 
