@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,35 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/streamkpca/streamkpca/internal/testkit"
 )
 
 // outputRecords reads every record of topic's partition 0 and returns
 // them by source offset: each offset's values in the order stored.
 func outputRecords(t *testing.T, broker, topic string) map[int64][]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	last, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Seek(0, kafka.SeekAbsolute); err != nil {
-		t.Fatal(err)
-	}
 	out := map[int64][]string{}
-	for off := int64(0); off < last; {
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		m, err := conn.ReadMessage(1 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off = m.Offset + 1
+	for _, m := range testkit.ReadPartition(t, broker, topic, 0) {
 		var src int64 = -1
 		for _, h := range m.Headers {
 			if h.Key == "source-offset" {

@@ -1,13 +1,11 @@
 package output_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/streamkpca/streamkpca/internal/testkit"
 	"github.com/streamkpca/streamkpca/output"
 	"github.com/streamkpca/streamkpca/output/outputtest"
 )
@@ -33,31 +31,13 @@ func TestKafka(t *testing.T) {
 func readAll(t *testing.T, addr, topic string, partitions int) []output.Message {
 	var out []output.Message
 	for p := range partitions {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.Seek(0, kafka.SeekAbsolute)
-		for off := int64(0); off < last; {
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			m, err := conn.ReadMessage(1 << 20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off = m.Offset + 1
+		for _, m := range testkit.ReadPartition(t, addr, topic, p) {
 			h := make([]output.Header, len(m.Headers))
 			for i, x := range m.Headers {
 				h[i] = output.Header{Key: x.Key, Value: x.Value}
 			}
 			out = append(out, output.Message{Key: m.Key, Value: m.Value, Headers: h})
 		}
-		conn.Close()
 	}
 	return out
 }
