@@ -166,6 +166,7 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.Func("features", "random or landmarks (default random)", func(v string) error { lc.Features = online.FeatureSource(v); return nil })
 	fs.Func("solver", "subspace, covariance or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
 	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
+	fs.IntVar(&lc.Oversample, "oversample", 0, "kpca: columns learned beyond k (0: the learner's default, min(k, 16); -1: none)")
 	fs.Func("forget", "the defaults run's learner.forget: follow, detect or off (default follow)", func(v string) error { lc.Forget = online.Forgetting(v); return nil })
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
