@@ -35,7 +35,9 @@
 // restored learner continue bit for bit; a projection does not use it,
 // and the published copy of a model leaves it out ([Snapshot.Served]).
 //
-// N must equal what the header implies (blocks·block_size·k per view). A
+// N must equal what the header implies (blocks·block_size·k per view,
+// k + oversample when a kpca learner keeps columns beyond the k it
+// serves: Header.Oversample, left out by Served). A
 // decoder rejects an unknown magic or version, a header or coefficient count
 // over the limits, a count that does not match the header, trailing or
 // missing bytes and a bad checksum, before it allocates for the payload.
