@@ -420,6 +420,13 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Columns is the components a learner of c learns, defaults filled: K
+// and the Oversample beyond them (KPCA.Columns after New).
+func (c Config) Columns() int {
+	c.setDefaults()
+	return c.K + max(c.Oversample, 0)
+}
+
 // Validate reports the first invalid field, after defaults.
 func (c Config) Validate() error {
 	c.setDefaults()

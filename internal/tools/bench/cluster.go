@@ -73,7 +73,8 @@ type ClusterRow struct {
 	StepSec     float64 `json:"step_median_seconds"`
 	ExchangeSec float64 `json:"exchange_median_seconds"`
 	ComputeSec  float64 `json:"compute_median_seconds"`
-	// PayloadBytes is one member's gradient part, features·k float64.
+	// PayloadBytes is one member's gradient part, features × columns
+	// float64 (k and the columns learned beyond it, online.Config.Oversample).
 	PayloadBytes int `json:"payload_bytes"`
 	// SentBytes and ReceivedBytes are the payload bytes a member handed
 	// to the exchange and received from the others per timed step (the
@@ -350,6 +351,6 @@ func clusterRun(ctx context.Context, url string, gen int64, lc online.Config, st
 	f := members[0].Learner().Features()
 	return ClusterRow{D: d, Members: n, Features: f, K: lc.K, Batch: cfg.Batch,
 		PointsPerSec: float64(n*cfg.Batch*cfg.Steps) / wall, StepSec: step, ExchangeSec: exch[len(exch)/2],
-		ComputeSec: slowest[len(slowest)/2], PayloadBytes: 8 * f * lc.K, CPUMicros: perPoint(cpu, n*cfg.Batch*cfg.Steps),
+		ComputeSec: slowest[len(slowest)/2], PayloadBytes: 8 * f * members[0].Learner().Columns(), CPUMicros: perPoint(cpu, n*cfg.Batch*cfg.Steps),
 		SentBytes: sent, ReceivedBytes: recv, Exchange: partsName(cfg.Parts)}, nil
 }

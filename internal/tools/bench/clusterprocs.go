@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -310,7 +311,7 @@ log: {level: warn, format: json}
 		maxRecv = max(maxRecv, (r1.recv[i]-r0.recv[i])/si)
 	}
 	return ClusterRow{D: d, Members: n, Features: r1.features, K: cfg.K, Batch: cfg.Batch,
-		PointsPerSec: rowsLearned / wall, StepSec: wall / steps, PayloadBytes: 8 * r1.features * cfg.K,
+		PointsPerSec: rowsLearned / wall, StepSec: wall / steps, PayloadBytes: 8 * r1.features * online.Config{K: cfg.K, BlockSize: min(online.DefaultSubspaceBlockSize, cfg.Features)}.Columns(),
 		SentBytes: maxSent, ReceivedBytes: maxRecv, CPUMicros: 1e6 * (r1.cpu - r0.cpu) / rowsLearned,
 		Exchange: "reduce-scatter"}, nil
 }

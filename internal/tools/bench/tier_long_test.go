@@ -37,14 +37,15 @@ func exchangeBytes(parts cluster.PartsExchange, n int, p float64) float64 {
 // TestClusterTrafficByHand: RunCluster's rows for groups of 1 to 4
 // in memory and over NATS, both ways of summing the parts. A member
 // hands each payload it sends to the exchange once, so it sends its
-// part's P = 8·features·k bytes a step whatever the group, and receives
+// part's P = 8·features·columns bytes a step whatever the group (k and
+// the columns learned beyond it), and receives
 // exchangeBytes; the few hundred bytes above them are the first round's
 // statistics and the messages' headers (3% at most here). Every row has
 // the start model's whole budget; the speedup is the rate over the lone
 // learner's; neither part of a step exceeds the step.
 func TestClusterTrafficByHand(t *testing.T) {
 	const features, k = 1024, 2
-	p := float64(8 * features * k)
+	p := float64(8 * features * 2 * k) // k and as many columns beyond (the default oversample, min(k, 16))
 	for _, parts := range []cluster.PartsExchange{cluster.ReduceScatter, cluster.AllGatherParts} {
 		for _, memory := range []bool{true, false} {
 			rows, err := RunCluster(t.Context(), ClusterConfig{Dims: []int{8}, Members: []int{1, 2, 3, 4}, Features: features, K: k, Batch: 64, Steps: 4,
