@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/ingest"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // TestFitMemory: under a container limit of 400 MiB a service at its
@@ -98,11 +99,11 @@ func TestMemoryWithinTheContainerLimit(t *testing.T) {
 		t.Run(fmt.Sprint("d=", d), func(t *testing.T) {
 			c := testConfig(t)
 			c.Kafka.Dim = d
-			c.Learner.K, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch = 5, 512, 4096, 256
+			c.Learner.K, c.Learner.Block, c.Learner.MaxFeatures, c.Learner.Batch = 5, 512, 4096, 128
 			c.Learner.Frequencies, c.Learner.Budget = "iid", "fixed"
 			c.Snapshot.EveryBatches, c.Snapshot.Keep = 1, 8
 			rng := rand.New(rand.NewPCG(uint64(d), 1))
-			const n = 14 * 256
+			const n = 14 * 128
 			src := ingest.NewMemSource("v", 64)
 			msgs := make([][]byte, n)
 			for i := range msgs {
@@ -137,14 +138,24 @@ func TestMemoryWithinTheContainerLimit(t *testing.T) {
 				}
 			}
 			proj := make([]float64, 16*5)
+			var served *snapshot.Model
+			seen := map[uint64]bool{}
 			for h.p.Status().Consumed < n {
-				if m, _ := h.p.Current().Get(); m != nil {
+				// Each model once (its caches fill at its first
+				// projection): the served one whenever it changes, every
+				// stored version as it appears.
+				if m, _ := h.p.Current().Get(); m != nil && m != served {
+					served = m
 					if _, err := m.Project(proj, rows); err != nil {
 						t.Fatal(err)
 					}
 				}
 				vs, _ := h.p.versions.List()
 				for _, v := range vs {
+					if seen[v.Version] {
+						continue
+					}
+					seen[v.Version] = true
 					m, _, release, err := h.p.versions.Hold(t.Context(), v.Version)
 					if err != nil {
 						continue // pruned meanwhile
@@ -155,7 +166,7 @@ func TestMemoryWithinTheContainerLimit(t *testing.T) {
 					release()
 				}
 				measure()
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // a collection each time: caches that fill stay full
 			}
 			measure()
 			if vs, _ := h.p.versions.List(); len(vs) > 0 {

@@ -344,7 +344,7 @@ func TestClusterProcessesByHand(t *testing.T) {
 	if len(rows) != 2 || rows[0].Members != 1 || rows[1].Members != 2 {
 		t.Fatalf("rows %+v, want groups of 1 and 2", rows)
 	}
-	p := float64(8 * features * k)
+	p := float64(8 * features * 2 * k) // k and as many columns beyond (the default oversample, min(k, 16))
 	for _, r := range rows {
 		t.Logf("%d processes: %.0f rows/s, sent %.0f and received %.0f bytes a step, %.1f µs CPU a row", r.Members, r.PointsPerSec, r.SentBytes, r.ReceivedBytes, r.CPUMicros)
 		if r.Features != features || r.PayloadBytes != int(p) || !(r.PointsPerSec > 0) || !(r.StepSec > 0) {
