@@ -76,7 +76,7 @@ func New(cfg Config) (*KPCA, error) {
 	return &KPCA{cfg: cfg, progress: progress{backoff: 1}}, nil
 }
 
-// served is the components l serves: its first, K less the columns it
+// servedK is the components l serves: its first, K less the columns it
 // learns beyond them (Config.Oversample).
 func (l *KPCA) servedK() int { return l.cfg.K - l.cfg.Oversample }
 

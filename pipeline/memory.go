@@ -12,6 +12,7 @@ import (
 	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // memPlan is what the service holds besides the learner and the Kafka
@@ -26,7 +27,7 @@ type memPlan struct {
 
 // servedCacheBytes is the served model's block cache without a
 // container limit (snapshot.ModelOptions' default).
-const servedCacheBytes = 256 << 20
+const servedCacheBytes = snapshot.DefaultModelCacheBytes
 
 // memoryOverhead is what the plan leaves the process outside the parts
 // it counts (the runtime, goroutines' stacks, connections' buffers,

@@ -59,6 +59,9 @@ type ModelOptions struct {
 	Shared []features.Generated
 }
 
+// DefaultModelCacheBytes is ModelOptions.CacheBytes' default.
+const DefaultModelCacheBytes = 256 << 20
+
 // NewModel validates s and returns a Model for it. The Model keeps s; do not
 // modify it afterwards.
 func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
@@ -69,7 +72,7 @@ func NewModel(s *Snapshot, opt ModelOptions) (*Model, error) {
 		s = s.Served() // the first K components: those a learner of K + Oversample serves
 	}
 	if opt.CacheBytes == 0 {
-		opt.CacheBytes = 256 << 20
+		opt.CacheBytes = DefaultModelCacheBytes
 	}
 	m := &Model{snap: s, gramOnce: make([]sync.Once, len(s.Header.Views)), gram: make([]*whitener, len(s.Header.Views))}
 	for vi, v := range s.Header.Views {
