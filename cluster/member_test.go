@@ -474,7 +474,7 @@ func TestPartsExchangesAreOneModel(t *testing.T) {
 func TestReduceScatterTraffic(t *testing.T) {
 	cfg := testConfig(false)
 	x, d := stream(40000)
-	p := float64(cfg.MaxFeatures * 2 * cfg.K * 8) // a part: features × columns float64, 2k columns at the default oversample min(k, 16)
+	p := float64(cfg.MaxFeatures * cfg.K * 8) // a part: features·k float64
 	for _, parts := range []PartsExchange{ReduceScatter, AllGatherParts} {
 		for _, n := range []int{2, 4, 8, 16} {
 			sc := &schedule{x: x, d: d}

@@ -153,9 +153,9 @@ type Learner struct {
 	// K components. Default: 3.
 	K int `yaml:"k" min:"1" zero:"refused" online:"K" doc:"components"`
 	// Oversample: components kpca learns beyond k and does not serve
-	// (online.Config.Oversample). Default (0): min(k, 16) with the
-	// subspace solver and random features; -1: none.
-	Oversample int `yaml:"oversample" min:"-1" online:"Oversample" doc:"kpca: components learned beyond k and not served, which bring the first k closer to the top k (0: min(k, 16) with the subspace solver and random features; -1: none)"`
+	// (online.Config.Oversample): they change the k served only through
+	// the step, which theta0 sets at no cost. Default (0) and -1: none.
+	Oversample int `yaml:"oversample" min:"-1" online:"Oversample" doc:"kpca: components learned beyond k and not served; they only enlarge the step (theta0 does that for free) (0, -1: none)"`
 	// Kernel family: gaussian, laplacian, cauchy, matern, dotproduct,
 	// polynomial, expsemigroup, recsemigroup, arccosine, linear.
 	// Default: gaussian.
@@ -223,7 +223,7 @@ type Learner struct {
 	// Theta0, Theta1: step schedule. 0 = the algorithm's default: 1, 0.05
 	// for the subspace solver; 0.5, 0.01 for oja; 1, 0.001 for
 	// ksvd/kcca/ksir.
-	Theta0 float64 `yaml:"theta0" online:"Theta0" doc:"unitless initial step; 0 = 1 (subspace; 5 with center: true), 0.5 (oja, capped at 1) or 1 (two-view)"`
+	Theta0 float64 `yaml:"theta0" online:"Theta0" doc:"unitless initial step; 0 = 4 (kpca, subspace, random features), 5 (subspace with center: true), 1 (other subspace), 0.5 (oja, capped at 1) or 1 (two-view)"`
 	Theta1 float64 `yaml:"theta1" online:"Theta1" doc:"decay η_t ∝ 1/(1 + θ₁·t); 0 = 0.05 (subspace), 0.01 (oja) or 0.001 (two-view)"`
 	// Average: the subspace solver serves the average of its iterates
 	// over about this fraction of the steps so far (Polyak–Ruppert

@@ -84,15 +84,15 @@ type Config struct {
 	// K is the number of components. Required.
 	K int `header:"K"`
 	// Oversample is the components kpca with the subspace solver learns
-	// beyond K and does not serve: orthogonal iteration with K + p
-	// columns brings its first K to the top K at the rate λ_{K+p+1}/λ_K
-	// instead of λ_{K+1}/λ_K (oversampling, Halko, Martinsson & Tropp,
-	// SIAM Review 2011); on real streams whose leading eigenvalues are
-	// close it takes the learner most of the way to the floor of its
-	// features (docs/learners.md). Default (0): min(K, 16) for kpca with
-	// the subspace solver and random features, within the block size;
-	// none for the others. Negative: none. A restored model keeps the
-	// columns it learns (KPCA.Columns: K + Oversample).
+	// beyond K and does not serve. The solver orthonormalises by
+	// CholeskyQR, which mixes a column only with those before it, so the
+	// first K columns do not depend on the ones beyond them except
+	// through the step, η = θ_t/(n·λ̂_{K+p}), which the smaller
+	// eigenvalue makes larger: a step θ₀ sets at no cost (the defaults
+	// DefaultRandomTheta0; docs/learners.md, "The step, not the
+	// columns"). Kept so that models learned with it restore and go on.
+	// Default (0) and negative: none. A restored model keeps the columns
+	// it learns (KPCA.Columns: K + Oversample).
 	Oversample int `header:"Oversample,one-view"`
 	// Dim is the input dimension. Default: 0, taken from the first batch.
 	Dim int `header:"view"`
@@ -382,17 +382,18 @@ func (c *Config) setDefaults() {
 		// The covariance solver's steps before its budget is full are
 		// the subspace solver's.
 		if c.Theta0 == 0 {
-			c.Theta0 = DefaultSubspaceTheta0
-			if c.Center && c.Solver == SolverSubspace {
+			switch {
+			case c.Center && c.Solver == SolverSubspace:
 				c.Theta0 = DefaultSubspaceCentredTheta0
+			case c.Algorithm == AlgKPCA && c.Solver == SolverSubspace && c.Features == FeaturesRandom && !c.Kernel.Family.Identity():
+				c.Theta0 = DefaultRandomTheta0
+			default:
+				c.Theta0 = DefaultSubspaceTheta0
 			}
 		}
 		if c.Theta1 == 0 {
 			c.Theta1 = DefaultSubspaceTheta1
 		}
-	}
-	if c.Oversample == 0 && c.Algorithm == AlgKPCA && c.Solver == SolverSubspace && c.Features == FeaturesRandom && !c.Kernel.Family.Identity() {
-		c.Oversample = min(c.K, DefaultMaxOversample, max(c.BlockSize-c.K, 0))
 	}
 	if c.Solver == SolverSubspace && !c.Algorithm.TwoView() && c.Average == 0 {
 		c.Average = DefaultAverage

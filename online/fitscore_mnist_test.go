@@ -66,7 +66,7 @@ func TestFitScoreOnMNISTChanges(t *testing.T) {
 		{"ramp", func(step int) float64 { return min(1, max(0, float64(step-40)/40)) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			stale, fresh := staleAndFresh(t, Config{K: k, Oversample: -1, BlockSize: 128, MaxFeatures: 1024, Kernel: kern, Workers: 1, Forget: ForgetOff})
+			stale, fresh := staleAndFresh(t, Config{K: k, Oversample: -1, Theta0: 1, BlockSize: 128, MaxFeatures: 1024, Kernel: kern, Workers: 1, Forget: ForgetOff})
 			rng := rand.New(rand.NewPCG(7, 7))
 			x := make([]float64, b*d)
 			for step := range 120 {

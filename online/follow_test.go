@@ -94,7 +94,7 @@ func staleAndFresh(t *testing.T, cfg Config) (stale, fresh *KPCA) {
 func TestFitScoreRanksFreshAboveStale(t *testing.T) {
 	h := synth.Hermite16()
 	const d, b, k, before, after = 16, 512, 5, 60, 12
-	stale, fresh := staleAndFresh(t, Config{K: k, Oversample: -1, BlockSize: 256, MaxFeatures: 4096, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: h.L}, Workers: 1, Forget: ForgetOff})
+	stale, fresh := staleAndFresh(t, Config{K: k, Oversample: -1, Theta0: 1, BlockSize: 256, MaxFeatures: 4096, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: h.L}, Workers: 1, Forget: ForgetOff})
 	rng := rand.New(rand.NewPCG(5, 5))
 	reverse := func(x []float64) {
 		for r := 0; r < len(x); r += d {
@@ -216,7 +216,7 @@ func runFollow(t *testing.T, s *followStream, forget Forgetting, steps, fresh in
 	// No oversampling: these streams and thresholds were set for a
 	// learner of k columns (the group's test, TestGroupFollowsAGradualChange,
 	// and bench drift follow with the default).
-	cfg := Config{K: 3, Oversample: -1, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: s.h.L}, Workers: 1, Forget: forget}
+	cfg := Config{K: 3, Oversample: -1, Theta0: 1, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: s.h.L}, Workers: 1, Forget: forget}
 	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

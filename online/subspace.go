@@ -40,9 +40,22 @@ const (
 	DefaultSubspaceTheta0    = 1.0
 	DefaultSubspaceTheta1    = 0.05
 	DefaultSubspaceBlockSize = 512
-	// DefaultMaxOversample caps Config.Oversample's default, min(K, 16).
-	DefaultMaxOversample = 16
 )
+
+// DefaultRandomTheta0 is θ₀'s default for uncentred kpca with the
+// subspace solver and random features (the service's default model).
+// The rate at which the k-th component closes on the top k is
+// θ_t·(λ_k − λ_{k+1})/λ_k a step, and on real streams whose leading
+// eigenvalues are close, θ₀ = 1 left the learner 9–44× above the floor
+// of its own features after a dozen passes; the iterate's larger noise
+// at a larger step is what the served average (Config.Average) removes.
+// Measured (docs/results.md, "The step, not the columns", 2026-12-06),
+// k = 10, seed 1, error against exact kernel PCA of the rows at θ₀ =
+// 1 / 2 / 4 / 8: UCI digits 1.7e-2 / 6.6e-3 / 5.2e-3 / –, spam 0.131 /
+// 0.044 / 0.016 / –, breast cancer 0.137 / 0.018 / 3.2e-3 / –, MNIST
+// 5.2e-4 / 3.0e-4 / 3.1e-4 / 3.7e-4; the 1-D and 16-D hermite streams
+// within 6% of θ₀ = 1 (3.58e-5 against 3.79e-5; 16-D in results.md).
+const DefaultRandomTheta0 = 4.0
 
 // DefaultSubspaceCentredTheta0 is θ₀'s default for a centred model
 // (Config.Center). Centring removes the near-constant top eigenfunction,

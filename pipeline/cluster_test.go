@@ -139,12 +139,8 @@ func TestClusterLearnerBeforeAndAfterJoin(t *testing.T) {
 	// What 320 features hold on batches of 64 rows: at least the
 	// coefficients (32·k bytes a feature) and the kept features (8 bytes
 	// a row and feature).
-	// k = 2 and 2 columns beyond (the default oversample): 32 bytes a
-	// feature and column, and the service's four copies of them
-	// (serviceCopies); with 3 inputs, fewer than the columns, no batch
-	// features are kept (online's keepBytes).
-	need := l.MemoryBytes(320, 64) + 4*320*32*4
-	if need < 5*320*32*4 {
+	need := l.MemoryBytes(320, 64) + 4*320*32*2 // and the service's four copies of the coefficients (serviceCopies)
+	if need < 5*320*32*2+320*64*8 {
 		t.Errorf("320 features held in %d bytes: fewer than the coefficients and kept features", need)
 	}
 	if n, raised := c.raiseBudget(need-1, 64); raised || n != 256 {

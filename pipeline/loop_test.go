@@ -973,12 +973,11 @@ func TestBudgetGrowsWithASlowStream(t *testing.T) {
 		return h
 	}
 	k := testConfig(t).Learner.K
-	// Room for 1,024 features: their coefficients (32 bytes a column:
-	// k and as many beyond, the default oversample) and the service's
-	// four copies of them (serviceCopies), the batch's kept features (64
-	// rows × 8 bytes each) and 16 cached blocks of 64 frequencies in 4
-	// dimensions (8·(4 + 2)·64 bytes each).
-	grown := run("stream", int64(5*1024*32*2*k+1024*64*8+16*8*6*64))
+	// Room for 1,024 features: their coefficients (32·k bytes each) and
+	// the service's four copies of them (serviceCopies), the batch's kept
+	// features (64 rows × 8 bytes each) and 16 cached blocks of 64
+	// frequencies in 4 dimensions (8·(4 + 2)·64 bytes each).
+	grown := run("stream", int64(5*1024*32*k+1024*64*8+16*8*6*64))
 	st := grown.p.Status()
 	if st.Budget != 1024 || st.Features != 1024 || st.Shed != 0 {
 		t.Errorf("stream budget: features %d, budget %d, shed %d; want 1024, 1024 (max_model_bytes), none shed", st.Features, st.Budget, st.Shed)

@@ -45,7 +45,7 @@ func exchangeBytes(parts cluster.PartsExchange, n int, p float64) float64 {
 // learner's; neither part of a step exceeds the step.
 func TestClusterTrafficByHand(t *testing.T) {
 	const features, k = 1024, 2
-	p := float64(8 * features * 2 * k) // k and as many columns beyond (the default oversample, min(k, 16))
+	p := float64(8 * features * k) // k columns: none beyond k by default (online.Config.Oversample)
 	for _, parts := range []cluster.PartsExchange{cluster.ReduceScatter, cluster.AllGatherParts} {
 		for _, memory := range []bool{true, false} {
 			rows, err := RunCluster(t.Context(), ClusterConfig{Dims: []int{8}, Members: []int{1, 2, 3, 4}, Features: features, K: k, Batch: 64, Steps: 4,
@@ -344,7 +344,7 @@ func TestClusterProcessesByHand(t *testing.T) {
 	if len(rows) != 2 || rows[0].Members != 1 || rows[1].Members != 2 {
 		t.Fatalf("rows %+v, want groups of 1 and 2", rows)
 	}
-	p := float64(8 * features * 2 * k) // k and as many columns beyond (the default oversample, min(k, 16))
+	p := float64(8 * features * k) // k columns: none beyond k by default (online.Config.Oversample)
 	for _, r := range rows {
 		t.Logf("%d processes: %.0f rows/s, sent %.0f and received %.0f bytes a step, %.1f µs CPU a row", r.Members, r.PointsPerSec, r.SentBytes, r.ReceivedBytes, r.CPUMicros)
 		if r.Features != features || r.PayloadBytes != int(p) || !(r.PointsPerSec > 0) || !(r.StepSec > 0) {

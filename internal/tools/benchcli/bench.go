@@ -125,6 +125,7 @@ func benchHermite(ctx context.Context, args []string) error {
 	fs.Func("solver", "subspace or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
 	fs.Float64Var(&lc.Theta0, "theta0", 0, "θ₀ (0: the solver's default)")
 	fs.Float64Var(&lc.Theta1, "theta1", 0, "θ₁ (0: the solver's default)")
+	fs.IntVar(&lc.Oversample, "oversample", 0, "kpca: columns learned beyond k (0: the learner's default; -1: none)")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return err
 	}
@@ -167,6 +168,7 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.Func("solver", "subspace, covariance or oja (default: the learner's)", func(v string) error { lc.Solver = online.Solver(v); return nil })
 	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
 	fs.IntVar(&lc.Oversample, "oversample", 0, "kpca: columns learned beyond k (0: the learner's default, min(k, 16); -1: none)")
+	fs.Float64Var(&lc.Theta0, "theta0", 0, "the step's θ₀ (0: the learner's default)")
 	fs.Func("forget", "the defaults run's learner.forget: follow, detect or off (default follow)", func(v string) error { lc.Forget = online.Forgetting(v); return nil })
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
