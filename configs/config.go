@@ -111,10 +111,11 @@ type Kafka struct {
 	// Defaults: 4096, 64 MiB.
 	QueueSize  int   `yaml:"queue_size" min:"1" zero:"refused" doc:"fetched-but-unlearned messages (backpressure bound)..."`
 	QueueBytes int64 `yaml:"queue_bytes" min:"1" zero:"refused" doc:"...and their bytes (64 MiB)"`
-	// FetchMaxWait bounds one fetch: a broker slower than min(1 s,
-	// fetch_max_wait/4) to answer is never read, and shutdown and
-	// rebalances wait up to this long for a fetch in flight. Default: 1.5s.
-	FetchMaxWait time.Duration `yaml:"fetch_max_wait" min:"10ms" zero:"refused" doc:"a broker slower than min(1s, this/4) to answer a fetch is never read"`
+	// FetchMaxWait bounds one fetch: a broker slower than 1 s (a
+	// quarter of fetch_max_wait when that is under 1 s) to answer is
+	// never read, and shutdown and rebalances wait up to this long for a
+	// fetch in flight. Default: 1.5s.
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait" min:"10ms" zero:"refused" doc:"a broker slower than 1s (this/4 when this is under 1s) to answer a fetch is never read"`
 	// SessionTimeout: a crashed instance holds its partitions this long
 	// before the group reassigns them. Default: 10s.
 	SessionTimeout time.Duration `yaml:"session_timeout" doc:"a crashed instance holds its partitions this long"`

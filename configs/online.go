@@ -104,7 +104,7 @@ func OnlineKey(field string) string {
 	return field
 }
 
-// KernelSpec returns the learner's kernel as online/features describes it.
+// KernelSpec returns the learner's kernel as package features describes it.
 func (l Learner) KernelSpec() features.Kernel { return l.Online("", 0).Kernel }
 
 // KernelYSpec returns the second view's kernel.

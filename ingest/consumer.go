@@ -51,7 +51,8 @@ type ConsumerConfig struct {
 	MaxMessageBytes int
 	// FetchMaxWait bounds one fetch: kafka-go makes it the read deadline
 	// of the fetch response and asks the broker to hold an idle fetch for
-	// FetchMaxWait less min(1 s, FetchMaxWait/4). A broker (or network)
+	// FetchMaxWait less 1 s (less a quarter of it when it is under 1 s:
+	// kafka-go's adjustDeadlineForRTT with its defaultRTT). A broker (or network)
 	// slower than that margin never answers in time, and the partition
 	// stalls; a longer wait delays shutdown and rebalances by at most
 	// FetchMaxWait (the reader's Close waits for its fetch). Default:

@@ -144,7 +144,7 @@ func TestUpdateAllocatesNothing(t *testing.T) {
 		l.Close()
 	}
 	// The covariance solver's step and its solves: the products,
-	// factorisations and triangular solves run in internal/dense on
+	// factorisations and triangular solves run in online/internal/dense on
 	// buffers and workers kept from step to step (gonum's GEMM, used
 	// before, started a goroutine per 64×64 tile). Every size includes
 	// solves (every step for the first four); the last has the default

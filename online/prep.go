@@ -91,7 +91,7 @@ func Restore(snap *snapshot.Snapshot, rt Config) (*KPCA, error) {
 		return nil, err
 	}
 	h := &snap.Header
-	if h.Algorithm != string(AlgKPCA) && h.Algorithm != string(AlgGHA) {
+	if a := Algorithm(h.Algorithm); a == "" || a.spec().solvers == nil || a.spec().twoView {
 		return nil, fmt.Errorf("%w: algorithm %q", snapshot.ErrUnsupported, h.Algorithm)
 	}
 	v := h.Views[0]

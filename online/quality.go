@@ -37,10 +37,13 @@ var Forgettings = []Forgetting{ForgetFollow, ForgetDetect, ForgetOff}
 // # The held-out score
 //
 // Assess scores the served model on rows held-out points x (rows×d, raw)
-// that it has not learned, then, unless Config.Forget is off, restarts
-// the model (Forget) when the score shows a change of the stream. It
-// reports whether a change was detected. Learn the points afterwards
-// with Update: they are held out, not left out. A batch the model cannot
+// before it learns them (on a stream that repeats rows, a file replayed
+// pass after pass, a point may have been learned in an earlier pass; the
+// score is then a little optimistic for every model alike), then, unless
+// Config.Forget is off, restarts the model (Forget) when the score shows
+// a change of the stream. It reports whether a change was detected.
+// Learn the points afterwards with Update: they are held out, not left
+// out. A batch the model cannot
 // score (before the first step, or wrong shape or values) changes
 // nothing and returns an error.
 func (l *KPCA) Assess(x []float64, rows int) (bool, error) {

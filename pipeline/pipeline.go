@@ -976,7 +976,7 @@ func (l *loop) stop(stopFetch func(), pubDone <-chan struct{}) {
 	p.mu.Lock()
 	p.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
 	p.mu.Unlock()
-	p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, publish and commit")
+	p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, its offsets committed and its publish")
 	stopFetch()
 	if p.coord.learnsAtStop() {
 		l.learn()

@@ -1,8 +1,8 @@
 // Package snapshot is the model users get: the versioned binary format of a
 // learned model (a list of random-feature seeds plus coefficients), its
 // on-disk [Store], and [Model], which projects new points from a snapshot
-// alone. It depends on nothing but the standard library and
-// online/features; clients import it without the learner.
+// alone. It depends on nothing but the standard library and the
+// features package; clients import it without the learner.
 //
 // # Format v4 (.skpca)
 //
@@ -47,7 +47,7 @@
 //   - The header's seed list is explicit (one uint64 per block, written as
 //     16 hex digits so that JSON readers in any language keep all 64 bits).
 //   - Same header and coefficients ⇒ bit-identical projections on every
-//     platform (see online/features for why).
+//     platform (see package features for why).
 //   - A Store never exposes a partially written file: it writes a temp file,
 //     fsyncs it, renames it into place and fsyncs the directory.
 package snapshot

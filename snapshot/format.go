@@ -983,7 +983,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// UnmarshalBinary decodes a v1, v2 or v3 snapshot from data, rejecting any mismatch
+// UnmarshalBinary decodes a v1, v2, v3 or v4 snapshot from data, rejecting any mismatch
 // before allocating the payload.
 func (s *Snapshot) UnmarshalBinary(data []byte) error {
 	if len(data) < 16 {
@@ -1105,7 +1105,7 @@ func readFull(r io.Reader, buf []byte, read *int64, what string) error {
 	return nil
 }
 
-// ReadFrom decodes a v1, v2 or v3 snapshot from r. It allocates for the
+// ReadFrom decodes a v1, v2, v3 or v4 snapshot from r. It allocates for the
 // payload only as the bytes arrive, decoding them as they come (about
 // twice the coefficients at the peak, with outgrown room), so a lying header
 // cannot force a large allocation — unless r says how long it is (a

@@ -178,7 +178,9 @@ func (m *Model) Views() int { return len(m.snap.Header.Views) }
 
 // Project writes the k projections of each of the rows points in x
 // (rows×Dim, row-major) for view 0 into dst (rows×k), allocating when dst is
-// nil. It returns an error for non-finite input or a wrong length.
+// nil. It returns an error for non-finite input or a wrong length of x or
+// dst. It allocates its scratch (the preprocessed input, one block's
+// features and the partial sums) on every call.
 func (m *Model) Project(dst, x []float64) ([]float64, error) {
 	return m.ProjectView(0, dst, x)
 }
@@ -216,7 +218,10 @@ func (m *Model) project(view int, dst, sq, x []float64) ([]float64, error) {
 	if dst == nil {
 		dst = make([]float64, rows*k)
 	} else if len(dst) != rows*k {
-		panic("snapshot: Project dst has wrong length")
+		return nil, fmt.Errorf("snapshot: dst of %d values for %d points of k = %d", len(dst), rows, k)
+	}
+	if sq != nil && len(sq) != rows {
+		return nil, fmt.Errorf("snapshot: residuals of %d values for %d points", len(sq), rows)
 	}
 	var xs []float64
 	if len(v.Slices) > 0 {
@@ -238,9 +243,6 @@ func (m *Model) project(view int, dst, sq, x []float64) ([]float64, error) {
 	var scratch features.Block
 	clear(dst)
 	if sq != nil {
-		if len(sq) != rows {
-			panic("snapshot: Score residual dst has wrong length")
-		}
 		clear(sq)
 	}
 	cache := m.cache[view].blocks

@@ -110,7 +110,8 @@ func (w *whitener) explained(h, y []float64) float64 {
 // coefficients (scaled by √J to match): kernel PCA's reconstruction error
 // (Hoffmann 2007) in the model's own feature space, in the kernel's units:
 // 0 ≤ r(x) ≤ ‖φ(x)‖² ≈ k(x, x), which is 1 for the shift-invariant
-// kernels. A negative value from rounding is reported as 0. Nil proj or res allocate; a wrong length panics. A centred model
+// kernels. A negative value from rounding is reported as 0. Nil proj or res
+// allocate; a wrong length of either is an error. A centred model
 // returns ErrCentred.
 func (m *Model) Score(proj, res, x []float64) ([]float64, []float64, error) {
 	const view = 0

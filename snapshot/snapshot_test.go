@@ -935,3 +935,21 @@ func TestTwoViewChallengerStateSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectRefusesAWrongDst: a dst of the wrong length is an error
+// that names the lengths, not a panic (bad input never panics).
+func TestProjectRefusesAWrongDst(t *testing.T) {
+	m, err := NewModel(sample(), ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := []float64{1, -1, 2, 0.5}
+	for _, dst := range [][]float64{make([]float64, 3), make([]float64, 5)} {
+		if _, err := m.Project(dst, x); err == nil || !strings.Contains(err.Error(), "dst of") {
+			t.Errorf("Project with %d values for 2 points of k = 2: %v; want an error naming dst", len(dst), err)
+		}
+	}
+	if _, err := m.Project(make([]float64, 4), x); err != nil {
+		t.Errorf("Project with a dst of the right length: %v", err)
+	}
+}

@@ -1,8 +1,8 @@
-// Command _asm generates online/features' SIMD kernels with avo:
+// Command _asm generates package features' SIMD kernels with avo:
 //
-//	cd online/features/_asm && go run . -out ../simd_amd64.s
+//	cd features/_asm && go run . -out ../simd_amd64.s
 //
-// (`go generate ./online/features` runs it; CI checks that the checked-in
+// (`go generate ./features` runs it; CI checks that the checked-in
 // file is what this program writes). It is a module of its own so that the
 // generator's dependencies stay out of streamkpca's.
 //

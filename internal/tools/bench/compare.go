@@ -161,7 +161,7 @@ type CompareConfig struct {
 	Progress func(points, stop int, err, seconds float64)
 }
 
-// RunCompare runs streamkpca and the baselines of internal/baseline on
+// RunCompare runs streamkpca and the baselines of internal/tools/baseline on
 // the same stream (same seed, same batches) one after the other in this
 // process, scoring each against the closed-form eigenfunctions on the same
 // held-out sample at the same checkpoints. A method's clock counts its

@@ -80,7 +80,7 @@ func Run(ctx context.Context, args []string) error {
 }
 
 // benchPublish is `streamkpca bench publish`: the heap a publish and a
-// fetch of a large model hold (internal/bench.RunPublish).
+// fetch of a large model hold (internal/tools/bench.RunPublish).
 func benchPublish(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench publish", flag.ContinueOnError)
 	var cfg bench.PublishConfig
@@ -109,7 +109,7 @@ func benchPublish(ctx context.Context, args []string) error {
 }
 
 // benchHermite is `streamkpca bench hermite`: the convergence curve on the
-// hermite stream against the closed form (internal/bench.RunHermite).
+// hermite stream against the closed form (internal/tools/bench.RunHermite).
 func benchHermite(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench hermite", flag.ContinueOnError)
 	var cfg bench.HermiteConfig
@@ -144,7 +144,7 @@ func benchHermite(ctx context.Context, args []string) error {
 
 // benchDrift is `streamkpca bench drift`: a change of the stream, and how
 // far the served model is from the current truth after it
-// (internal/bench.RunDrift).
+// (internal/tools/bench.RunDrift).
 func benchDrift(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench drift", flag.ContinueOnError)
 	var cfg bench.DriftConfig
@@ -208,7 +208,7 @@ func benchDrift(ctx context.Context, args []string) error {
 }
 
 // benchFit is `streamkpca bench fit`: fit with its defaults on a file
-// against exact kernel PCA of the same rows (internal/bench.RunFitFile).
+// against exact kernel PCA of the same rows (internal/tools/bench.RunFitFile).
 func benchFit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench fit", flag.ContinueOnError)
 	var cfg bench.FitFileConfig
@@ -262,7 +262,7 @@ func readColumns(path, cols string) ([]float64, int, error) {
 
 // benchKeepUp is `streamkpca bench keepup`: the service against a stream
 // produced at a fixed rate, and whether its lag stays bounded
-// (internal/bench.RunKeepUp).
+// (internal/tools/bench.RunKeepUp).
 func benchKeepUp(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench keepup", flag.ContinueOnError)
 	var cfg bench.KeepUpConfig
@@ -332,7 +332,7 @@ func printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// benchKCCA is `streamkpca bench kcca` (internal/bench.RunKCCA).
+// benchKCCA is `streamkpca bench kcca` (internal/tools/bench.RunKCCA).
 func benchKCCA(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench kcca", flag.ContinueOnError)
 	var cfg bench.KCCAConfig
@@ -355,7 +355,7 @@ func benchKCCA(ctx context.Context, args []string) error {
 }
 
 // benchThroughput is `streamkpca bench throughput`
-// (internal/bench.RunThroughput).
+// (internal/tools/bench.RunThroughput).
 func benchThroughput(args []string) error {
 	fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
 	ds := fs.String("d", "1,64,784", "input dimensions, comma-separated")
@@ -387,7 +387,7 @@ func benchThroughput(args []string) error {
 	return printJSON(rows)
 }
 
-// benchCluster is `streamkpca bench cluster` (internal/bench.RunCluster).
+// benchCluster is `streamkpca bench cluster` (internal/tools/bench.RunCluster).
 func benchCluster(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
 	ds := fs.String("d", "64,784", "input dimensions, comma-separated")

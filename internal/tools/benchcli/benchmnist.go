@@ -17,7 +17,7 @@ import (
 
 // benchMNIST is `streamkpca bench mnist`: kernel PCA of MNIST images by the
 // learner with its defaults, next to Nyström and fixed random features,
-// against exact kernel PCA of the training images (internal/bench).
+// against exact kernel PCA of the training images (internal/tools/bench).
 func benchMNIST(ctx context.Context, args []string) error {
 	task, def, what := "kpca", bench.MNISTDefaults, "images"
 	for i, a := range args {
@@ -70,7 +70,7 @@ func benchMNIST(ctx context.Context, args []string) error {
 // benchMNISTCCA is `streamkpca bench mnist --task kcca`: kernel CCA of the
 // left and right halves of MNIST images by the learner with its defaults,
 // next to regularised linear, random-feature and Nyström CCA
-// (internal/bench), by the held-out sum of canonical correlations.
+// (internal/tools/bench), by the held-out sum of canonical correlations.
 func benchMNISTCCA(ctx context.Context, set mnist.Set, cfg bench.MNISTCCAConfig, table bool) error {
 	cfg.Progress = func(method string, c bench.CCACheckpoint) {
 		fmt.Fprintf(os.Stderr, "%s: epoch %d, %.1fs, %d features, held-out S%d %.2f\n", method, c.Epoch, c.Seconds, c.Features, cfg.K, c.SumK)

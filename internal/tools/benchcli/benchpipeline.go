@@ -14,7 +14,7 @@ import (
 
 // benchPipeline is `streamkpca bench pipeline`: the streaming service end
 // to end against the embedded brokers, next to the learner alone
-// (internal/bench).
+// (internal/tools/bench).
 func benchPipeline(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench pipeline", flag.ContinueOnError)
 	ds := fs.String("d", "1,64,784", "input dimensions, comma-separated")

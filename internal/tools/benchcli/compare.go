@@ -14,7 +14,7 @@ import (
 	"github.com/streamkpca/streamkpca/online"
 )
 
-// benchCompare is `streamkpca bench compare` (internal/bench.RunCompare),
+// benchCompare is `streamkpca bench compare` (internal/tools/bench.RunCompare),
 // each method in a child process unless --isolate=false.
 func benchCompare(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)

@@ -14,7 +14,7 @@ import (
 // stream: four methods on the same stream, each scored against the closed
 // form. Bounds are loose (about 5× the errors seen at this length): this
 // checks the harness end to end, the baselines' accuracy is tested in
-// internal/baseline.
+// internal/tools/baseline.
 func TestBenchCompare(t *testing.T) {
 	var buf bytes.Buffer
 	Stdout = &buf

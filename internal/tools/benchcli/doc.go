@@ -1,5 +1,5 @@
 // Package benchcli is the command line of `streamkpca bench`: it parses
-// each benchmark's flags, runs it (package internal/bench), prints its
+// each benchmark's flags, runs it (package internal/tools/bench), prints its
 // JSON to stdout and its progress and tables to stderr.
 package benchcli
 

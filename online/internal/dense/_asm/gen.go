@@ -1,6 +1,6 @@
-// Command _asm generates internal/dense's AVX-512 micro-kernels with avo:
+// Command _asm generates online/internal/dense's AVX-512 micro-kernels with avo:
 //
-//	cd internal/dense/_asm && go run . -out ../kernel_amd64.s
+//	cd online/internal/dense/_asm && go run . -out ../kernel_amd64.s
 //
 // (`go generate ./internal/dense` runs it; CI checks that the checked-in
 // file is what this program writes). It is a module of its own so that the
