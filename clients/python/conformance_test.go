@@ -205,6 +205,11 @@ func cases() []conformanceCase {
 		kpca("gaussian", g, std),
 		kpca("gaussian-gha", g, func(c *online.Config) { c.Algorithm = online.AlgGHA }),
 		kpca("laplacian", features.Kernel{Family: features.Laplacian}, nil),
+		// Columns beyond k (none by default): stored at an odd index (the
+		// client reads k + 2 columns and serves the first k), then
+		// published at an even one (k columns).
+		kpca("oversampled-stored", g, func(c *online.Config) { c.Oversample = 2 }),
+		kpca("oversampled-published", g, func(c *online.Config) { c.Oversample = 2 }),
 		kpca("cauchy", features.Kernel{Family: features.Cauchy}, std),
 		kpca("matern-1.5", features.Kernel{Family: features.Matern, Nu: 1.5}, nil),
 		kpca("matern-0.7", features.Kernel{Family: features.Matern, Nu: 0.7}, nil),
