@@ -94,6 +94,9 @@ func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, set
 	if l.MaxModelBytes == defaultMaxModelBytes && l.MaxModelBytes > b-fixed {
 		l.MaxModelBytes = max(b-fixed, 1<<20)
 	}
+	if err := fitFeatures(l, views, lim, src, log); err != nil {
+		return plan, err
+	}
 	if total := fixed + l.MaxModelBytes; total > lim {
 		return plan, fmt.Errorf("pipeline: the service's memory adds up to %d bytes, above the container's memory limit of %d bytes (%s): learner.max_model_bytes %d, twice kafka.queue_bytes %d, the served and stored versions' caches %d and %d for the process itself; lower the settings named, or leave them out for sizes that fit",
 			total, lim, src, l.MaxModelBytes, 2*c.Kafka.QueueBytes, plan.servedCache*views+plan.versionHold+publish.VersionCacheN*views*plan.versionCache, memoryOverhead(lim))
@@ -104,6 +107,53 @@ func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, set
 		Bool("runtime_limit_set", os.Getenv("GOMEMLIMIT") == "").
 		Msg("sized below the container's memory limit")
 	return plan, nil
+}
+
+// fitFeatures checks the feature budget the learner starts with against
+// learner.max_model_bytes under a container's limit: its coefficients
+// and working copies (online.ModelBytes, per view) and the service's
+// copies of them (serviceCopies). A default max_features that does not
+// fit is lowered to whole blocks that do, as budget growth would stop
+// there (a value equal to the default counts as the default, as for the
+// other bounds: isDefault); one set by hand is refused, naming the
+// figure that fits. The
+// covariance solver's statistics are sized by its own cap
+// (online.MaxCovarianceFeatures) and are not checked here.
+func fitFeatures(l *configs.Learner, views, lim int64, src string, log zerolog.Logger) error {
+	alg := online.Algorithm(l.Algorithm)
+	if alg == "" {
+		alg = online.AlgKPCA
+	}
+	solver := online.Solver(l.Solver)
+	if solver == "" && len(alg.Solvers()) > 0 {
+		solver = alg.Solvers()[0]
+	}
+	if solver == online.SolverCovariance || l.Features == string(online.FeaturesLandmarks) {
+		return nil
+	}
+	f, block := l.MaxFeatures, l.Block
+	if f == 0 {
+		f = online.DefaultMaxFeatures
+	}
+	if block == 0 {
+		block = online.DefaultBlockSize
+		if solver == online.SolverSubspace {
+			block = online.DefaultSubspaceBlockSize
+		}
+	}
+	perFeature := (1 + serviceCopies) * online.ModelBytes(1, l.K+max(l.Oversample, 0)) * views
+	if int64(f)*perFeature <= l.MaxModelBytes {
+		return nil
+	}
+	fits := int(l.MaxModelBytes/perFeature) / block * block
+	if (l.MaxFeatures == 0 || l.MaxFeatures == online.DefaultMaxFeatures) && fits >= block {
+		l.MaxFeatures = fits
+		log.Warn().Int("max_features", fits).Int("k", l.K).Int64("max_model_bytes", l.MaxModelBytes).Int64("limit_bytes", lim).
+			Msg("learner.max_features lowered to what the container's memory limit holds (the coefficients and the service's copies of them)")
+		return nil
+	}
+	return fmt.Errorf("pipeline: learner.max_features %d at k = %d needs about %d bytes (the coefficients, their working copies and the service's %d copies of them), above learner.max_model_bytes %d under the container's memory limit of %d bytes (%s): set learner.max_features to at most %d, or lower learner.k, or raise the limit",
+		f, l.K, int64(f)*perFeature, serviceCopies, l.MaxModelBytes, lim, src, fits)
 }
 
 // serviceCopies is how many copies of the learner's coefficients

@@ -71,6 +71,43 @@ func TestFitMemory(t *testing.T) {
 	}
 }
 
+// TestFitFeatures: the feature budget a learner starts with must fit
+// learner.max_model_bytes with the service's copies: 5 × 32·k bytes a
+// feature (online.ModelBytes, serviceCopies). Under a 256 MiB limit
+// max_model_bytes is 230 − 16 − 2·14.4 − 28.8 − 14.4 − 14.4 MiB, about
+// 127 MiB: k = 64 holds 13,056 features at most, so 16,384 set by hand is
+// refused naming the settings and 12,800 (whole blocks of 512), the
+// default 32,768 is lowered to 12,800, and k = 3's default 32,768 (16
+// MiB) is kept. (A service started with 16,384 at k = 64 in a 256 MiB
+// cgroup was OOM-killed while it learned: TestSlowDownloadsInAMemoryCgroup
+// found it.)
+func TestFitFeatures(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	const lim = 256 << 20
+	record := func(int64) int64 { return 0 }
+	fit := func(k, maxFeatures int) (*configs.Config, error) {
+		var c configs.Config
+		c.Learner.K, c.Learner.MaxFeatures = k, maxFeatures
+		c.SetDefaults()
+		_, err := fitMemory(&c, lim, "memory.max", zerolog.Nop(), record)
+		return &c, err
+	}
+	c, err := fit(64, 16384)
+	want := (c.Learner.MaxModelBytes / (5 * 32 * 64)) / 512 * 512
+	if err == nil || !strings.Contains(err.Error(), "learner.max_features 16384") || !strings.Contains(err.Error(), fmt.Sprint("at most ", want)) {
+		t.Errorf("k = 64, 16,384 features under 256 MiB: %v; want a refusal naming learner.max_features and %d", err, want)
+	}
+	if want != 12800 {
+		t.Errorf("the budget that fits is %d features; the closed form above gives 12,800", want)
+	}
+	if c, err := fit(64, 0); err != nil || c.Learner.MaxFeatures != 12800 {
+		t.Errorf("k = 64, default max_features: %v, max_features %d; want it lowered to 12,800", err, c.Learner.MaxFeatures)
+	}
+	if c, err := fit(3, 0); err != nil || c.Learner.MaxFeatures != 32768 {
+		t.Errorf("k = 3, default max_features: %v, max_features %d; want the default kept (32,768)", err, c.Learner.MaxFeatures)
+	}
+}
+
 // TestMemoryWithinTheContainerLimit measures the service's live heap
 // against the container limit it sizes itself below (fitMemory), at d =
 // 4, 64 and 784, with everything that holds memory in use: a model of
