@@ -144,12 +144,7 @@ func TestMemoryLimitProcess(t *testing.T) {
 	cg := newMemCgroup(t, limit)
 	s := startStack(t, map[string]int32{"memlimit": 4})
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "child.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
+	dir, logf := childDir(t)
 	c := newChild(t, bin, dir, func(port int) string {
 		return fmt.Sprintf(`model: memlimit
 kafka: {brokers: [%q], topic: memlimit}

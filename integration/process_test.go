@@ -96,6 +96,20 @@ func (c *child) stop() error {
 // wait returns once the child has exited by itself, with how.
 func (c *child) wait() error { return c.cmd.Wait() }
 
+// childDir is a test's directory for a child's files and the log file
+// in it (dir/child.log) that the child's output goes to, closed when the
+// test ends.
+func childDir(t *testing.T) (dir string, log *os.File) {
+	t.Helper()
+	dir = t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "child.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	return dir, log
+}
+
 // soloChild is a one-instance `streamkpca run` child on topic, consumer
 // group and model name, with the learner settings learner (a YAML flow
 // map's insides), its snapshots in dir/snapshots and its JSON log in
@@ -103,12 +117,7 @@ func (c *child) wait() error { return c.cmd.Wait() }
 func soloChild(t *testing.T, s *devstack.Stack, name, learner string) (c *child, dir string) {
 	t.Helper()
 	bin := buildBinary(t)
-	dir = t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "child.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
+	dir, logf := childDir(t)
 	return newChild(t, bin, dir, func(port int) string {
 		return fmt.Sprintf(`model: %[1]s
 kafka: {brokers: [%[2]q], topic: %[1]s, group: %[1]s, session_timeout: 1s, rebalance_timeout: 2s}

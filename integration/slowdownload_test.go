@@ -45,12 +45,7 @@ func TestSlowDownloadsInAMemoryCgroup(t *testing.T) {
 	cg := newMemCgroup(t, limit)
 	s := startStack(t, map[string]int32{"slowdl": 1})
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "child.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
+	dir, logf := childDir(t)
 	c := newChild(t, bin, dir, func(port int) string {
 		return fmt.Sprintf(`model: slowdl
 kafka: {brokers: [%q], topic: slowdl}

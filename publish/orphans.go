@@ -16,6 +16,12 @@ import (
 // put takes this long (a stalled one is abandoned within a minute).
 const OrphanGrace = 10 * time.Minute
 
+// FullStoreOrphanGrace is OrphanGrace when a full store leaves nothing
+// else to delete: a put whose chunks have not moved for this long was
+// abandoned (the stall bound, 15 s by default, ends a put that does not
+// move), so its chunks are no live put's, whoever wrote them.
+const FullStoreOrphanGrace = time.Minute
+
 // CollectOrphans purges the chunks no object names whose newest chunk is
 // older than grace: those of puts cut short (a stop, a stall, a crash
 // mid-publish), which the put's own clean-up could not remove with its

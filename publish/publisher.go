@@ -164,15 +164,21 @@ type orphanCollector interface {
 }
 
 // collectOrphans purges the chunks of puts cut short, older than
-// OrphanGrace, at most every OrphanGrace/2 unless now; the caller holds
-// pins. It reports whether it purged any.
+// OrphanGrace, at most every OrphanGrace/2; with now (a full store,
+// nothing else to delete), at once and those older than
+// FullStoreOrphanGrace. The caller holds pins. It reports whether it
+// purged any.
 func (p *Publisher) collectOrphans(ctx context.Context, now bool) bool {
 	c, ok := p.b.(orphanCollector)
 	if !ok || !now && time.Since(p.collected) < OrphanGrace/2 {
 		return false
 	}
 	p.collected = time.Now()
-	n, err := c.CollectOrphans(ctx, OrphanGrace)
+	grace := OrphanGrace
+	if now {
+		grace = FullStoreOrphanGrace
+	}
+	n, err := c.CollectOrphans(ctx, grace)
 	if err != nil {
 		p.log.Debug().Err(err).Msg("publish: orphaned chunks not collected; trying again later")
 	}
@@ -211,15 +217,33 @@ func (p *Publisher) Lease() *Lease { return p.lease }
 // server's storage), it makes room as a put does — deleting the oldest
 // version no reader needs — while the lease, renewed within its TTL, is
 // still this publisher's; before, every publish failed at its renewal
-// and nothing was ever deleted.
+// and nothing was ever deleted. Taking the lease when it is not held
+// can make room only by purging abandoned chunks (below).
 func (p *Publisher) hold(ctx context.Context) error {
 	if p.lease == nil {
 		return nil
 	}
 	err := p.lease.Hold(ctx)
-	if errors.Is(err, ErrStoreFull) && p.lease.Held() {
+	switch {
+	case !errors.Is(err, ErrStoreFull):
+	case p.lease.Held():
 		var none Notice
 		err = p.withRoom(ctx, &none, func() error { return p.lease.Hold(ctx) })
+	default:
+		// Taking a free or lapsed lease is a write too. In a store filled
+		// with the chunks of a killed owner's cut-short puts, nobody could
+		// take it, and only the owner makes room: the model was never
+		// published again (TestCutShortPublishesInAFullStore). Abandoned
+		// chunks are no live put's (FullStoreOrphanGrace), so purging them
+		// needs no lease; then take it again.
+		if p.pins.Acquire(ctx, 1) != nil {
+			return err
+		}
+		purged := p.collectOrphans(ctx, true)
+		p.pins.Release(1)
+		if purged {
+			err = p.lease.Hold(ctx)
+		}
 	}
 	return err
 }
