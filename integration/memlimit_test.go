@@ -27,6 +27,28 @@ type memCgroup struct {
 // procs is the file a process id is written to to move it in.
 func (c memCgroup) procs() string { return filepath.Join(c.dir, "cgroup.procs") }
 
+// enter makes ch move itself into the cgroup before it becomes the
+// service: everything it allocates is counted.
+func (c memCgroup) enter(ch *child) {
+	ch.prefix = []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, c.procs()}
+}
+
+// kills is how many processes the kernel has OOM-killed in the cgroup.
+func (c memCgroup) kills(t *testing.T) int64 {
+	return c.read(t, "memory.oom_control", "memory.events", "oom_kill")
+}
+
+// memlimitOnly skips a test that makes a memory cgroup unless
+// STREAMKPCA_TEST_MEMLIMIT is set (it needs root; CI sets it), saying
+// how to run it, and unless the long tier runs.
+func memlimitOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("STREAMKPCA_TEST_MEMLIMIT") == "" {
+		t.Skipf("needs root to make a memory cgroup: STREAMKPCA_TEST_MEMLIMIT=1 go test -tags long -run %s ./integration (CI runs it)", t.Name())
+	}
+	longOnly(t)
+}
+
 // read returns a counter of the cgroup: v1 and v2 name them apart.
 func (c memCgroup) read(t *testing.T, v1file, v2file, v2key string) int64 {
 	t.Helper()
@@ -135,10 +157,7 @@ func dirExists(p string) bool {
 // every message exactly once and stop cleanly. It needs root to make the
 // cgroup: CI runs it (STREAMKPCA_TEST_MEMLIMIT=1); elsewhere it says how.
 func TestMemoryLimitProcess(t *testing.T) {
-	if os.Getenv("STREAMKPCA_TEST_MEMLIMIT") == "" {
-		t.Skip("needs root to make a memory cgroup: STREAMKPCA_TEST_MEMLIMIT=1 go test -tags long -run TestMemoryLimitProcess ./integration (CI runs it)")
-	}
-	longOnly(t)
+	memlimitOnly(t)
 	const limit = 400 << 20
 	const rate, seconds = 500, 240
 	cg := newMemCgroup(t, limit)
@@ -154,9 +173,7 @@ http: {addr: "127.0.0.1:%d"}
 log: {format: json}
 `, s.Brokers()[0], filepath.Join(dir, "snapshots"), s.NATSURL(), port)
 	}, logf)
-	// The child moves itself into the cgroup before it becomes the
-	// service: everything it allocates is counted.
-	c.prefix = []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}
+	cg.enter(c)
 	c.start()
 
 	const n = rate * seconds
@@ -193,7 +210,7 @@ log: {format: json}
 		}
 		if !c.running() || c.exited() {
 			t.Fatalf("the service exited under the memory limit (oom kills in the cgroup: %d)\n%s",
-				cg.read(t, "memory.oom_control", "memory.events", "oom_kill"), tailFile(t, logf.Name()))
+				cg.kills(t), tailFile(t, logf.Name()))
 		}
 		peakFeatures = max(peakFeatures, scrape(c.port, "streamkpca_features"))
 	}
@@ -205,7 +222,7 @@ log: {format: json}
 		t.Errorf("the service did not say it sized itself below the container's limit\n%s", tailFile(t, logf.Name()))
 	}
 	peak := cg.read(t, "memory.max_usage_in_bytes", "memory.peak", "")
-	kills := cg.read(t, "memory.oom_control", "memory.events", "oom_kill")
+	kills := cg.kills(t)
 	t.Logf("%d messages at %d/s under a %d MiB limit: features up to %.0f, the cgroup's peak usage %.0f MiB, oom kills %d",
 		n, rate, limit>>20, peakFeatures, float64(peak)/(1<<20), kills)
 	if kills != 0 {

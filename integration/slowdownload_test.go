@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -35,10 +34,7 @@ import (
 // SHA-256 is the one the version list states, or 503 with Retry-After —
 // and the stream learned to its end while they read.
 func TestSlowDownloadsInAMemoryCgroup(t *testing.T) {
-	if os.Getenv("STREAMKPCA_TEST_MEMLIMIT") == "" {
-		t.Skip("needs root to make a memory cgroup: STREAMKPCA_TEST_MEMLIMIT=1 go test -tags long -run TestSlowDownloadsInAMemoryCgroup ./integration (CI runs it)")
-	}
-	longOnly(t)
+	memlimitOnly(t)
 	const limit = 256 << 20
 	const readers, n = 40, 36_000
 	const token = "slow-readers-token"
@@ -56,7 +52,7 @@ learner: {k: 64, max_features: 12288, budget: fixed, load_shedding: "off"}
 log: {format: json}
 `, s.Brokers()[0], filepath.Join(dir, "snapshots"), s.NATSURL(), port, token)
 	}, logf)
-	c.prefix = []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}
+	cg.enter(c)
 	c.start()
 	// The service's resident memory throughout, for the log: the
 	// runtime's soft limit (90% of the cgroup's) lets garbage fill the
@@ -104,7 +100,7 @@ log: {format: json}
 		}
 		if !c.running() || c.exited() {
 			t.Fatalf("the service exited before the readers (oom kills in the cgroup: %d)\n%s",
-				cg.read(t, "memory.oom_control", "memory.events", "oom_kill"), tailFile(t, logf.Name()))
+				cg.kills(t), tailFile(t, logf.Name()))
 		}
 		resp, err := get(http.DefaultClient, base+"/versions")
 		if err != nil {
@@ -194,7 +190,7 @@ log: {format: json}
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
 		if !c.running() || c.exited() {
 			t.Fatalf("the service exited under the memory limit (oom kills in the cgroup: %d)\n%s",
-				cg.read(t, "memory.oom_control", "memory.events", "oom_kill"), tailFile(t, logf.Name()))
+				cg.kills(t), tailFile(t, logf.Name()))
 		}
 		if snap, _, err := store.Latest(); err == nil && snap.Header.SamplesSeen+snap.Header.Diagnostics.Shed == n {
 			break
@@ -206,7 +202,7 @@ log: {format: json}
 	if err := c.stop(); err != nil {
 		t.Fatalf("the service did not stop cleanly: %v\n%s", err, tailFile(t, logf.Name()))
 	}
-	kills := cg.read(t, "memory.oom_control", "memory.events", "oom_kill")
+	kills := cg.kills(t)
 	t.Logf("%d readers of 5 versions of %.1f MiB under a %d MiB limit: %d whole, %d refused with Retry-After, %d bad; the service's resident memory at most %.0f MiB, oom kills %d",
 		readers, float64(versions[0].Size)/(1<<20), limit>>20, whole, refused, bad, peakRSS/(1<<20), kills)
 	if kills != 0 {

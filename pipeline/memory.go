@@ -120,28 +120,12 @@ func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, set
 // covariance solver's statistics are sized by its own cap
 // (online.MaxCovarianceFeatures) and are not checked here.
 func fitFeatures(l *configs.Learner, views, lim int64, src string, log zerolog.Logger) error {
-	alg := online.Algorithm(l.Algorithm)
-	if alg == "" {
-		alg = online.AlgKPCA
-	}
-	solver := online.Solver(l.Solver)
-	if solver == "" && len(alg.Solvers()) > 0 {
-		solver = alg.Solvers()[0]
-	}
-	if solver == online.SolverCovariance || l.Features == string(online.FeaturesLandmarks) {
+	oc := l.Online("", 0).WithDefaults()
+	if oc.Solver == online.SolverCovariance || oc.Features == online.FeaturesLandmarks {
 		return nil
 	}
-	f, block := l.MaxFeatures, l.Block
-	if f == 0 {
-		f = online.DefaultMaxFeatures
-	}
-	if block == 0 {
-		block = online.DefaultBlockSize
-		if solver == online.SolverSubspace {
-			block = online.DefaultSubspaceBlockSize
-		}
-	}
-	perFeature := (1 + serviceCopies) * online.ModelBytes(1, l.K+max(l.Oversample, 0)) * views
+	f, block := oc.MaxFeatures, oc.BlockSize
+	perFeature := (1 + serviceCopies) * online.ModelBytes(1, oc.Columns()) * views
 	if int64(f)*perFeature <= l.MaxModelBytes {
 		return nil
 	}
