@@ -1,9 +1,7 @@
 package online
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"reflect"
 
 	"gonum.org/v1/gonum/mat"
@@ -17,14 +15,16 @@ import (
 // The change detector (see monitor) sees a level drop of the held-out
 // score: an abrupt change. A gradual one — a mix of the stream's sources
 // shifting over tens of thousands of points — moves the score too slowly
-// for it. With Forget = follow (the default) a one-view learner that is
-// assessed follows it in two stages, each decided by a sequential test
+// for it. With Forget = follow (the default) a learner that is assessed
+// (one view here; two views by the same state machine, chase in duel.go,
+// with a score of their own: followpair.go) follows it in two stages, each decided by a sequential test
 // (duel.go) on held-out rows scored by both learners before either
 // learns them, in a space of the exact kernel (refspace.go):
 //
 //  1. The scout. Two learners of a sixteenth of the feature budget learn
 //     every batch the model learns: the shadow, started with the model's
-//     first steps (or with its candidate) and never restarted, and the
+//     first steps (or after the switch that made it the model) and never
+//     restarted, and the
 //     challenger, started followStart steps later on the stream as it is
 //     then and restarted every followLife steps unless its evidence is
 //     halfway to rejecting. Of equal capacity, they differ only in
@@ -37,13 +37,20 @@ import (
 //     that has learned the old stream rotates out of it slowly, and on
 //     MNIST digits moving from 0–4 to 5–9 a candidate grown from the
 //     winning challenger ended 5× further from the truth than one
-//     started afresh), with a new shadow of its lineage. It learns
-//     beside the model, which stays served; a new test compares the two.
-//     When it rejects "the candidate is no better than the model", the
-//     candidate replaces the model (Switches counts it): the model adopts
-//     its blocks, coefficients and schedule and its versions go on. A
-//     candidate not better by followMaxLife + followProbation steps of
-//     age is withdrawn (Rollbacks counts it) and the model is kept.
+//     started afresh). It learns beside the model, which stays served,
+//     and the shadow, of the model's lineage, goes on learning; a new
+//     test compares the candidate and the model. When it rejects "the
+//     candidate is no better than the model", the candidate replaces the
+//     model (Switches counts it): the model adopts its blocks,
+//     coefficients and schedule and its versions go on, and the scouts
+//     start again (blind for followLife steps: a shadow and a challenger
+//     started together are one learner until the challenger restarts). A
+//     candidate is withdrawn (Rollbacks counts it) and the model kept
+//     when it is behind the model after followLife steps and
+//     followLifeRows rows — a candidate started early in a long change
+//     has learned part of the old stream too, and the scouts then find
+//     the change again from the stream as it is — or when it is not
+//     better by followMaxLife + followProbation steps of age.
 //
 // So the served model is replaced only by a learner the test finds
 // better on rows neither had learned, never by a smaller, younger one
@@ -68,8 +75,9 @@ import (
 // model. The candidate learns only rank 0's rows, so it takes longer to
 // win than a service's own. Where a one-view learner has no challenger:
 // landmark features, the covariance solver, learners that are never
-// assessed (fit), Forget detect or off. Two-view learners run one of
-// their own (followpair.go).
+// assessed (fit), Forget detect or off. Two-view learners follow by
+// the same state machine and test (chase, duel.go) with a score of their
+// own (followpair.go).
 
 // Following's settings. followStart, followLife and followMinAge were
 // chosen with the margin rule on `streamkpca bench drift --case
@@ -77,9 +85,8 @@ import (
 // (Config.FollowAlpha), not a margin.
 const (
 	// followScoutShare: each scout's feature budget is this share of the
-	// model's (scoutBudget); followBudgetShare: a two-view challenger's.
-	followScoutShare  = 16
-	followBudgetShare = 8
+	// model's (scoutBudget).
+	followScoutShare = 16
 	// followCandidateShare: a candidate's block cache and kept features
 	// are this share of the model's (sharedBytes): it lives beside the
 	// model, within the room sized for one.
@@ -100,33 +107,13 @@ const (
 	// followProbation: a candidate not better than the model at an age
 	// of followMaxLife + followProbation steps is withdrawn.
 	followProbation = 128
-	// followWindow: held-out rows per comparison window of a two-view
-	// challenger (followpair.go), restarted only after it has been
-	// compared in followLifeWindows windows.
-	followWindow      = 128
-	followLifeWindows = 4
-	// followWins windows in a row, each won by more than followMargin,
-	// make a two-view challenger the model (followpair.go).
-	followWins   = 2
-	followMargin = 0.008
 )
 
-// follower is the one-view following state (see above).
+// follower is the one-view following state (see above): the learners
+// and the test (chase, duel.go) and the reference space the two
+// learners' shares are compared in.
 type follower struct {
-	// ch is the challenger, shadow the scout of the model's lineage;
-	// cand the candidate (a learner of the model's budget started when the
-	// scouts found a change), nil outside a candidacy, when ch is nil.
-	ch, shadow, cand *KPCA
-	// test bets on the challenger's lead over the shadow, or on the
-	// candidate's over the model.
-	test betting
-	// tests counts the candidacies of the model's life so far: the j-th
-	// is tested at level spend(α, j); the scouts' tests run at α.
-	tests int
-	// sm, so: running sums of the two learners' held-out shares in the
-	// current test (the shadow's or model's, the challenger's or
-	// candidate's), for FitScores.
-	sm, so float64
+	chase[*KPCA]
 	// ref is the reference set (refspace.go) in whose Nyström space the
 	// two learners' shares of held-out rows are compared; next collects
 	// the held-out rows after a test starts (scored in ref all the same)
@@ -151,69 +138,53 @@ func (p *progress) Switches() uint64 { return p.switches }
 // candidacy (see follower), so that the model was kept.
 func (p *progress) Rollbacks() uint64 { return p.rollbacks }
 
+// steps is the number of steps learned (rival).
+func (p *progress) steps() uint64 { return p.t }
+
 // FitScores returns the mean held-out shares (refspace.go) of the two
 // learners of the current test over its rows: the shadow's and the
 // challenger's, or in a candidacy the model's and the candidate's; zeros
 // before its first row.
-func (l *KPCA) FitScores() (model, challenger float64) {
-	f := &l.fol
-	n := f.test.rows
-	if n == 0 {
-		return 0, 0
-	}
-	return f.sm / float64(n), f.so / float64(n)
-}
+func (l *KPCA) FitScores() (model, challenger float64) { return l.fol.means() }
 
 // Evidence returns the current test's evidence (its wealth, E_t: the
 // test rejects at 1/level) and the level it rejects at; 0, 0 without a
 // test.
-func (l *KPCA) Evidence() (evidence, level float64) {
-	f := &l.fol
-	if f.ch == nil && f.cand == nil {
-		return 0, 0
-	}
-	return math.Exp(f.test.logEvidence()), l.level()
-}
-
-// level is the current test's level: the scouts' α, a candidacy's share
-// of α (duel.go).
-func (l *KPCA) level() float64 {
-	if l.fol.cand != nil {
-		return spend(l.cfg.FollowAlpha, l.fol.tests)
-	}
-	return l.cfg.FollowAlpha
-}
+func (l *KPCA) Evidence() (evidence, level float64) { return l.fol.evidence(l) }
 
 // Candidate reports whether a candidate is on trial: a learner of the
 // model's budget started when the scouts found a change, which replaces
 // the model if it scores better (see follower).
-func (l *KPCA) Candidate() bool { return l.fol.cand != nil }
+func (l *KPCA) Candidate() bool { return !none(l.fol.cand) }
 
 // dropChallenger ends following's learners and the current test.
 func (l *KPCA) dropChallenger() {
-	f := &l.fol
-	for _, c := range []*KPCA{f.ch, f.shadow, f.cand} {
-		if c != nil {
-			c.Close()
-		}
-	}
-	f.ch, f.shadow, f.cand = nil, nil, nil
-	f.tests = 0
-	l.newTest()
-	f.ref.reset(0, 0)
+	l.fol.drop(l)
+	l.fol.ref.reset(0, 0)
 }
 
-// newTest starts a test: new wealth and sums, and a new reference set
-// collected from the next held-out rows (the current one scores until
-// it is full).
-func (l *KPCA) newTest() {
-	f := &l.fol
-	f.test, f.sm, f.so = betting{}, 0, 0
-	f.next.reset(refRows(l.servedK()), l.fm.Dim)
+// The arena of a one-view model (duel.go).
+
+func (l *KPCA) started() bool                { return len(l.seeds) > 0 }
+func (l *KPCA) self() *KPCA                  { return l }
+func (l *KPCA) alpha() float64               { return l.cfg.FollowAlpha }
+func (l *KPCA) withdrawn()                   { l.rollbacks++ }
+func (l *KPCA) collect(b batch)              { l.fol.collectRows(b.x, b.rows) }
+func (l *KPCA) newScout() *KPCA              { return l.newChallenger() }
+func (l *KPCA) adopt(c *KPCA)                { l.swapIn(c); l.switches++ }
+func (l *KPCA) learn(c *KPCA, b batch) error { return c.update(b.x, b.rows) }
+
+// newScores collects a new reference set from the next held-out rows
+// (the current one scores until it is full).
+func (l *KPCA) newScores() { l.fol.next.reset(refRows(l.servedK()), l.fm.Dim) }
+
+// score is pairShares in the current reference set (see arena).
+func (l *KPCA) score(a, c *KPCA, b batch, t *trial) bool {
+	return l.fol.ref.prepare(l) && l.pairShares(a, c, b.x, b.rows, t)
 }
 
-// newChallenger returns a learner of l's settings with followBudgetShare
-// of its budget and its bandwidth, nil if it cannot be made.
+// newChallenger returns a scout: a learner of l's settings with
+// scoutBudget of its budget and its bandwidth, nil if it cannot be made.
 func (l *KPCA) newChallenger() *KPCA {
 	c := l.userConfig()
 	b := l.fm.BlockSize
@@ -228,20 +199,6 @@ func (l *KPCA) newChallenger() *KPCA {
 	}
 	ch.quickInit = true
 	return ch
-}
-
-// startChallenger starts a challenger (and the shadow, if there is none)
-// and its test, the next of the model's life.
-func (l *KPCA) startChallenger() {
-	f := &l.fol
-	if f.ch != nil {
-		f.ch.Close()
-	}
-	f.ch = l.newChallenger()
-	if f.shadow == nil {
-		f.shadow = l.newChallenger()
-	}
-	l.newTest()
 }
 
 // challengerState is the follower's part of a snapshot (format v4): the
@@ -294,7 +251,7 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 			return fmt.Errorf("challenger's shadow: %w", err)
 		}
 	}
-	l.fol = follower{shadow: shadow, test: restoreBetting(c.Test), tests: c.Tests}
+	l.fol = follower{chase: chase[*KPCA]{shadow: shadow, trial: trial{test: restoreBetting(c.Test)}, tests: c.Tests}}
 	if c.Candidate {
 		l.fol.cand = ch
 	} else {
@@ -315,13 +272,6 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 		l.fol.next.add(window[ref*d:], len(window)/max(d, 1)-ref)
 	}
 	return nil
-}
-
-// challengerBudget is the feature budget of a two-view challenger
-// beside a model of budget features: followBudgetShare of it in whole
-// blocks of b, at least one.
-func challengerBudget(features, b int) int {
-	return max(b, features/followBudgetShare/b*b)
 }
 
 // sharedBytes are the block cache and kept-feature bounds of a learner
@@ -348,63 +298,18 @@ func (l *KPCA) sharedBytes(share int64) (cache, keep int64) {
 	return cache, keep
 }
 
-// scoutBudget is the feature budget of each of a one-view model's two
-// scouts: followScoutShare of the model's in whole blocks of b, at least
-// two blocks and at most the model's. Together they cost what one
-// challenger at followBudgetShare did; what their test needs is that
-// they are of one size, not of the model's.
+// scoutBudget is the feature budget of each of a model's two scouts
+// (one view or two): followScoutShare of the model's in whole blocks of
+// b, at least two blocks and at most the model's. What their test needs
+// is that they are of one size, not of the model's.
 func scoutBudget(features, b int) int {
 	return min(features, max(2*b, features/followScoutShare/b*b))
 }
 
 // challengerStep teaches following's learners the batch the model has
-// just learned. A challenger past followLife steps, tested on
-// followLifeRows rows and not ahead (or past twice that age) is
-// restarted; a candidate past followProbation steps is withdrawn (see
-// follower).
+// just learned (chase.step).
 func (l *KPCA) challengerStep(x []float64, rows int) {
-	f := &l.fol
-	if c := f.cand; c != nil {
-		if err := c.update(x, rows); err != nil && !errors.Is(err, ErrDiverged) {
-			l.withdraw()
-		} else if c.t >= followMaxLife+followProbation {
-			l.withdraw() // not better by followProbation steps after the latest a challenger can win
-		}
-	}
-	if sh := f.shadow; sh != nil {
-		if err := sh.update(x, rows); err != nil && sh.t == 0 {
-			sh.Close()
-			f.shadow = nil
-		}
-	}
-	ch := f.ch
-	if ch == nil {
-		return
-	}
-	// Ahead: halfway to rejecting, in log-evidence. A challenger barely
-	// ahead kept for its whole longest life had learned the old stream as
-	// the shadow had (MNIST ramp, seed 3: evidence 1.1–2.8 for 96 steps).
-	ahead := f.test.logEvidence() >= 0.5*-math.Log(l.level())
-	if ch.t >= followLife && f.test.rows >= followLifeRows && (!ahead || ch.t >= followMaxLife) {
-		l.startChallenger()
-		if ch = f.ch; ch == nil {
-			return
-		}
-	}
-	if err := ch.update(x, rows); err != nil && ch.t == 0 {
-		f.ch.Close()
-		f.ch = nil // it cannot start on this batch: the next assessment starts another
-	}
-}
-
-// withdraw ends a candidacy without a switch: the model is kept and its
-// life goes on (the next candidacy is tested at the next share of α).
-func (l *KPCA) withdraw() {
-	f := &l.fol
-	f.cand.Close()
-	f.cand = nil
-	l.rollbacks++
-	l.newTest()
+	l.fol.step(l, batch{x: x, rows: rows})
 }
 
 // followAssess scores held-out rows x with the two learners of the
@@ -414,40 +319,8 @@ func (l *KPCA) followAssess(x []float64, rows int) bool {
 	if !l.Challenge(x, rows) {
 		return false
 	}
-	f := &l.fol
-	c := f.cand
-	f.cand = nil
-	l.swapIn(c)
-	l.promoted()
+	l.fol.win(l)
 	return true
-}
-
-// promoted counts a switch and starts the new model's life: its
-// following goes on with the shadow of the candidate's lineage.
-func (l *KPCA) promoted() {
-	l.switches++
-	l.fol.tests = 0
-	l.newTest()
-}
-
-// startCandidacy answers the scouts' rejection: the stream has moved.
-// The candidate is a learner of the model's settings and budget started
-// on the next batch (its first block by exact PCA of it, as a new
-// model's), with a new shadow of its lineage; the challenger ends.
-func (l *KPCA) startCandidacy() {
-	f := &l.fol
-	c := l.newCandidate()
-	if c == nil {
-		return
-	}
-	for _, s := range []*KPCA{f.ch, f.shadow} {
-		if s != nil {
-			s.Close()
-		}
-	}
-	f.ch, f.shadow, f.cand = nil, l.newChallenger(), c
-	f.tests++
-	l.newTest()
 }
 
 // newCandidate returns a learner of l's settings, kernel and budget,
@@ -472,62 +345,21 @@ func (l *KPCA) newCandidate() *KPCA {
 // yet learned by any) with the two learners of the current test — the
 // shadow and the challenger, starting them when there are none and the
 // model is old enough, or in a candidacy the model and the candidate —
-// and feeds their paired shares to the test. A rejection of the scouts'
-// test starts a candidacy. It reports whether the candidate has won:
-// the caller then sends ChallengerSnapshot to every member, and each
-// Adopts it at the same step. A learner on its own does all of this in
-// Assess and Update.
+// and feeds their paired shares to the test (chase.challenge). A
+// rejection of the scouts' test starts a candidacy. It reports whether
+// the candidate has won: the caller then sends ChallengerSnapshot to
+// every member, and each Adopts it at the same step. A learner on its
+// own does all of this in Assess and Update.
 func (l *KPCA) Challenge(x []float64, rows int) bool {
-	if !l.following() || l.t == 0 || rows == 0 {
+	if !l.following() {
 		return false
 	}
-	f := &l.fol
-	if f.shadow == nil && f.cand == nil {
-		// The shadow learns with the model from its first steps: a
-		// challenger started with it would be the same learner, bit for
-		// bit, for its whole first life (and on a stream that switched
-		// at step 20, no test could tell it from the shadow).
-		f.shadow = l.newChallenger()
-	}
-	if l.t < followStart {
-		return false
-	}
-	if f.cand != nil {
-		if len(f.cand.seeds) == 0 {
-			l.collect(x, rows)
-			return false
-		}
-		return l.duel(l, f.cand, x, rows)
-	}
-	if f.ch == nil {
-		l.startChallenger()
-		return false
-	}
-	if f.shadow == nil || f.ch.t < followMinAge || len(f.ch.seeds) == 0 {
-		l.collect(x, rows)
-		return false
-	}
-	if l.duel(f.shadow, f.ch, x, rows) {
-		l.startCandidacy()
-	}
-	return false
+	return l.fol.challenge(l, batch{x: x, rows: rows})
 }
 
-// duel scores held-out rows x with a and b in the reference space, bets
-// on b's lead and collects the rows for the next reference set; it
-// reports whether the test has rejected "b is no better than a" at its
-// level.
-func (l *KPCA) duel(a, b *KPCA, x []float64, rows int) bool {
-	f := &l.fol
-	scored := f.ref.prepare(l) && l.pairShares(a, b, x, rows)
-	l.collect(x, rows)
-	return scored && f.test.rejects(l.level())
-}
-
-// collect adds held-out rows to the reference set being collected;
+// collectRows adds held-out rows to the reference set being collected;
 // once full it replaces the one in use.
-func (l *KPCA) collect(x []float64, rows int) {
-	f := &l.fol
+func (f *follower) collectRows(x []float64, rows int) {
 	if f.next.m == 0 {
 		return
 	}
@@ -540,10 +372,10 @@ func (l *KPCA) collect(x []float64, rows int) {
 
 // pairShares scores held-out rows x (raw; the reference set full) in
 // the reference space (refspace.go) by a and b, as both are now, adds
-// their shares to the test's sums and bets on each row's difference,
-// b's share less a's; false when either cannot be scored (no functions
-// yet, or linearly dependent on W).
-func (l *KPCA) pairShares(a, b *KPCA, x []float64, rows int) bool {
+// their shares to t's sums and bets on each row's difference, b's share
+// less a's; false when either cannot be scored (no functions yet, or
+// linearly dependent on W).
+func (l *KPCA) pairShares(a, b *KPCA, x []float64, rows int, t *trial) bool {
 	f := &l.fol
 	s := &f.ref
 	k, d := l.servedK(), l.fm.Dim
@@ -560,9 +392,9 @@ func (l *KPCA) pairShares(a, b *KPCA, x []float64, rows int) bool {
 	l.pre.Apply(f.xr, x)
 	for r := range rows {
 		s.shares(f.two[:], l, f.xr[r*d:r*d+d], ba, bb)
-		f.sm += f.two[0]
-		f.so += f.two[1]
-		f.test.observe(f.two[1] - f.two[0])
+		t.sm += f.two[0]
+		t.so += f.two[1]
+		t.test.observe(f.two[1] - f.two[0])
 	}
 	return true
 }
@@ -626,8 +458,8 @@ func (l *KPCA) Adopt(ch *snapshot.Snapshot) error {
 		cand.Close()
 		l.fol.cand = nil
 	}
-	l.swapIn(c)
-	l.promoted()
+	l.adopt(c)
+	l.fol.promoted(l)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package online
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -223,6 +224,23 @@ func TestPairScoreRanksFreshAboveStale(t *testing.T) {
 			if ss >= sf {
 				t.Errorf("held-out score: stale %.3f ≥ fresh %.3f; want the stale model lower", ss, sf)
 			}
+			// Following's test (followpair.go) on the same pairs: each
+			// learner's pairs standardised on reference pairs drawn
+			// before them; it must find the fresh model better at the
+			// level of a model's first candidacy.
+			rx, ry := newPairs(303, refRows(cfg.K))
+			stale.fol.ref.reset(refRows(cfg.K), 4, 2)
+			stale.fol.ref.add(rx, ry, refRows(cfg.K))
+			var tr trial
+			m := len(e.hx) / 4
+			if !stale.score(stale, fresh, batch{x: e.hx, y: e.hy, rows: m}, &tr) {
+				t.Fatal("following's score: not scored")
+			}
+			level := spend(DefaultFollowAlpha, 1)
+			t.Logf("following's test on %d pairs: stale %.3f, fresh %.3f (means of p), evidence e^%.1f (rejects at e^%.1f)", tr.test.rows, tr.sm/float64(m), tr.so/float64(m), tr.test.logEvidence(), -math.Log(level))
+			if !tr.test.rejects(level) {
+				t.Errorf("following's test did not find the fresh model better: evidence e^%.2f", tr.test.logEvidence())
+			}
 		})
 	}
 }
@@ -269,7 +287,7 @@ func TestPairFollowStationaryNoSwitch(t *testing.T) {
 		t.Run(string(solver), func(t *testing.T) {
 			l, _ := runPairs(t, newPairStream(4, switchAt(1<<30)), pairCfg(solver, ForgetFollow), 300, -1)
 			fit, chf := l.FitScores()
-			t.Logf("last window: model %.3f, challenger %.3f", fit, chf)
+			t.Logf("the current test's mean scores: %.3f and %.3f; %d withdrawn", fit, chf, l.Rollbacks())
 			if l.Switches() != 0 || l.Changes() != 0 {
 				t.Errorf("a stationary stream: %d switches, %d changes; want none", l.Switches(), l.Changes())
 			}
@@ -278,12 +296,11 @@ func TestPairFollowStationaryNoSwitch(t *testing.T) {
 }
 
 // TestPairFollowerSurvivesARestart: a two-view learner restored from a
-// snapshot taken while its challenger is winning (a window won, the next
-// part full), and one taken while a successor runs after the switch, go
-// on as the learner that was never stopped: the same switches at the
-// same steps, the same features and coefficients bit for bit. Before
-// two-view learners kept their challenger in snapshots, a restored one
-// started afresh.
+// snapshot taken while its scouts' test leans to the challenger, and one
+// taken while a candidate is on trial, go on as the learner that was
+// never stopped: the same switches at the same steps, the same features
+// and coefficients bit for bit. Before two-view learners kept their
+// challenger in snapshots, a restored one started afresh.
 func TestPairFollowerSurvivesARestart(t *testing.T) {
 	const steps = 300
 	cfg := pairCfg(SolverCovariance, ForgetFollow)
@@ -295,7 +312,7 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 	}
 	defer a.Close()
 	var bx, by [][]float64
-	winning, succeeding := -1, -1
+	leaning, trial := -1, -1
 	var switchesAt []int
 	for step := range steps {
 		x, y := make([]float64, pairBatch*4), make([]float64, pairBatch*2)
@@ -306,17 +323,17 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 		if a.Switches() > before {
 			switchesAt = append(switchesAt, step)
 		}
-		if winning < 0 && len(switchesAt) == 0 && a.fol.wins > 0 && a.fol.rows > 0 {
-			winning = step + 1
+		if leaning < 0 && a.fol.ch != nil && a.fol.test.rows > 0 && a.fol.test.logEvidence() > 1 {
+			leaning = step + 1
 		}
-		if succeeding < 0 && a.fol.successor && a.fol.rows > 0 && a.fol.ch.t > 2 {
-			succeeding = step + 1
+		if trial < 0 && a.fol.cand != nil && a.fol.test.rows > 0 && a.fol.cand.t > 2 {
+			trial = step + 1
 		}
 	}
-	if winning < 0 || succeeding < 0 || len(switchesAt) == 0 {
-		t.Fatalf("the uninterrupted learner: a winning challenger at step %d, a successor at %d, switches at %v: the test needs both", winning, succeeding, switchesAt)
+	if leaning < 0 || trial < 0 || len(switchesAt) == 0 {
+		t.Fatalf("the uninterrupted learner: scouts leaning to the challenger at step %d, a candidate on trial at %d, switches at %v: the test needs all three", leaning, trial, switchesAt)
 	}
-	for _, restartAt := range []int{winning, succeeding} {
+	for _, restartAt := range []int{leaning, trial} {
 		r, err := NewTwoView(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -349,7 +366,7 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 			}
 		}
 		want := slices.DeleteFunc(slices.Clone(switchesAt), func(s int) bool { return s < restartAt })
-		t.Logf("restarted at step %d (successor %v, %d windows won); switches at %v, after the restart at %v", restartAt, snap.Header.Challenger.Successor, snap.Header.Challenger.Wins, switchesAt, rSwitches)
+		t.Logf("restarted at step %d (candidate %v, %d pairs bet on); switches at %v, after the restart at %v", restartAt, snap.Header.Challenger.Candidate, int(snap.Header.Challenger.Test[betGrid]), switchesAt, rSwitches)
 		if !slices.Equal(rSwitches, want) {
 			t.Errorf("restart at %d: the restored learner switched at steps %v, the uninterrupted one at %v", restartAt, rSwitches, want)
 		}
@@ -403,6 +420,54 @@ func TestPairChallengesOnChange(t *testing.T) {
 		if got := l.ChallengesOnChange(); got != c.want {
 			t.Errorf("forget %s, features %s: challenges on change %v, want %v", c.forget, c.src, got, c.want)
 		}
+		l.Close()
+	}
+}
+
+// TestPairFollowBetsOnHeldOutPairsOnly: every pair the two-view test
+// bets on is a held-out pair of the Assess call that scores it, before
+// Update learns it, and with k = 128 (reference sets of 2k pairs) the
+// learners are compared too.
+func TestPairFollowBetsOnHeldOutPairsOnly(t *testing.T) {
+	for _, c := range []struct{ k, steps int }{{2, 60}, {128, 30}} {
+		k := c.k
+		cfg := pairCfg(SolverCovariance, ForgetFollow)
+		cfg.K = k
+		l, err := NewTwoView(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newPairStream(6, rampOver(20, 60))
+		x, y := make([]float64, pairBatch*4), make([]float64, pairBatch*2)
+		var bets int
+		for step := range c.steps {
+			s.batch(x, y, pairBatch, step)
+			var hx, hy []float64
+			for r := range pairBatch {
+				if HeldOut(uint64(step*pairBatch+r), 8) {
+					hx, hy = append(hx, x[r*4:r*4+4]...), append(hy, y[r*2:r*2+2]...)
+				}
+			}
+			before := l.fol.test.rows
+			if _, err := l.Assess(hx, hy, len(hx)/4); err != nil {
+				t.Fatal(err)
+			}
+			after := l.fol.test.rows
+			if after > before && after-before > len(hx)/4 {
+				t.Fatalf("k = %d, step %d: the test bet on %d pairs in an Assess of %d", k, step, after-before, len(hx)/4)
+			}
+			bets += max(after-before, 0)
+			if err := l.Update(x, y, pairBatch); err != nil {
+				t.Fatal(err)
+			}
+			if l.fol.test.rows > after {
+				t.Fatalf("k = %d, step %d: the test bet on %d pairs in Update, which learns them", k, step, l.fol.test.rows-after)
+			}
+		}
+		if bets == 0 || l.fol.ref.m != refRows(k) {
+			t.Errorf("k = %d: %d pairs bet on (want some), reference set of %d pairs (want %d)", k, bets, l.fol.ref.m, refRows(k))
+		}
+		t.Logf("k = %d: %d held-out pairs bet on, each in the Assess call that brought it", k, bets)
 		l.Close()
 	}
 }

@@ -687,7 +687,7 @@ func (l *TwoView) Assess(x, y []float64, rows int) (bool, error) {
 	if l.detect(&l.mon, m.c, rows, k, l.budgetFull(), l.cfg.Forget, restart) {
 		return true, nil
 	}
-	return l.followAssess(x, y, m.u, m.v, rows), nil
+	return l.followAssess(x, y, rows), nil
 }
 
 // Score is the served model's held-out score on rows pairs (x, y as for
@@ -743,8 +743,17 @@ func (l *TwoView) Score(x, y []float64, rows int) (float64, error) {
 }
 
 // Quality returns the held-out score so far (see Assess), nil before
-// any.
-func (l *TwoView) Quality() *snapshot.Quality { return l.mon.quality() }
+// any, with the current test's scores of its two learners (FitScores),
+// evidence and level once it has bet on a pair.
+func (l *TwoView) Quality() *snapshot.Quality {
+	q := l.mon.quality()
+	if q != nil && l.fol.test.rows > 0 {
+		q.Fit, q.Challenger = l.FitScores()
+		q.Evidence, q.Level = l.Evidence()
+		q.Candidate = l.Candidate()
+	}
+	return q
+}
 
 // Forget restarts the model with the next Update, as KPCA.Forget.
 func (l *TwoView) Forget() {
@@ -823,4 +832,36 @@ func (m *moments) score(rows, k int, corr bool) {
 		}
 		m.w = m.w*decay + 1
 	}
+}
+
+// product is pair r's sum over the k components of the products of its
+// values against the moments before it — standardised (corr) or centred
+// — and Σ_q s_u·s_v, the deviations' products; then the pair joins the
+// moments, weighted down by decay a pair. 0, 0 before the moments have
+// two pairs (following's two-view test, followpair.go).
+func (m *moments) product(r, k int, corr bool, decay float64) (p, scale float64) {
+	u, v := m.u[r*k:r*k+k], m.v[r*k:r*k+k]
+	for q := range k {
+		if m.w >= 2 {
+			mu, mv := m.su[q]/m.w, m.sv[q]/m.w
+			vu, vv := m.suu[q]/m.w-mu*mu, m.svv[q]/m.w-mv*mv
+			c := (u[q] - mu) * (v[q] - mv)
+			if vu > 0 && vv > 0 {
+				s := math.Sqrt(vu * vv)
+				scale += s
+				if corr {
+					c /= s
+				}
+			} else if corr {
+				c = 0
+			}
+			p += c
+		}
+		m.su[q] = m.su[q]*decay + u[q]
+		m.sv[q] = m.sv[q]*decay + v[q]
+		m.suu[q] = m.suu[q]*decay + u[q]*u[q]
+		m.svv[q] = m.svv[q]*decay + v[q]*v[q]
+	}
+	m.w = m.w*decay + 1
+	return p, scale
 }

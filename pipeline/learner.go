@@ -120,7 +120,7 @@ func (t twoViews) assess(x, y []float64, rows int) (bool, error) {
 	return t.l.Assess(x, y, rows)
 }
 func (t twoViews) quality() *snapshot.Quality  { return t.l.Quality() }
-func (t twoViews) following() (uint64, uint64) { return t.l.Switches(), 0 }
+func (t twoViews) following() (uint64, uint64) { return t.l.Switches(), t.l.Rollbacks() }
 func (t twoViews) challengesOnChange() bool    { return t.l.ChallengesOnChange() }
 func (t twoViews) holdGrowth(hold bool)        { t.l.HoldGrowth(hold) }
 

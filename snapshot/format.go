@@ -346,11 +346,13 @@ type Header struct {
 // Challenger is the state of a model's challenger (package online, the
 // follower). Snapshot.State holds, after the model's own learner state:
 // the comparison window (one view: its Rows held-out rows, raw, Rows ×
-// Dim; two views: the values the model's and the challenger's functions
-// took at its Rows held-out pairs when they were assessed, the model's u,
-// the model's v, the challenger's u, the challenger's v, Rows × K each),
-// the challenger's coefficients (its Model header's counts, view by
-// view) and its own learner state (as its Model header describes).
+// Dim; two views with a Test: its Rows held-out pairs, raw, each x then
+// y, Rows × (Dim_x + Dim_y); two views of the margin rule before it, no
+// Test: the values the model's and the challenger's functions took at
+// its Rows held-out pairs when they were assessed, the model's u, the
+// model's v, the challenger's u, the challenger's v, Rows × K each), the
+// challenger's coefficients (its Model header's counts, view by view)
+// and its own learner state (as its Model header describes).
 type Challenger struct {
 	// Wins is the comparison windows in a row the challenger has won.
 	Wins int `json:"wins"`
@@ -366,30 +368,32 @@ type Challenger struct {
 	// Model is the challenger's own header: random-feature views of the
 	// model's dimensions, no challenger of its own, the model's k.
 	Model *Header `json:"model"`
-	// Successor: the challenger is a covariance-solver model at the full
-	// feature budget, started after a switch to a smaller challenger, that
-	// replaces the model when it scores better (package online).
+	// Successor (the margin rule's, before Test): the challenger is a
+	// covariance-solver model at the full feature budget, started after a
+	// switch to a smaller challenger, that replaces the model when it
+	// scores better (package online restores it as a candidate).
 	Successor bool `json:"successor,omitempty"`
 	// Lead is a two-view challenger's lead in its last windows: each
 	// window's score difference and its variance, oldest first (package
 	// online).
 	Lead []float64 `json:"lead,omitempty"`
-	// Test is a one-view follower's sequential test (package online's
+	// Test is a follower's sequential test (package online's
 	// betting): the log-wealth of each of its bets, then the held-out
 	// points it has bet on; Tests counts the candidacies of the model's
 	// life so far (a candidacy's level is spent by it). Fit and
 	// ChallengerFit are then the sums of the two learners' held-out
-	// shares over those points, and Rows the test's reference rows (the
-	// window), of which the first Reference are in use.
+	// scores over those points (one view: shares; two views: summed
+	// standardised products), and Rows the test's reference rows or
+	// pairs (the window), of which the first Reference are in use.
 	Test  []float64 `json:"test,omitempty"`
 	Tests int       `json:"tests,omitempty"`
-	// Candidate: the model is a one-view candidate (a learner of the
-	// model's budget started when the scouts found a change, on trial
-	// against the model), not a challenger. A one-view Model may hold a challenger of its
-	// own, one level deep: the shadow its challenger is tested against
-	// (package online's follower).
+	// Candidate: the model is a candidate (a learner of the model's
+	// budget started when the scouts found a change, on trial against the
+	// model), not a challenger. Model may hold a challenger of its own,
+	// one level deep: the shadow of the model's lineage, the scouts'
+	// reference (package online's chase).
 	Candidate bool `json:"candidate,omitempty"`
-	// Reference is how many of a one-view test's Rows form the reference
+	// Reference is how many of a test's Rows form the reference
 	// set in use (the rest are being collected for the next one:
 	// Collecting).
 	Reference  int  `json:"reference,omitempty"`
@@ -604,7 +608,7 @@ func (h *Header) stateLenAt(depth int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("challenger: %w", err)
 	}
-	n := uint64(own) + uint64(c.Rows)*uint64(h.windowWidth()) + uint64(chOwn)
+	n := uint64(own) + uint64(c.Rows)*uint64(h.windowWidth(c)) + uint64(chOwn)
 	for _, m := range counts {
 		n += uint64(m)
 	}
@@ -614,12 +618,16 @@ func (h *Header) stateLenAt(depth int) (int, error) {
 	return int(n), nil
 }
 
-// windowWidth is the values a row of a challenger's comparison window
-// takes: a one-view window holds the raw rows (the view's Dim), a
-// two-view window the prequential values of each pair (the model's and
-// the challenger's k values of both views: 4·K).
-func (h *Header) windowWidth() int {
+// windowWidth is the values a row of challenger c's comparison window
+// takes: a one-view window holds the raw rows (the view's Dim); a
+// two-view test's (c.Test) its reference pairs (the views' Dims), the
+// margin rule's before it the prequential values of each pair (the
+// model's and the challenger's k values of both views: 4·K).
+func (h *Header) windowWidth(c *Challenger) int {
 	if len(h.Views) == 2 {
+		if len(c.Test) > 0 {
+			return h.Views[0].Dim + h.Views[1].Dim
+		}
 		return 4 * h.K
 	}
 	return h.Views[0].Dim
@@ -637,7 +645,7 @@ func (s *Snapshot) SplitState() (own, window []float64, challenger *Snapshot) {
 		return own, nil, nil
 	}
 	rest := s.State[n:]
-	w := c.Rows * s.Header.windowWidth()
+	w := c.Rows * s.Header.windowWidth(c)
 	window, rest = rest[:w:w], rest[w:]
 	counts, _ := c.Model.coefCounts()
 	challenger = &Snapshot{Header: *c.Model}

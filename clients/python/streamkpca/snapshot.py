@@ -223,10 +223,11 @@ def _oversample(header):
 def _challenger_len(header, dims, k, version, depth):
     """The values of a header's challenger state (v4; learner.forget:
     follow): the comparison window (one view: its raw rows, the test's
-    reference rows; two views: the model's and the challenger's k values
-    of u and v at each pair), the challenger's coefficients and its own
-    state — with, one level deep, a one-view challenger's own challenger
-    (the shadow its test compares it with). Projections use the model's
+    reference rows; two views: the test's reference pairs, x then y, or
+    in a snapshot of the margin rule before the test the model's and the
+    challenger's k values of u and v at each pair), the challenger's
+    coefficients and its own state — with, one level deep, the
+    challenger's own challenger (the shadow its test compares it with). Projections use the model's
     coefficients only."""
     ch = header.get("challenger")
     if not ch:
@@ -247,7 +248,10 @@ def _challenger_len(header, dims, k, version, depth):
             ccoef += len(m.get("seeds") or []) * m["block_size"] * cols
         else:
             ccoef += len(mv.get("seeds") or []) * mv["block_size"] * cols
-    width = 4 * k if len(dims) == 2 else dims[0]
+    if len(dims) == 2:
+        width = sum(dims) if ch.get("test") else 4 * k
+    else:
+        width = dims[0]
     return ch["rows"] * width + ccoef + _own_state_len(m, version, ccoef) + \
         _challenger_len(m, dims, k, version, depth + 1)
 
