@@ -35,6 +35,10 @@ type fixture struct {
 	Exact  bool        `json:"exact"`
 	RelTol float64     `json:"rel_tol,omitempty"`
 	Views  []viewProbe `json:"views"`
+	// Eigenvalues: the served model's eigenvalue estimates (its header's
+	// diagnostics, k of them; none for two views), which the client's
+	// Model.eigenvalues_ must give.
+	Eigenvalues []float64 `json:"eigenvalues,omitempty"`
 }
 
 type viewProbe struct {
@@ -334,7 +338,8 @@ func TestPythonClientConformance(t *testing.T) {
 		for j := 0; j < 3*d; j++ {
 			px[j] *= 4
 		}
-		f := fixture{Name: c.name, Exact: c.exact, RelTol: c.relTol}
+		ev := served.Header.Diagnostics.Eigenvalues
+		f := fixture{Name: c.name, Exact: c.exact, RelTol: c.relTol, Eigenvalues: ev[:min(len(ev), served.Header.K)]}
 		for v := 0; v < m.Views(); v++ {
 			dv := m.Dim(v)
 			lo, hi := 0, d-ycols

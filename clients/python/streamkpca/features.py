@@ -188,14 +188,12 @@ class Map:
             norm = 1 / (((g.TWO_PI * k.bandwidth) * pf) * math.sqrt(pf))
         kr = g.key(base, g.STREAM_EXTRA1)
         km = g.key(base, g.STREAM_EXTRA2)
-        scale = np.empty(nf)
-        for j in range(nf):
-            gi = g0 + j
-            chi = math.sqrt(2 * g.gamma_draw(g.key(g.word(kr, gi), 0), pf / 2))
-            if k.family == "matern":
-                mix = 2 * g.gamma_draw(g.key(g.word(km, gi), 0), k.nu)
-                chi = chi * math.sqrt(2 * k.nu / mix)
-            scale[j] = chi * norm
+        gi = np.arange(g0, g0 + nf, dtype=np.uint64)
+        chi = np.sqrt(2 * g.gamma_draws(g.key(g.word(kr, gi), 0), pf / 2))
+        if k.family == "matern":
+            mix = 2 * g.gamma_draws(g.key(g.word(km, gi), 0), k.nu)
+            chi = chi * np.sqrt(2 * k.nu / mix)
+        scale = chi * norm
         phase = np.zeros(nb)
         if k.family in SHIFT_INVARIANT:
             phase[1::2] = PAIR_PHASE
@@ -270,10 +268,9 @@ class Map:
         elif fam == "matern":
             kg = g.key(seed, g.STREAM_EXTRA1)
             z = g.normal(ko, idx)
-            for f in range(nb):
-                gam = 2 * g.gamma_draw(g.key(g.word(kg, f), 0), k.nu)
-                scale = math.sqrt(2 * k.nu / gam) / (g.TWO_PI * k.bandwidth)
-                om[:d, f] = z[:, f] * scale
+            gam = 2 * g.gamma_draws(g.key(g.word(kg, np.arange(nb, dtype=np.uint64)), 0), k.nu)
+            scale = np.sqrt(2 * k.nu / gam) / (g.TWO_PI * k.bandwidth)
+            om[:d, :nb] = z * scale[None, :]
         elif fam == "dotproduct":
             mdeg = len(k.coefficients) - 1
             kn = g.key(seed, g.STREAM_EXTRA1)

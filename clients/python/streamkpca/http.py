@@ -48,14 +48,21 @@ def _request(url, token=None, body=None, timeout=30):
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.read()
     except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            msg = json.loads(raw).get("error", raw.decode("utf-8", "replace"))
-        except ValueError:
-            msg = raw.decode("utf-8", "replace")
-        raise APIError(e.code, msg, url) from None
+        raise APIError(e.code, _message(e.read()), url) from None
     except urllib.error.URLError as e:
         raise ConnectionError(f"{url}: {e.reason} (is the service running, and is this its HTTP address?)") from None
+
+
+def _message(raw):
+    """The service's error message: the "error" of its JSON body, else the
+    body as text."""
+    try:
+        j = json.loads(raw)
+        if isinstance(j, dict) and "error" in j:
+            return str(j["error"])
+    except ValueError:
+        pass
+    return raw.decode("utf-8", "replace")
 
 
 def _model_url(base, model):
@@ -138,7 +145,7 @@ def follow(base, model, interval=5.0, token=None, exact=True, timeout=30, stop=N
             if e.code in (401, 403, 404):
                 # A token refused, or a model the service does not serve
                 # (a misspelt name): polling would never succeed.
-                raise APIError(e.code, e.read().decode("utf-8", "replace"), url) from None
+                raise APIError(e.code, _message(e.read()), url) from None
             # 304: unchanged; 503: no version yet; other errors: retried
         except (urllib.error.URLError, OSError, ValueError):
             pass  # down, restarting, or an answer that is not a model: retried

@@ -379,6 +379,20 @@ class Model:
         return self.k
 
     @property
+    def eigenvalues_(self):
+        """The learner's estimates of the top-k eigenvalues of the kernel's
+        covariance operator (centred when the model is), as scikit-learn's
+        KernelPCA names them: a length-k array, largest first; None for a
+        model that records none (two views, a snapshot from before they
+        were recorded). Each component's share of the kernel's variance
+        is its eigenvalue over E k(x, x) (1 for the Gaussian, Laplacian,
+        Cauchy and Matern kernels, uncentred)."""
+        e = ((self.snapshot.header.get("diagnostics") or {}).get("eigenvalues")) or []
+        if not e:
+            return None
+        return np.asarray(e[:self.k], dtype=np.float64)
+
+    @property
     def n_features_in_(self):
         """The input dimension of view x, as scikit-learn names it."""
         return self.dim(0)

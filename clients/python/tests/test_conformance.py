@@ -52,6 +52,11 @@ class Conformance(unittest.TestCase):
                         rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
                         worst = max(worst, rel)
                         self.assertLessEqual(rel, fx["rel_tol"], f"{name} view {v}")
+                ev = model.eigenvalues_
+                if fx.get("eigenvalues"):
+                    self.assertEqual(list(ev), fx["eigenvalues"], f"{name}: eigenvalues_")
+                else:
+                    self.assertIsNone(ev, f"{name}: eigenvalues_ of a model that records none")
                 how = "bit for bit" if fx["exact"] else f"relative difference {worst:.1e} <= {fx['rel_tol']:g}"
                 print(f"case {name}: {len(fx['views'])} view(s){', scored' if scored else ''}, {how}")
 

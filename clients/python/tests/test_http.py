@@ -67,6 +67,11 @@ class HTTP(unittest.TestCase):
             streamkpca.fetch(self.url, "other", token="s3cret")
         self.assertEqual(e.exception.status, 404)
 
+    def test_follow_errors_carry_the_message(self):
+        with self.assertRaises(skhttp.APIError) as e:
+            next(streamkpca.follow(self.url, "other", token="s3cret"))
+        self.assertEqual((e.exception.status, e.exception.message), (404, "no such model"))
+
     def test_unreachable_service_is_named(self):
         import socket
 
