@@ -390,6 +390,20 @@ func (f *chase[L]) duel(a arena[L], x, y L, b batch) bool {
 	return scored && f.test.rejects(f.level(a))
 }
 
+// learnBoth teaches x and y the batch at once (its own function: the
+// goroutine's captures are on the heap only when it runs, and a step
+// without both scouts allocates nothing).
+func learnBoth[L rival](a arena[L], x, y L, b batch) (errX, errY error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errX = a.learn(x, b)
+	}()
+	errY = a.learn(y, b)
+	<-done
+	return errX, errY
+}
+
 // ahead reports whether the current test's evidence is halfway to
 // rejecting, in log-evidence. A challenger barely ahead kept for its
 // whole longest life had learned the old stream as the shadow had (MNIST
@@ -418,24 +432,27 @@ func (f *chase[L]) step(a arena[L], b batch) {
 			f.withdraw(a)
 		}
 	}
-	if sh := f.shadow; !none(sh) {
-		if err := a.learn(sh, b); err != nil && sh.steps() == 0 {
-			sh.Close()
-			f.shadow = zero
-		}
-	}
-	ch := f.ch
-	if none(ch) {
-		return
-	}
-	if ch.steps() >= followLife && f.test.rows >= followLifeRows && (!f.ahead(a) || ch.steps() >= followMaxLife) {
+	if ch := f.ch; !none(ch) && ch.steps() >= followLife && f.test.rows >= followLifeRows && (!f.ahead(a) || ch.steps() >= followMaxLife) {
 		f.startScouts(a)
-		if ch = f.ch; none(ch) {
-			return
-		}
 	}
-	if err := a.learn(ch, b); err != nil && ch.steps() == 0 {
-		f.ch.Close()
+	// The two scouts learn the batch at once: each is a small learner
+	// whose steps leave the model's workers idle, and they share nothing.
+	sh, ch := f.shadow, f.ch
+	var errS, errC error
+	switch {
+	case !none(sh) && !none(ch):
+		errS, errC = learnBoth(a, sh, ch, b)
+	case !none(sh):
+		errS = a.learn(sh, b)
+	case !none(ch):
+		errC = a.learn(ch, b)
+	}
+	if errS != nil && sh.steps() == 0 {
+		sh.Close()
+		f.shadow = zero
+	}
+	if errC != nil && ch.steps() == 0 {
+		ch.Close()
 		f.ch = zero // it cannot start on this batch: the next assessment starts another
 	}
 }

@@ -163,9 +163,20 @@ func (l *TwoView) newScores() {
 }
 func (l *TwoView) adopt(c *TwoView) { l.promote(c) }
 func (l *TwoView) newScout() *TwoView {
-	return l.newLearner(scoutBudget(l.cfg.MaxFeatures, l.cfg.BlockSize))
+	return l.newLearner(pairScoutBudget(l.cfg.MaxFeatures, l.cfg.BlockSize))
 }
+
 func (l *TwoView) newCandidate() *TwoView { return l.newLearner(l.cfg.MaxFeatures) }
+
+// pairScoutBudget is a two-view scout's feature budget: as scoutBudget,
+// but from one block (the margin rule's challenger's size for kcca's
+// defaults, 512 of 2,048 features a view): kcca's covariance solver
+// learns all of a scout's features from its first pair, and with two
+// blocks of 512 each scout held half the model's features (kcca's
+// learning took 1.7× `forget: off`'s on stationary MNIST halves).
+func pairScoutBudget(features, b int) int {
+	return min(features, max(b, features/followScoutShare/b*b))
+}
 
 // newLearner returns a learner of l's settings and kernels with a budget
 // of features, not following; nil if it cannot be made. A scout of the

@@ -93,6 +93,10 @@ type DriftPoint struct {
 	Level      float64    `json:"level,omitempty"`
 	Candidate  bool       `json:"candidate,omitempty"`
 	Seconds    float64    `json:"seconds"`
+	// CPUSeconds is the process's CPU time (user + system, every
+	// thread) spent in those learning steps: what following costs, where
+	// Seconds is wall time, which idles workers during serial parts.
+	CPUSeconds float64 `json:"cpu_seconds"`
 	// SumK is a two-view model's held-out S_k on the pairs of the
 	// classes in force (kcca cases).
 	SumK float64 `json:"sum_k,omitempty"`
@@ -502,6 +506,7 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 	// restarted, and its figures at the marks were left out).
 	marks := []int{T - every, T, end, end + T/5, end + T, total}
 	var learn time.Duration
+	var learnCPU float64 // the process's CPU seconds while learning (cpuNow: all its threads)
 	for n := 0; n < total; {
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -517,8 +522,10 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 				b = min(b, m-n)
 			}
 		}
+		c0 := cpuNow()
 		changed, took, err := dl.step(n, b)
 		learn += took
+		learnCPU += cpuNow() - c0
 		if err != nil {
 			return out, err
 		}
@@ -530,7 +537,7 @@ func driveDrift(ctx context.Context, cfg DriftConfig, run string, ramp bool, dl 
 			continue
 		}
 		p := dl.point(n)
-		p.Points, p.Seconds = n, learn.Seconds()
+		p.Points, p.Seconds, p.CPUSeconds = n, learn.Seconds(), learnCPU
 		out.Curve = append(out.Curve, p)
 		if n <= T-every { // the last checkpoint T/20 or more before the change
 			out.Before, out.SumKBefore = p.Error, p.SumK
