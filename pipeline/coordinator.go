@@ -37,18 +37,12 @@ type coordinator interface {
 	leads() bool
 	// learnsAtStop: a graceful stop learns the partial batch first.
 	learnsAtStop() bool
-	// keepsUp: load shedding applies.
-	keepsUp() bool
 	// capacity is the rows a step of rows rows could have taken in the
 	// same time: load shedding's cost per row is the step's time over it.
 	capacity(rows, batch int) int
 	// shed is told of a message shed (load shedding): covered by the
 	// offsets, not learned.
 	shed()
-	// grows: the model's growth follows the stream (held while the stream
-	// leaves no room, the budget raised while it leaves the learner
-	// idle; learner.budget).
-	grows() bool
 	// generations are the consumer group's generations to join (nil:
 	// none).
 	generations() chan genEvent
@@ -67,8 +61,6 @@ func (solo) failed(*loop, error) bool { return false }
 func (solo) stepped(*loop)            {}
 func (solo) leads() bool              { return true }
 func (solo) learnsAtStop() bool       { return true }
-func (solo) keepsUp() bool            { return true }
-func (solo) grows() bool              { return true }
 
 // capacity: one instance's step costs about in proportion to its rows.
 func (solo) capacity(rows, _ int) int { return rows }
@@ -173,13 +165,6 @@ func (c *clusterState) leads() bool { return c.rank0 }
 // and are read again by the group.
 func (c *clusterState) learnsAtStop() bool { return false }
 
-// keepsUp: each member sheds load on its own partitions as one instance
-// does (see pace): a member learns only the messages whose hash falls
-// under its fraction, and the group's offsets cover the others. Its
-// step's time is the group's, so a member sheds when its partitions
-// bring more rows than the group's steps can take.
-func (c *clusterState) keepsUp() bool { return true }
-
 // capacity: a member's step takes as long as the group's, whatever its
 // own rows, and could have taken a whole batch: the cost of a row is the
 // step's time over the batch, not over the rows this member had (with
@@ -191,13 +176,6 @@ func (c *clusterState) capacity(rows, batch int) int { return max(rows, batch) }
 // state covers (cluster.Member.Shed), so that a snapshot's samples plus
 // shed are every message its offsets cover.
 func (c *clusterState) shed() { c.learner.shed++ }
-
-// grows: yes, by the group's vote. The members' models are one, so a
-// member does not hold its growth or raise its budget alone: it votes
-// (clusterLearner.holdGrowth, raiseBudget), and the group holds while any
-// member holds and raises to the least any member asks, at the same step
-// on every member (cluster.Member.Pace).
-func (c *clusterState) grows() bool { return true }
 
 func (c *clusterState) generations() chan genEvent { return c.events }
 

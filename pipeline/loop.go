@@ -443,9 +443,12 @@ func (l *loop) keepUp(took time.Duration) {
 	case f >= 1 && before < 1:
 		p.log.Info().Int64("backlog", backlog).Msg("keeping up again: learning every message")
 	}
-	if !p.coord.grows() {
-		return
-	}
+	// The model's growth follows the stream: held while the stream leaves
+	// no room, the budget raised while it leaves the learner idle
+	// (learner.budget). In a group a member does not hold or raise alone:
+	// it votes (clusterLearner.holdGrowth, raiseBudget), and the group
+	// holds while any member holds and raises to the least any member
+	// asks, at the same step on every member (cluster.Member.Pace).
 	if hold := !l.pace.grow(); hold != l.holding {
 		l.holding = hold
 		p.learner.holdGrowth(hold)

@@ -791,9 +791,14 @@ func (p *Pipeline) lag() int64 {
 }
 
 // newPace is the loop's load shedding (see pace): off with
-// learner.load_shedding off, from the restored learned fraction.
+// learner.load_shedding off, from the restored learned fraction. A
+// member of a group sheds load on its own partitions as one instance
+// does: it learns only the messages whose hash falls under its fraction,
+// and the group's offsets cover the others; its step's time is the
+// group's, so it sheds when its partitions bring more rows than the
+// group's steps can take.
 func (p *Pipeline) newPace() *pace {
-	return newPace(p.cfg.Learner.LoadShedding == "off" || !p.coord.keepsUp(), p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)
+	return newPace(p.cfg.Learner.LoadShedding == "off", p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)
 }
 
 // errKilled is returned by Run after Kill.
