@@ -833,35 +833,3 @@ func (m *moments) score(rows, k int, corr bool) {
 		m.w = m.w*decay + 1
 	}
 }
-
-// product is pair r's sum over the k components of the products of its
-// values against the moments before it — standardised (corr) or centred
-// — and Σ_q s_u·s_v, the deviations' products; then the pair joins the
-// moments, weighted down by decay a pair. 0, 0 before the moments have
-// two pairs (following's two-view test, followpair.go).
-func (m *moments) product(r, k int, corr bool, decay float64) (p, scale float64) {
-	u, v := m.u[r*k:r*k+k], m.v[r*k:r*k+k]
-	for q := range k {
-		if m.w >= 2 {
-			mu, mv := m.su[q]/m.w, m.sv[q]/m.w
-			vu, vv := m.suu[q]/m.w-mu*mu, m.svv[q]/m.w-mv*mv
-			c := (u[q] - mu) * (v[q] - mv)
-			if vu > 0 && vv > 0 {
-				s := math.Sqrt(vu * vv)
-				scale += s
-				if corr {
-					c /= s
-				}
-			} else if corr {
-				c = 0
-			}
-			p += c
-		}
-		m.su[q] = m.su[q]*decay + u[q]
-		m.sv[q] = m.sv[q]*decay + v[q]
-		m.suu[q] = m.suu[q]*decay + u[q]*u[q]
-		m.svv[q] = m.svv[q]*decay + v[q]*v[q]
-	}
-	m.w = m.w*decay + 1
-	return p, scale
-}
