@@ -133,8 +133,8 @@ func smallExact(t *testing.T) (x, held []float64, kern features.Kernel, truth *m
 
 // TestFitFeaturesFollowsTheRows: fit's landmark budget is √n·ln n rounded
 // up to whole blocks of 512, within one block and the default 2,048 and
-// never more than the rows in whole blocks; none for two views or a file
-// smaller than a block.
+// never more than the rows in whole blocks; twice that for kcca; none
+// for ksvd, ksir or a file smaller than a block.
 func TestFitFeaturesFollowsTheRows(t *testing.T) {
 	for _, c := range []struct{ rows, want int }{
 		{511, 0},
@@ -155,8 +155,18 @@ func TestFitFeaturesFollowsTheRows(t *testing.T) {
 			t.Errorf("%d rows: %q %d, want landmarks %d", c.rows, f, got, c.want)
 		}
 	}
-	if f, _ := FitFeatures(AlgKCCA, 5000); f != "" {
-		t.Errorf("kcca: %q, want random features", f)
+	// kcca: twice the rule a view (the covariance solver, landmark
+	// blocks); ksvd and ksir keep random features.
+	for _, c := range []struct{ rows, want int }{{511, 0}, {518, 512}, {1617, 1024}, {8000, 2048}, {200000, 2048}} {
+		f, got := FitFeatures(AlgKCCA, c.rows)
+		if c.want == 0 && f != "" || c.want > 0 && (f != FeaturesLandmarks || got != c.want) {
+			t.Errorf("kcca, %d rows: %q %d, want landmarks %d (0: random features)", c.rows, f, got, c.want)
+		}
+	}
+	for _, alg := range []Algorithm{AlgKSVD, AlgKSIR} {
+		if f, _ := FitFeatures(alg, 5000); f != "" {
+			t.Errorf("%s: %q, want random features", alg, f)
+		}
 	}
 }
 

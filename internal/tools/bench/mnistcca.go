@@ -19,8 +19,9 @@ import (
 // MNISTCCADefaults are RunMNISTCCA's defaults: 8,000 training and 2,000
 // held-out pairs, k = 50, at most 100 epochs or 120 s, Nyström with 2,048
 // landmarks and 2,048 fixed random features per view. The learner's
-// features per view are what the 120 s and the default memory bound pay
-// for, as fit chooses them (online.CovarianceBudget).
+// features are fit's for a file (online.FitFeatures: landmark blocks,
+// 2,048 a view for 8,000 pairs); with --features random, what the 120 s
+// and the default memory bound pay for (online.CovarianceBudget).
 var MNISTCCADefaults = MNISTRun{Train: 8000, Test: 2000, K: 50, Epochs: 100, Budget: 120 * time.Second,
 	Batch: 512, Landmarks: 2048, RFFFeatures: 2048, Seed: 1}
 
@@ -107,6 +108,10 @@ func RunMNISTCCA(ctx context.Context, set mnist.Set, cfg MNISTCCAConfig) (MNISTC
 	// The learner, fed as fit feeds it.
 	lc := cfg.Learner
 	lc.Algorithm, lc.K = online.AlgKCCA, k
+	if lc.Features == "" && lc.MaxFeatures == 0 {
+		// fit's choice for a file (online.FitFeatures): landmark blocks.
+		lc.Features, lc.MaxFeatures = online.FitFeatures(online.AlgKCCA, n)
+	}
 	if lc.MaxFeatures == 0 && lc.TakesCovarianceBudget() {
 		// An offline run: the budget the time limit and the memory bound
 		// pay for, as fit chooses it (online.CovarianceBudget).

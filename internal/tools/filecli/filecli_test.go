@@ -92,14 +92,27 @@ func TestFitProjectInspect(t *testing.T) {
 	if strings.Contains(stderr, "--epochs") {
 		t.Errorf("fit kcca (covariance solver) suggests more epochs:\n%s", stderr)
 	}
-	// Its budget is chosen (online.CovarianceBudget): for 1,000 rows the
-	// default, features past the rows adding no rank.
-	if !strings.Contains(stderr, "features: 2048 per view (what --time and learner.max_model_bytes pay for") {
-		t.Errorf("fit kcca does not say the budget it chose:\n%s", stderr)
+	// A file of pairs takes landmark blocks (online.FitFeatures: twice
+	// √n·ln n a view, 512 for 1,000 rows).
+	if !strings.Contains(stderr, "features: landmarks") {
+		t.Errorf("fit kcca does not say it took landmarks:\n%s", stderr)
 	}
 	snap, _, err = snapshot.Load(two)
 	if err != nil || len(snap.Header.Views) != 2 || snap.Header.Views[1].Dim != 6 {
 		t.Fatalf("kcca snapshot: %v %+v", err, snap.Header.Views)
+	}
+	if !snap.Header.Views[0].Landmarks() || !snap.Header.Views[1].Landmarks() || snap.Header.MaxFeatures != 512 {
+		t.Errorf("fit kcca: landmarks %v %v, %d features a view; want landmark views of 512", snap.Header.Views[0].Landmarks(), snap.Header.Views[1].Landmarks(), snap.Header.MaxFeatures)
+	}
+	// With random features asked for, the budget is chosen
+	// (online.CovarianceBudget): for 1,000 rows the default, features
+	// past the rows adding no rank.
+	random := filepath.Join(dir, "kcca-random.skpca")
+	stderr = messages(t, func(f Files) error {
+		return f.Fit(context.Background(), []string{"--input", in, "--algo", "kcca", "--k", "2", "--y-cols", "6", "--epochs", "2", "--features", "random", "--out", random})
+	})
+	if !strings.Contains(stderr, "features: 2048 per view (what --time and learner.max_model_bytes pay for") {
+		t.Errorf("fit kcca --features random does not say the budget it chose:\n%s", stderr)
 	}
 	if snap.Header.Covariance != nil || snap.State != nil {
 		t.Error("fit wrote the covariance solver's statistics: its output is the served model")
