@@ -313,6 +313,16 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 	defer a.Close()
 	var bx, by [][]float64
 	leaning, trial := -1, -1
+	// The stored snapshot at each restart point, taken of the
+	// uninterrupted learner between two steps, as a service stores it.
+	saved := map[int][]byte{}
+	save := func(at int) {
+		data, err := a.Snapshot().MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[at] = data
+	}
 	var switchesAt []int
 	for step := range steps {
 		x, y := make([]float64, pairBatch*4), make([]float64, pairBatch*2)
@@ -325,27 +335,18 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 		}
 		if leaning < 0 && a.fol.ch != nil && a.fol.test.rows > 0 && a.fol.test.logEvidence() > 1 {
 			leaning = step + 1
+			save(leaning)
 		}
 		if trial < 0 && a.fol.cand != nil && a.fol.test.rows > 0 && a.fol.cand.t > 2 {
 			trial = step + 1
+			save(trial)
 		}
 	}
 	if leaning < 0 || trial < 0 || len(switchesAt) == 0 {
 		t.Fatalf("the uninterrupted learner: scouts leaning to the challenger at step %d, a candidate on trial at %d, switches at %v: the test needs all three", leaning, trial, switchesAt)
 	}
 	for _, restartAt := range []int{leaning, trial} {
-		r, err := NewTwoView(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for step := range restartAt {
-			pairStep(t, r, bx[step], by[step], step)
-		}
-		data, err := r.Snapshot().MarshalBinary()
-		r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := saved[restartAt]
 		var snap snapshot.Snapshot
 		if err := snap.UnmarshalBinary(data); err != nil {
 			t.Fatal(err)
@@ -353,7 +354,7 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 		if snap.Header.Challenger == nil || snap.Served().Header.Challenger != nil {
 			t.Fatalf("restart at %d: the stored snapshot holds challenger %v, the served copy %v; want one and none", restartAt, snap.Header.Challenger != nil, snap.Served().Header.Challenger != nil)
 		}
-		r, err = RestoreTwoView(&snap, Config{Workers: 1, Forget: ForgetFollow})
+		r, err := RestoreTwoView(&snap, Config{Workers: 1, Forget: ForgetFollow})
 		if err != nil {
 			t.Fatal(err)
 		}
