@@ -3,6 +3,8 @@ package online
 import (
 	"errors"
 	"math"
+
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // # A switch a test justifies: testing by betting
@@ -209,6 +211,22 @@ type chase[L rival] struct {
 	// tests counts the candidacies of the model's life so far: the j-th
 	// is tested at level spend(α, j); the scouts' tests run at α.
 	tests int
+}
+
+// restoredChase is the learners and test of a snapshot's challenger
+// state c: ch as the candidate (c.Candidate) or the challenger, shadow
+// as the shadow, the test and, once it has bet, its score sums.
+func restoredChase[L rival](c *snapshot.Challenger, ch, shadow L) chase[L] {
+	f := chase[L]{shadow: shadow, trial: trial{test: restoreBetting(c.Test)}, tests: c.Tests}
+	if c.Candidate {
+		f.cand = ch
+	} else {
+		f.ch = ch
+	}
+	if f.test.rows > 0 {
+		f.sm, f.so = c.Fit, c.ChallengerFit
+	}
+	return f
 }
 
 // none reports whether c is no learner.

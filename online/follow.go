@@ -251,15 +251,7 @@ func (l *KPCA) restoreChallenger(c *snapshot.Challenger, window []float64, chSna
 			return fmt.Errorf("challenger's shadow: %w", err)
 		}
 	}
-	l.fol = follower{chase: chase[*KPCA]{shadow: shadow, trial: trial{test: restoreBetting(c.Test)}, tests: c.Tests}}
-	if c.Candidate {
-		l.fol.cand = ch
-	} else {
-		l.fol.ch = ch
-	}
-	if l.fol.test.rows > 0 {
-		l.fol.sm, l.fol.so = c.Fit, c.ChallengerFit
-	}
+	l.fol = follower{chase: restoredChase(c, ch, shadow)}
 	d, m := l.fm.Dim, refRows(l.servedK())
 	ref := min(max(c.Reference, 0), len(window)/max(d, 1))
 	if len(c.Test) == 0 {

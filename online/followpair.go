@@ -408,15 +408,7 @@ func (l *TwoView) restoreChallenger(c *snapshot.Challenger, window []float64, ch
 		}
 		return fmt.Errorf("challenger: %w: %d reference values in %d rows (%d in use) for pairs of %d and %d", snapshot.ErrHeader, len(window), c.Rows, c.Reference, dx, dy)
 	}
-	l.fol = pairFollower{chase: chase[*TwoView]{shadow: shadow, trial: trial{test: restoreBetting(c.Test)}, tests: c.Tests}}
-	if c.Candidate {
-		l.fol.cand = ch
-	} else {
-		l.fol.ch = ch
-	}
-	if l.fol.test.rows > 0 {
-		l.fol.sm, l.fol.so = c.Fit, c.ChallengerFit
-	}
+	l.fol = pairFollower{chase: restoredChase(c, ch, shadow)}
 	f := &l.fol
 	row := func(r int) ([]float64, []float64) {
 		w := window[r*(dx+dy) : (r+1)*(dx+dy)]
