@@ -85,8 +85,13 @@ type Kafka struct {
 	// its first offset; fail stops the service. Either way the gap is
 	// logged as an error and counted. Default: earliest.
 	OffsetOutOfRange string `yaml:"offset_out_of_range" doc:"a partition whose next offset is out of its range (a recreated topic, retention): earliest | fail; always logged and counted"`
-	// Format of messages: json, csv, f32le, f64le. Default: json.
-	Format string `yaml:"format" doc:"json ([1,2] or {\"x\":[..],\"y\":[..]}) | csv | f32le | f64le"`
+	// Format of messages: json, csv, f32le, f64le, or a Schema Registry
+	// format (avro, protobuf, jsonschema: the Confluent wire format, the
+	// schema fetched by its id from schema_registry). Default: json.
+	Format string `yaml:"format" doc:"json ([1,2] or {\"x\":[..],\"y\":[..]}) | csv | f32le | f64le\n| avro | protobuf | jsonschema (Confluent wire format; needs schema_registry.url)"`
+	// SchemaRegistry is where the avro, protobuf and jsonschema formats
+	// find their schemas, and which fields hold the vectors.
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	// Dim is the input dimension; 0 = from the first valid message.
 	Dim int `yaml:"dim" min:"0" max:"1048576" online:"Dim" doc:"0 = fixed by the first valid message"`
 	// DeadLetterTopic receives refused messages. Default: "<topic>.dlq".
@@ -123,6 +128,25 @@ type Kafka struct {
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	TLS              TLS           `yaml:"tls"`
 	SASL             SASL          `yaml:"sasl"`
+}
+
+// SchemaRegistry is a Confluent-compatible Schema Registry
+// (kafka.format avro, protobuf or jsonschema; ingest/registry.go).
+type SchemaRegistry struct {
+	// URL of the registry; several, comma-separated, are tried in turn.
+	URL string `yaml:"url" doc:"http(s)://host:8081 (comma-separated: tried in turn); needed by kafka.format avro | protobuf | jsonschema"`
+	// User and Password (or PasswordFile): HTTP basic authentication
+	// (Confluent Cloud: the API key and secret).
+	User         string `yaml:"user"`
+	Password     string `yaml:"password" doc:"or password_file: /run/secrets/registry"`
+	PasswordFile string `yaml:"password_file"`
+	TLS          TLS    `yaml:"tls"`
+	// Field is the dotted path of x in a message's value (a value that is
+	// itself an array is x). Default: x.
+	Field string `yaml:"field" doc:"dotted path of the vector in the value (default x; an array value is the vector)"`
+	// FieldY is the dotted path of y for two-view algorithms. Default: y,
+	// else target.
+	FieldY string `yaml:"field_y" doc:"two views: dotted path of y (default y, else target)"`
 }
 
 // TLS configures a TLS client. Off unless Enabled.
@@ -584,18 +608,18 @@ func (c *Config) validateInput(pb *problems) {
 	if c.Kafka.OffsetOutOfRange != ingest.OutOfRangeEarliest && c.Kafka.OffsetOutOfRange != ingest.OutOfRangeFail {
 		pb.bad("kafka.offset_out_of_range", "%q: want earliest or fail", c.Kafka.OffsetOutOfRange)
 	}
-	switch c.Kafka.Format {
-	case "json", "csv", "f32le", "f64le":
-	default:
-		pb.bad("kafka.format", "%q: want json, csv, f32le or f64le", c.Kafka.Format)
+	if f := ingest.Format(c.Kafka.Format); !slices.Contains(ingest.Formats, f) {
+		pb.bad("kafka.format", "%q: want one of %v", c.Kafka.Format, ingest.Formats)
+	} else if f.Registered() && strings.TrimSpace(c.Kafka.SchemaRegistry.URL) == "" {
+		pb.bad("kafka.schema_registry.url", "kafka.format %s reads each message's schema from a Schema Registry: set its URL", c.Kafka.Format)
 	}
 	if !(c.Kafka.MaxAbs > 0) {
 		pb.bad("kafka.max_abs", "%v: must be > 0", c.Kafka.MaxAbs)
 	}
 	alg := online.Algorithm(c.Learner.Algorithm)
 	if alg.TwoView() {
-		if c.Kafka.Format != "json" {
-			pb.bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json carries ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]})", c.Kafka.Format, c.Learner.Algorithm)
+		if f := ingest.Format(c.Kafka.Format); f != ingest.FormatJSON && !f.Registered() {
+			pb.bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]}) and the Schema Registry formats (kafka.schema_registry.field_y) carry", c.Kafka.Format, c.Learner.Algorithm)
 		}
 	}
 	switch c.Kafka.SASL.Mechanism {
@@ -1085,6 +1109,31 @@ func Secret(field, inline, file string) (string, error) {
 		return "", fmt.Errorf("configs: %s_file: %s is empty; put the secret in it, or unset %s_file", field, file, field)
 	}
 	return s, nil
+}
+
+// Registry is the Schema Registry these settings name (nil when
+// kafka.format needs none): the password read from its file, the TLS
+// settings loaded; an unusable secret is an error.
+func (k Kafka) Registry() (*ingest.Registry, error) {
+	if !ingest.Format(k.Format).Registered() {
+		return nil, nil
+	}
+	r := k.SchemaRegistry
+	pass, err := Secret("kafka.schema_registry.password", r.Password, r.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := r.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("kafka.schema_registry.tls: %w", err)
+	}
+	var urls []string
+	for u := range strings.SplitSeq(r.URL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return ingest.NewRegistry(ingest.RegistryConfig{URLs: urls, User: r.User, Password: pass, TLS: tc})
 }
 
 // ConnectConfig is how publish.Connect reaches NATS with these settings:

@@ -166,3 +166,28 @@ func TestLoadFileAndSets(t *testing.T) {
 		t.Errorf("nothing given: %v; want the defaults", err)
 	}
 }
+
+// The Schema Registry's settings: none for the formats that need none; a
+// password file that is empty or missing stops start-up naming it; two
+// views over a registry format are accepted.
+func TestSchemaRegistrySettings(t *testing.T) {
+	k := Default().Kafka
+	if r, err := k.Registry(); r != nil || err != nil {
+		t.Fatalf("json: %v, %v; want no registry", r, err)
+	}
+	k.Format, k.SchemaRegistry.URL = "avro", "http://a:8081, http://b:8081"
+	if r, err := k.Registry(); r == nil || err != nil {
+		t.Fatalf("avro: %v, %v", r, err)
+	}
+	blank := filepath.Join(t.TempDir(), "blank")
+	os.WriteFile(blank, []byte("\n"), 0o600)
+	for _, f := range []string{blank, blank + ".missing"} {
+		k.SchemaRegistry.PasswordFile = f
+		if _, err := k.Registry(); err == nil || !strings.Contains(err.Error(), "kafka.schema_registry.password_file") {
+			t.Errorf("password file %s: %v; want an error naming kafka.schema_registry.password_file", f, err)
+		}
+	}
+	if _, err := Load("", nil, "kafka.format=jsonschema", "kafka.schema_registry.url=http://r:8081", "learner.algorithm=kcca"); err != nil {
+		t.Errorf("kcca over jsonschema: %v", err)
+	}
+}

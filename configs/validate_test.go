@@ -58,6 +58,9 @@ func TestEveryRuleNamesItsSettingAlone(t *testing.T) {
 		{[]string{"cluster.enabled=true", "cluster.step_timeout=10ms", "learner.linger=20ms"}, "cluster.step_timeout"},
 		{[]string{"log.level=trace"}, "log.level"},
 		{[]string{"log.format=xml"}, "log.format"},
+		{[]string{"kafka.format=avro"}, "kafka.schema_registry.url"},
+		{[]string{"kafka.format=protobuf", "kafka.schema_registry.url= "}, "kafka.schema_registry.url"},
+		{[]string{"kafka.format=csv", "learner.algorithm=kcca"}, "kafka.format"},
 	} {
 		_, err := Load("", nil, tc.set...)
 		if err == nil {

@@ -23,6 +23,9 @@ const (
 	FormatF64LE Format = "f64le" // raw little-endian float64
 )
 
+// Formats lists the formats a Kafka stream may have (kafka.format).
+var Formats = []Format{FormatJSON, FormatCSV, FormatF32LE, FormatF64LE, FormatAvro, FormatProtobuf, FormatJSONSchema}
+
 // Reasons a message is refused; they label the bad-message metric and the
 // dead-letter header.
 const (
@@ -78,6 +81,12 @@ type Decoder struct {
 	// OneView: the model learns from x alone, and a JSON object's "y" or
 	// "target" is ignored, whatever it holds (docs/operations.md).
 	OneView bool
+	// Registry holds the schemas of the Schema Registry formats (avro,
+	// protobuf, jsonschema; registry.go); Field and FieldY are the
+	// dotted paths of x and y in their values (defaults: x; y, else
+	// target).
+	Registry      *Registry
+	Field, FieldY string
 }
 
 // DefaultMaxAbs is the default bound on |value|: far beyond any
@@ -87,10 +96,11 @@ const DefaultMaxAbs = 1e12
 
 // Validate checks the decoder's settings.
 func (d *Decoder) Validate() error {
-	switch d.Format {
-	case FormatJSON, FormatCSV, FormatF32LE, FormatF64LE:
-	default:
-		return fmt.Errorf("ingest: unknown format %q (json, csv, f32le, f64le)", d.Format)
+	if !slices.Contains(Formats, d.Format) {
+		return fmt.Errorf("ingest: unknown format %q (%v)", d.Format, Formats)
+	}
+	if d.Format.Registered() && d.Registry == nil {
+		return fmt.Errorf("ingest: format %s reads schemas from a Schema Registry: set kafka.schema_registry.url", d.Format)
 	}
 	if d.Dim < 0 || d.MaxBytes < 0 || d.MaxAbs < 0 {
 		return fmt.Errorf("ingest: dimension, max bytes and max abs must be ≥ 0")
@@ -116,8 +126,10 @@ func (d *Decoder) Decode(x, y []float64, msg []byte) ([]float64, []float64, erro
 // Parse appends the values of one message to x (and y), checking only its
 // syntax and size (reasons empty, oversized, malformed): what does not
 // depend on the model, so that it can run ahead of the learner on another
-// goroutine. It reads Format and MaxBytes only. Check completes the
-// validation.
+// goroutine. It reads Format and MaxBytes only (and the Schema Registry
+// formats' Registry and fields). Check completes the validation. A
+// *RegistryError (the registry cannot answer) is no verdict on the
+// message: parse it again later.
 func (d *Decoder) Parse(x, y []float64, msg []byte) ([]float64, []float64, error) {
 	max := d.MaxBytes
 	if max == 0 {
@@ -150,6 +162,8 @@ func (d *Decoder) Parse(x, y []float64, msg []byte) ([]float64, []float64, error
 		for i := 0; i < len(msg); i += 8 {
 			x = append(x, math.Float64frombits(binary.LittleEndian.Uint64(msg[i:])))
 		}
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
+		x, y, err = d.parseRegistered(x, y, msg)
 	default:
 		return x, y, bad(ReasonMalformed, "unknown format %q", d.Format)
 	}

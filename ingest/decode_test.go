@@ -105,21 +105,28 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg []byte, fi uint8) {
 		d := &Decoder{Format: formats[int(fi)%len(formats)], MaxBytes: 4096}
 		x, y, err := d.Decode(nil, nil, msg)
-		if err != nil {
-			if Reason(err) == "" {
-				t.Fatalf("error without a reason: %v", err)
-			}
-			return
-		}
-		if len(x) != d.Dim || len(x) == 0 {
-			t.Fatalf("accepted %d values with dim %d", len(x), d.Dim)
-		}
-		for _, v := range append(x, y...) {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				t.Fatalf("accepted non-finite %v", v)
-			}
-		}
+		checkDecoded(t, d, x, y, err)
 	})
+}
+
+// checkDecoded fails t unless Decode's answer is a refusal with a reason
+// or finite values of the decoder's (now fixed) dimension.
+func checkDecoded(t *testing.T, d *Decoder, x, y []float64, err error) {
+	t.Helper()
+	if err != nil {
+		if Reason(err) == "" {
+			t.Fatalf("error without a reason: %v", err)
+		}
+		return
+	}
+	if len(x) != d.Dim || len(x) == 0 {
+		t.Fatalf("accepted %d values with dim %d", len(x), d.Dim)
+	}
+	for _, v := range append(x, y...) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("accepted non-finite %v", v)
+		}
+	}
 }
 
 // TestPoisonFirstMessageDoesNotFixDimension: with the dimension unset, a

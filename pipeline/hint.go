@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ var settingFor = map[string]string{
 	ingest.ReasonDomain:     "learner.kernel",
 	ingest.ReasonEmpty:      "kafka.topic",
 	ingest.ReasonNonFinite:  "the producer (NaN or Inf values)",
+	ingest.ReasonSchema:     "kafka.schema_registry.url (the registry the producer uses)",
 }
 
 // badHints counts the loop's recent messages by outcome and, when most of
@@ -76,8 +78,16 @@ func (h *badHints) seen(reason string, value []byte, format string) (hint string
 }
 
 // guessFormat names the format a message's value looks like: json (an
-// array or an object), csv (numbers separated by commas), or "".
+// array or an object), csv (numbers separated by commas), the Schema
+// Registry's wire format (a zero byte, a schema id), or "".
 func guessFormat(v []byte) string {
+	if len(v) > 5 && v[0] == 0 {
+		// Registry ids count up from 1; a raw float's bytes rarely read
+		// as a small one.
+		if id := binary.BigEndian.Uint32(v[1:5]); id >= 1 && id < 1<<20 {
+			return "the Schema Registry's wire format (avro, protobuf or jsonschema with kafka.schema_registry.url)"
+		}
+	}
 	t := strings.TrimSpace(string(v))
 	switch {
 	case t == "":

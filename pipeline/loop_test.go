@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/streamkpca/streamkpca/internal/logbuf"
+	"github.com/streamkpca/streamkpca/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -1410,5 +1412,93 @@ func TestAStopWithNATSUnreachableIsPrompt(t *testing.T) {
 	}
 	if n := nextOffset(snap, 0); n != 301 {
 		t.Errorf("the final snapshot covers offsets to %d; want 301 (the dead letter at 0 too)", n)
+	}
+}
+
+// Each Schema Registry format (the Confluent wire format, schemas from a
+// registry over HTTP) learns the model the json format learns from the
+// same rows, bit for bit, with the same offsets covered; a message the
+// registry cannot explain is dead-lettered with reason schema; and while
+// the registry refuses to answer nothing is dead-lettered or skipped:
+// the stream waits for it.
+func TestRegistryFormatsLearnTheJSONModel(t *testing.T) {
+	reg := testkit.NewRegistry(t)
+	rng := rand.New(rand.NewPCG(4, 4))
+	rows := make([][]float64, 600)
+	for i := range rows {
+		rows[i] = []float64{rng.NormFloat64(), rng.NormFloat64() * 3, rng.NormFloat64() + 1}
+	}
+	run := func(format string, msgs [][]byte, down bool) (*snapshot.Snapshot, map[string]int) {
+		c := testConfig(t)
+		c.Kafka.Format = format
+		c.Kafka.SchemaRegistry.URL = reg.URL()
+		c.Learner.Linger = time.Hour // batches cut by size only, so the runs cut alike
+		src := ingest.NewMemSource("v", 256)
+		src.Produce(0, msgs...)
+		var refused atomic.Int64
+		if down {
+			reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+				refused.Add(1)
+				http.Error(w, "unavailable", http.StatusServiceUnavailable)
+				return true
+			})
+		}
+		h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+		if down {
+			for refused.Load() < 3 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := h.p.Status().Consumed; n != 0 {
+				t.Errorf("%s: %d messages handled while the registry was down", format, n)
+			}
+			reg.ClearInterceptors()
+		}
+		h.waitConsumed(uint64(len(msgs)))
+		return h.stop(), h.deadLetters()
+	}
+	var jsonMsgs [][]byte
+	for _, r := range rows {
+		jsonMsgs = append(jsonMsgs, testkit.JSONRow(r, nil))
+	}
+	want, _ := run("json", jsonMsgs, false)
+	for _, format := range []string{"avro", "protobuf", "jsonschema"} {
+		var msgs [][]byte
+		for i, r := range rows {
+			msgs = append(msgs, reg.Encode(t, format, 0, r, nil))
+			if i == 300 {
+				msgs = append(msgs, reg.Encode(t, format, 4242, r, nil)) // an id the registry does not hold
+			}
+		}
+		got, dead := run(format, msgs, format == "avro")
+		if fmt.Sprint(dead) != fmt.Sprint(map[string]int{ingest.ReasonSchema: 1}) {
+			t.Errorf("%s: dead letters %v, want one with reason schema", format, dead)
+		}
+		if got.Header.SamplesSeen != want.Header.SamplesSeen || nextOffset(got, 0) != int64(len(msgs)) {
+			t.Errorf("%s: samples %d (json %d), next offset %d of %d", format, got.Header.SamplesSeen, want.Header.SamplesSeen, nextOffset(got, 0), len(msgs))
+		}
+		if !slices.Equal(got.Header.Seeds, want.Header.Seeds) || len(got.Coef[0]) != len(want.Coef[0]) {
+			t.Fatalf("%s: other blocks than json's", format)
+		}
+		for i, v := range want.Coef[0] {
+			if math.Float64bits(got.Coef[0][i]) != math.Float64bits(v) {
+				t.Fatalf("%s: coefficient %d: %v, json %v", format, i, got.Coef[0][i], v)
+			}
+		}
+	}
+}
+
+// A stream in the Schema Registry's wire format sent to kafka.format json
+// is named as such; raw float64s (1.0's bytes begin with zeros, id 0) are
+// not taken for it.
+func TestGuessFormatNamesTheRegistryWireFormat(t *testing.T) {
+	reg := testkit.NewRegistry(t)
+	if g := guessFormat(reg.Encode(t, "avro", 0, []float64{1, 2}, nil)); !strings.Contains(g, "kafka.schema_registry.url") {
+		t.Errorf("avro wire format guessed as %q", g)
+	}
+	raw := make([]byte, 16)
+	binary.LittleEndian.PutUint64(raw, math.Float64bits(1))
+	binary.LittleEndian.PutUint64(raw[8:], math.Float64bits(2))
+	if g := guessFormat(raw); g != "" {
+		t.Errorf("f64le [1, 2] guessed as %q", g)
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"github.com/rs/zerolog"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,13 @@ const (
 	fetchRetryMax = 5 * time.Second
 )
 
+// isRegistryError reports whether err is a Schema Registry that cannot
+// answer (ingest.RegistryError).
+func isRegistryError(err error) bool {
+	var re *ingest.RegistryError
+	return errors.As(err, &re)
+}
+
 // parseAhead fetches batches from src and parses their messages, in
 // order, into slices on out, on its own goroutine, so that parsing the
 // next batch's text overlaps learning the current one (on a 2-core
@@ -48,7 +56,9 @@ const (
 // It returns when ctx is done; messages fetched and not handed over are
 // covered by no offset and come again after a restart. A failed Fetch is
 // logged (once per run of failures) and retried after a back-off that
-// doubles from fetchRetryMin to fetchRetryMax.
+// doubles from fetchRetryMin to fetchRetryMax; so is a message whose
+// schema the Schema Registry cannot give now (ingest.RegistryError), in
+// order: the messages before it go on to the loop.
 func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64) {
 	send := func(ps []parsed) bool {
 		if len(ps) == 0 {
@@ -87,6 +97,29 @@ func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src
 		ps := make([]parsed, 0, len(b.Messages))
 		for i, m := range b.Messages {
 			x, y, err := dec.Parse(nil, nil, m.Value)
+			if wait := time.Duration(0); isRegistryError(err) {
+				// The registry cannot answer: the message is not at
+				// fault. Parse it again until it does (lag grows); what
+				// is parsed so far goes to the loop meanwhile.
+				if !send(ps) {
+					return
+				}
+				ps = make([]parsed, 0, len(b.Messages)-i)
+				for isRegistryError(err) {
+					if wait == 0 {
+						wait = fetchRetryMin
+						log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("the schema registry cannot answer: the stream waits for it (nothing is dead-lettered or skipped)")
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(wait):
+					}
+					wait = min(2*wait, fetchRetryMax)
+					x, y, err = dec.Parse(nil, nil, m.Value)
+				}
+				log.Info().Msg("the schema registry answers again")
+			}
 			n := min(int64(len(m.Value)+8*(len(x)+len(y))), budget)
 			if !sem.TryAcquire(n) {
 				// Hand over what is parsed first: the loop releases

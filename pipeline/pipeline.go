@@ -258,7 +258,9 @@ func build(opt Options) (*Pipeline, error) {
 	if err != nil {
 		return p, err
 	}
-	p.newDecoder()
+	if err := p.newDecoder(); err != nil {
+		return p, err
+	}
 	if err := p.readHTTPToken(); err != nil {
 		return p, err
 	}
@@ -457,15 +459,22 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 	return snap, nil
 }
 
-// newDecoder makes the messages' decoder for the learner's dimensions.
-func (p *Pipeline) newDecoder() {
+// newDecoder makes the messages' decoder for the learner's dimensions
+// (and the Schema Registry client its format needs).
+func (p *Pipeline) newDecoder() error {
 	cfg := p.cfg
+	reg, err := cfg.Kafka.Registry()
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
 	dx, dy := p.learner.dims()
 	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs,
-		OneView: !online.Algorithm(cfg.Learner.Algorithm).TwoView()}
+		OneView: !online.Algorithm(cfg.Learner.Algorithm).TwoView(), Registry: reg,
+		Field: cfg.Kafka.SchemaRegistry.Field, FieldY: cfg.Kafka.SchemaRegistry.FieldY}
 	if p.dec.Dim == 0 {
 		p.dec.Dim = cfg.Kafka.Dim
 	}
+	return nil
 }
 
 // readHTTPToken reads the HTTP token (an unusable one stops start-up).
