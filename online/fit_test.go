@@ -178,6 +178,7 @@ func TestFitFeaturesFollowsTheRows(t *testing.T) {
 // same batches, which solves after every batch (the same statistics: the
 // same subspace to 1e-9).
 func TestFitLandmarksAgainstExact(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	exactFixture(t)
 	f, m := FitFeatures(AlgKPCA, exactN)
 	cfg := Config{K: exactK, Kernel: exactRef.kern, Features: f, MaxFeatures: m}

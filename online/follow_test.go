@@ -479,6 +479,7 @@ func TestFollowScoresOnlyUnlearnedRows(t *testing.T) {
 // its challenger cost CPU every batch for nothing): the test bets on
 // held-out rows, its reference set holds 2k rows.
 func TestFollowComparesLargeK(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	const d, k, b = 8, 128, 512
 	cfg := Config{K: k, BlockSize: 256, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 2}, Workers: 1, Forget: ForgetFollow}
 	l, err := New(cfg)

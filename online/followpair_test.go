@@ -206,6 +206,7 @@ func rampOver(a, b int) func(int) float64 {
 // and followed the switch by itself (error 0.18 against a fresh
 // learner's 0.15 after 40 batches), so it is not the stale case here.
 func TestPairScoreRanksFreshAboveStale(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	for _, c := range []struct {
 		name              string
 		share             func(int) float64
@@ -254,6 +255,7 @@ func TestPairScoreRanksFreshAboveStale(t *testing.T) {
 // fires on a gradual change). Before two-view learners had a
 // challenger, follow was the detector alone.
 func TestPairFollowGradualChange(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	const steps, end = 300, 260
 	stream := func() *pairStream {
 		s := newPairStream(3, rampOver(60, end))
@@ -283,6 +285,7 @@ func TestPairFollowGradualChange(t *testing.T) {
 // TestPairFollowStationaryNoSwitch: 300 batches of one relation, by both
 // solvers: the challengers never win.
 func TestPairFollowStationaryNoSwitch(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	for _, solver := range []Solver{SolverCovariance, SolverOja} {
 		t.Run(string(solver), func(t *testing.T) {
 			l, _ := runPairs(t, newPairStream(4, switchAt(1<<30)), pairCfg(solver, ForgetFollow), 300, -1)
@@ -298,11 +301,15 @@ func TestPairFollowStationaryNoSwitch(t *testing.T) {
 // TestPairFollowerSurvivesARestart: a two-view learner restored from a
 // snapshot taken while its scouts' test leans to the challenger, and one
 // taken while a candidate is on trial, go on as the learner that was
-// never stopped: the same switches at the same steps, the same features
-// and coefficients bit for bit. Before two-view learners kept their
-// challenger in snapshots, a restored one started afresh.
+// never stopped: after pairRestartHorizon steps the same features, the
+// same coefficients and the same test bit for bit (every step is
+// deterministic, so the same switches at the same steps from then on).
+// The uninterrupted run goes on to its switch, so that the states
+// compared are those of a candidacy that wins. Before two-view learners
+// kept their challenger in snapshots, a restored one started afresh.
 func TestPairFollowerSurvivesARestart(t *testing.T) {
-	const steps = 300
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
+	const steps, pairRestartHorizon = 300, 30
 	cfg := pairCfg(SolverCovariance, ForgetFollow)
 	s := newPairStream(3, rampOver(60, 260))
 	s.emerge = true
@@ -313,25 +320,30 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 	defer a.Close()
 	var bx, by [][]float64
 	leaning, trial := -1, -1
-	// The stored snapshot at each restart point, taken of the
-	// uninterrupted learner between two steps, as a service stores it.
-	saved := map[int][]byte{}
+	// The stored snapshot at each restart point, and the uninterrupted
+	// learner's pairRestartHorizon steps later, taken between two steps
+	// as a service stores them.
+	saved := map[int]*snapshot.Snapshot{}
 	save := func(at int) {
 		data, err := a.Snapshot().MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
 		}
-		saved[at] = data
+		var snap snapshot.Snapshot
+		if err := snap.UnmarshalBinary(data); err != nil {
+			t.Fatal(err)
+		}
+		saved[at] = &snap
 	}
-	var switchesAt []int
+	var switches uint64
 	for step := range steps {
 		x, y := make([]float64, pairBatch*4), make([]float64, pairBatch*2)
 		s.batch(x, y, pairBatch, step)
 		bx, by = append(bx, x), append(by, y)
-		before := a.Switches()
 		pairStep(t, a, x, y, step)
-		if a.Switches() > before {
-			switchesAt = append(switchesAt, step)
+		switches = a.Switches()
+		if step+1 == leaning+pairRestartHorizon || step+1 == trial+pairRestartHorizon {
+			save(step + 1)
 		}
 		if leaning < 0 && a.fol.ch != nil && a.fol.test.rows > 0 && a.fol.test.logEvidence() > 1 {
 			leaning = step + 1
@@ -342,40 +354,33 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 			save(trial)
 		}
 	}
-	if leaning < 0 || trial < 0 || len(switchesAt) == 0 {
-		t.Fatalf("the uninterrupted learner: scouts leaning to the challenger at step %d, a candidate on trial at %d, switches at %v: the test needs all three", leaning, trial, switchesAt)
+	if leaning < 0 || trial < 0 || switches == 0 || trial+pairRestartHorizon > steps {
+		t.Fatalf("the uninterrupted learner: scouts leaning to the challenger at step %d, a candidate on trial at %d, %d switches: the test needs all three", leaning, trial, switches)
 	}
 	for _, restartAt := range []int{leaning, trial} {
-		data := saved[restartAt]
-		var snap snapshot.Snapshot
-		if err := snap.UnmarshalBinary(data); err != nil {
-			t.Fatal(err)
-		}
+		snap := saved[restartAt]
 		if snap.Header.Challenger == nil || snap.Served().Header.Challenger != nil {
 			t.Fatalf("restart at %d: the stored snapshot holds challenger %v, the served copy %v; want one and none", restartAt, snap.Header.Challenger != nil, snap.Served().Header.Challenger != nil)
 		}
-		r, err := RestoreTwoView(&snap, Config{Workers: 1, Forget: ForgetFollow})
+		r, err := RestoreTwoView(snap, Config{Workers: 1, Forget: ForgetFollow})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rSwitches []int
-		for step := restartAt; step < steps; step++ {
-			before := r.Switches()
+		end := restartAt + pairRestartHorizon
+		for step := restartAt; step < end; step++ {
 			pairStep(t, r, bx[step], by[step], step)
-			if r.Switches() > before {
-				rSwitches = append(rSwitches, step)
-			}
 		}
-		want := slices.DeleteFunc(slices.Clone(switchesAt), func(s int) bool { return s < restartAt })
-		t.Logf("restarted at step %d (candidate %v, %d pairs bet on); switches at %v, after the restart at %v", restartAt, snap.Header.Challenger.Candidate, int(snap.Header.Challenger.Test[betGrid]), switchesAt, rSwitches)
-		if !slices.Equal(rSwitches, want) {
-			t.Errorf("restart at %d: the restored learner switched at steps %v, the uninterrupted one at %v", restartAt, rSwitches, want)
-		}
-		sa, sr := a.Snapshot(), r.Snapshot()
+		sa, sr := saved[end], r.Snapshot()
+		t.Logf("restarted at step %d (candidate %v, %d pairs bet on), compared at %d (candidate %v, %d pairs)", restartAt, snap.Header.Challenger.Candidate, int(snap.Header.Challenger.Test[betGrid]), end, sa.Header.Challenger != nil && sa.Header.Challenger.Candidate, int(sa.Header.Challenger.Test[betGrid]))
 		for i := range 2 {
 			if !slices.Equal(sa.Coef[i], sr.Coef[i]) {
-				t.Errorf("restart at %d: view %d's coefficients differ after the run (%d and %d values)", restartAt, i, len(sa.Coef[i]), len(sr.Coef[i]))
+				t.Errorf("restart at %d: view %d's coefficients differ %d steps later (%d and %d values)", restartAt, i, pairRestartHorizon, len(sa.Coef[i]), len(sr.Coef[i]))
 			}
+		}
+		if !slices.Equal(sa.Header.Seeds, sr.Header.Seeds) || sa.Header.Challenger == nil || sr.Header.Challenger == nil ||
+			!slices.Equal(sa.Header.Challenger.Test, sr.Header.Challenger.Test) || sa.Header.Challenger.Candidate != sr.Header.Challenger.Candidate ||
+			sa.Header.Challenger.Tests != sr.Header.Challenger.Tests {
+			t.Errorf("restart at %d: %d steps later the features or the test differ from the uninterrupted learner's", restartAt, pairRestartHorizon)
 		}
 		r.Close()
 	}
@@ -387,6 +392,7 @@ func TestPairFollowerSurvivesARestart(t *testing.T) {
 // is within 2× of a learner started at the change (it restarted before
 // two-view learners had a challenger: the bound held then too).
 func TestPairFollowAbruptChange(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	fol, fresh := runPairs(t, newPairStream(5, switchAt(60)), pairCfg(SolverCovariance, ForgetFollow), 120, 60)
 	e := newTruthNew()
 	ef, _ := e.errOf(t, fol)
@@ -430,6 +436,7 @@ func TestPairChallengesOnChange(t *testing.T) {
 // Update learns it, and with k = 128 (reference sets of 2k pairs) the
 // learners are compared too.
 func TestPairFollowBetsOnHeldOutPairsOnly(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	for _, c := range []struct{ k, steps int }{{2, 60}, {128, 30}} {
 		k := c.k
 		cfg := pairCfg(SolverCovariance, ForgetFollow)

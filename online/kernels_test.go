@@ -13,6 +13,7 @@ import (
 // same kernel (gonum EigenSym on the Gram matrix) on 600 points streamed
 // for 30 epochs.
 func TestOtherKernelsAgainstExact(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	rng := rand.New(rand.NewPCG(1, 1))
 	const n, d, k = 600, 4, 2
 	// Anisotropic, non-negative (valid for the semigroup kernels), so that

@@ -73,6 +73,7 @@ func evalDense(l *KPCA, x []float64, rows int) *mat.Dense {
 // points. GHA must also recover each eigenfunction in order and the
 // eigenvalues.
 func TestAgainstExactKPCA(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	exactFixture(t)
 	truthTrain := exactRef.vecs
 	truthHeld := exactRef.at(exactHeld, exactHeldN)

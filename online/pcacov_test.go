@@ -99,6 +99,7 @@ func TestCovarianceLinearIsPCA(t *testing.T) {
 // estimates to 1e-7 relative (the learner regularises K_ZZ by a jitter
 // instead of the cut).
 func TestCovarianceLandmarksIsNystrom(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	const n, b, nb, k = 1024, 128, 128, 3
 	rng := rand.New(rand.NewPCG(8, 8))
 	x := curvedData(rng, n)

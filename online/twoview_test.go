@@ -249,6 +249,7 @@ var kccaSolvers = []struct {
 // cannot grow past ≈ 1/λ̂ (a single batch's estimate of C_XY carries noise
 // of order λ̂/√b ≫ σ), so KSVD converges slowly here.
 func TestTwoViewAgainstExact(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	rng := rand.New(rand.NewPCG(5, 5))
 	const n, m, k = 800, 600, 2
 	x, y := synth.TwoView(rng, n)
@@ -504,6 +505,7 @@ func TestTwoViewSnapshotBitIdentical(t *testing.T) {
 // stream (rank-2 centred cross-covariance), streamed KSVD with defaults
 // recovers both singular function pairs of exact kernel SVD (800 pairs).
 func TestKSVDMixtureAgainstExact(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	rng := rand.New(rand.NewPCG(11, 11))
 	const n, m, k = 800, 600, 2
 	x, y := synth.Mixture(rng, n)
