@@ -366,9 +366,12 @@ type Snapshot struct {
 type Output struct {
 	// Topic to write the records to; "" turns the output off. Default: "".
 	Topic string `yaml:"topic" doc:"one record per good message: its projection, residual and novelty (docs/api.md); \"\" = off"`
-	// Brokers of the output topic's cluster, with kafka.tls and
-	// kafka.sasl. Default: kafka.brokers.
-	Brokers List `yaml:"brokers" shown:"[]" doc:"default: kafka.brokers (with kafka.tls and kafka.sasl)"`
+	// Brokers of the output topic's cluster. Default: kafka.brokers.
+	Brokers List `yaml:"brokers" shown:"[]" doc:"default: kafka.brokers"`
+	// TLS and SASL of the output topic's cluster: when tls.enabled or
+	// sasl.mechanism is set, these; otherwise kafka.tls and kafka.sasl.
+	TLS  TLS  `yaml:"tls" doc:"the output cluster's own TLS (default: kafka.tls)"`
+	SASL SASL `yaml:"sasl" doc:"the output cluster's own SASL (default: kafka.sasl)"`
 	// NoveltyQuantile: a record is "novel" when its novelty is at least
 	// this; under a stream that does not change, at most a 1 − q share of
 	// records is. Default: 0.999.
@@ -622,10 +625,12 @@ func (c *Config) validateInput(pb *problems) {
 			pb.bad("kafka.format", "%q: learner.algorithm %s learns from (x, y) pairs, which only json ({\"x\":[...],\"y\":[...]} or {\"x\":[...],\"target\":[...]}) and the Schema Registry formats (kafka.schema_registry.field_y) carry", c.Kafka.Format, c.Learner.Algorithm)
 		}
 	}
-	switch c.Kafka.SASL.Mechanism {
-	case "", "plain", "scram-sha-256", "scram-sha-512":
-	default:
-		pb.bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", c.Kafka.SASL.Mechanism)
+	for field, m := range map[string]string{"kafka.sasl.mechanism": c.Kafka.SASL.Mechanism, "output.sasl.mechanism": c.Output.SASL.Mechanism} {
+		switch m {
+		case "", "plain", "scram-sha-256", "scram-sha-512":
+		default:
+			pb.bad(field, "%q: want plain, scram-sha-256 or scram-sha-512", m)
+		}
 	}
 }
 
@@ -1134,6 +1139,16 @@ func (k Kafka) Registry() (*ingest.Registry, error) {
 		}
 	}
 	return ingest.NewRegistry(ingest.RegistryConfig{URLs: urls, User: r.User, Password: pass, TLS: tc})
+}
+
+// OutputSecurity is the output topic's cluster's TLS and SASL settings
+// and the name of their section: output.tls and output.sasl when either
+// is set, kafka.tls and kafka.sasl otherwise.
+func (c *Config) OutputSecurity() (TLS, SASL, string) {
+	if c.Output.TLS.Enabled || c.Output.SASL.Mechanism != "" {
+		return c.Output.TLS, c.Output.SASL, "output"
+	}
+	return c.Kafka.TLS, c.Kafka.SASL, "kafka"
 }
 
 // ConnectConfig is how publish.Connect reaches NATS with these settings:

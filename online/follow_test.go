@@ -272,6 +272,7 @@ func followStep(t *testing.T, l *KPCA, x []float64, b, step int) {
 // challenger was in snapshots (format v4), a restored learner started a
 // new challenger and the ramp's switch came later, or not at all.
 func TestFollowerSurvivesARestart(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	ramp := func(step int) float64 { return min(1, max(0, float64(step-60)/200)) }
 	const steps, b = 290, 512
 	cfg := Config{K: 3, BlockSize: 128, MaxFeatures: 2048, Kernel: features.Kernel{Family: features.Gaussian, Bandwidth: 1.5}, Workers: 1, Forget: ForgetFollow}
@@ -351,6 +352,7 @@ func TestFollowerSurvivesARestart(t *testing.T) {
 // challenger; with forget detect (the level detector alone) it is far
 // off. The switches are kept in the snapshot and restored.
 func TestFollowGradualChange(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	ramp := func(step int) float64 { return min(1, max(0, float64(step-60)/200)) }
 	const steps, end = 290, 260
 	fol, fresh := runFollow(t, newFollowStream(1, ramp), ForgetFollow, steps, end, nil)
@@ -381,6 +383,7 @@ func TestFollowGradualChange(t *testing.T) {
 // TestFollowStationaryNoSwitch: 300 batches of one distribution: the
 // challengers (restarted every followLife batches) never win.
 func TestFollowStationaryNoSwitch(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	l, _ := runFollow(t, newFollowStream(2, func(int) float64 { return 0 }), ForgetFollow, 300, -1, nil)
 	if l.Switches() != 0 || l.Changes() != 0 {
 		t.Errorf("a stationary stream: %d switches, %d changes; want none", l.Switches(), l.Changes())
@@ -394,6 +397,7 @@ func TestFollowStationaryNoSwitch(t *testing.T) {
 // finds both, and the model ends within 2× of a learner started at the
 // change.
 func TestFollowYoungAndGrowingModels(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	sw := func(step int) float64 {
 		if step >= 50 {
 			return 1

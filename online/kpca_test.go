@@ -116,6 +116,7 @@ func TestAgainstExactKPCA(t *testing.T) {
 // default: no batch rejected by the divergence guard, finite
 // coefficients, and the subspace within 0.2 of exact KPCA.
 func TestDefaultsRobustToTheta0(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	exactFixture(t)
 	for _, th := range []float64{DefaultTheta0 / 10, DefaultTheta0 * 3, DefaultTheta0 * 10} {
 		l, err := New(Config{K: exactK, Theta0: th, MaxFeatures: 4096})
@@ -302,6 +303,7 @@ func TestSnapshotProjectBitIdentical(t *testing.T) {
 // on a step (a pass that does makes its last iterate unusually good:
 // TestOtherKernelsAgainstExact).
 func TestAverageOnAStream(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	rng := rand.New(rand.NewPCG(1, 1))
 	const n, d, k, b = 600, 4, 2, 200
 	scale := []float64{1, 0.6, 0.35, 0.2}

@@ -403,6 +403,7 @@ func TestTwoViewAssessCorrelations(t *testing.T) {
 // landmarks): held-out S₂ 1.592 after one pass against 1.796 after two;
 // with them 1.793 and 1.800.
 func TestLandmarkKCCAOnePassHasEveryPair(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	const n, m, b = 2048, 2000, 128
 	rng := rand.New(rand.NewPCG(1, 1))
 	x, y := synth.TwoView(rng, n)
@@ -440,6 +441,7 @@ func TestLandmarkKCCAOnePassHasEveryPair(t *testing.T) {
 // the choice is recorded in the snapshot and its statistics are whole
 // again afterwards (the count is every pair's).
 func TestKCCAChoosesItsRidge(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	const n, m, b = 6144, 2000, 256
 	rng := rand.New(rand.NewPCG(2, 2))
 	x, y := synth.TwoView(rng, n)

@@ -185,6 +185,7 @@ func linearCCA(t *testing.T, x, y []float64, n, dx, dy int, hx, hy []float64, m,
 // (only k given) does not diverge and its held-out sum of canonical
 // correlations beats linear CCA's by ≥ 30% (paper Table 3's pattern).
 func TestKCCADefaultsBeatLinearCCA(t *testing.T) {
+	t.Parallel() // CPU-bound on one worker: beside the package's other long tests (quick tier ≤ 2 minutes)
 	rng := rand.New(rand.NewPCG(1, 1))
 	const n, m, k = 4000, 1000, 2
 	x, y := synth.TwoView(rng, n)

@@ -23,6 +23,9 @@ type Record struct {
 	Incarnation string
 	Version     uint64
 	Projection  []float64
+	// ProjectionY is a two-view model's y view's k values for a message
+	// that has a y (nil otherwise: no "projection_y" in the JSON).
+	ProjectionY []float64
 	// Residual and Novelty are NaN when unknown (null in JSON).
 	Residual, Novelty float64
 	Novel             bool
@@ -46,7 +49,7 @@ type Header struct {
 // Encode returns r as a Message: the JSON value of the package doc, the
 // same bytes for the same record on every run.
 func (r *Record) Encode() Message {
-	b := make([]byte, 0, 160+24*len(r.Projection))
+	b := make([]byte, 0, 176+24*(len(r.Projection)+len(r.ProjectionY)))
 	b = append(b, `{"source":{"topic":`...)
 	b = strconv.AppendQuote(b, r.Source.Topic)
 	b = append(b, `,"partition":`...)
@@ -62,11 +65,10 @@ func (r *Record) Encode() Message {
 		b = append(b, `,"version":`...)
 		b = strconv.AppendUint(b, r.Version, 10)
 		b = append(b, `},"projection":[`...)
-		for i, v := range r.Projection {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendNumber(b, v)
+		b = appendNumbers(b, r.Projection)
+		if r.ProjectionY != nil {
+			b = append(b, `],"projection_y":[`...)
+			b = appendNumbers(b, r.ProjectionY)
 		}
 		b = append(b, `],"residual":`...)
 		b = appendNumber(b, r.Residual)
@@ -90,6 +92,17 @@ func (r *Record) Encode() Message {
 			Header{Key: "model-version", Value: []byte(strconv.FormatUint(r.Version, 10))})
 	}
 	return Message{Key: key, Value: b, Headers: h, Partition: r.Source.Partition}
+}
+
+// appendNumbers appends vs, comma-separated.
+func appendNumbers(b []byte, vs []float64) []byte {
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNumber(b, v)
+	}
+	return b
 }
 
 // appendNumber appends v as JSON's shortest round-tripping number, or null

@@ -28,6 +28,11 @@ func TestEncodeGolden(t *testing.T) {
 	if err := json.Unmarshal(r.Encode().Value, &v); err != nil || v.Residual != nil || v.Novelty != nil || !slices.Equal(v.Projection, r.Projection) {
 		t.Errorf("unknown residual: %s (%v)", r.Encode().Value, err)
 	}
+	two := Record{Source: Source{Topic: "p", Offset: 3}, HasModel: true, Incarnation: "b2", Version: 4,
+		Projection: []float64{1, 2}, ProjectionY: []float64{-0.25, 5e-7}, Residual: math.NaN(), Novelty: math.NaN()}
+	if got := string(two.Encode().Value); got != `{"source":{"topic":"p","partition":0,"offset":3},"model":{"incarnation":"b2","version":4},"projection":[1,2],"projection_y":[-0.25,5e-07],"residual":null,"novelty":null,"novel":false}` {
+		t.Errorf("a two-view record: %s", got)
+	}
 	none := Record{Source: Source{Topic: "t", Offset: 1}, Key: []byte("k")}
 	if got := string(none.Encode().Value); got != `{"source":{"topic":"t","partition":0,"offset":1},"model":null,"projection":null,"residual":null,"novelty":null,"novel":false}` {
 		t.Errorf("record without a model: %s", got)

@@ -227,7 +227,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		return false
 	}
 	l.outcome("", nil)
-	l.scoreLater(m, l.batch[n0:])
+	l.scoreLater(m, l.batch[n0:], l.batchY[m0:])
 	defer l.scoreIfMany()
 	key := online.HoldoutKey(m.Partition, m.Offset)
 	if !l.pace.keep(key) {

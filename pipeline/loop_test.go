@@ -1502,3 +1502,30 @@ func TestGuessFormatNamesTheRegistryWireFormat(t *testing.T) {
 		t.Errorf("f64le [1, 2] guessed as %q", g)
 	}
 }
+
+// The output topic's cluster has its own TLS and SASL when output.tls or
+// output.sasl is set, and kafka's otherwise; an unusable output secret
+// stops start-up naming it.
+func TestOutputClusterSecurity(t *testing.T) {
+	c := testConfig(t)
+	c.Kafka.SASL = configs.SASL{Mechanism: "plain", User: "in", Password: "in-secret"}
+	cc := ingest.ConsumerConfig{SASLMechanism: "plain", SASLUser: "in", SASLPassword: "in-secret"}
+	c.Output.Brokers = []string{"out:9092"}
+	occ, err := outputCluster(c, cc)
+	if err != nil || occ.SASLUser != "in" || occ.SASLPassword != "in-secret" || occ.Brokers[0] != "out:9092" {
+		t.Fatalf("without output.sasl: %+v, %v; want kafka's credentials and output.brokers", occ, err)
+	}
+	c.Output.SASL = configs.SASL{Mechanism: "scram-sha-512", User: "out", Password: "out-secret"}
+	if occ, err = outputCluster(c, cc); err != nil || occ.SASLMechanism != "scram-sha-512" || occ.SASLUser != "out" || occ.SASLPassword != "out-secret" || occ.TLS != nil {
+		t.Fatalf("with output.sasl: %+v, %v; want its own credentials", occ, err)
+	}
+	blank := filepath.Join(t.TempDir(), "blank")
+	os.WriteFile(blank, []byte("\n"), 0o600)
+	c.Output.SASL.Password, c.Output.SASL.PasswordFile = "", blank
+	if _, err := outputCluster(c, cc); err == nil || !strings.Contains(err.Error(), "output.sasl.password_file") {
+		t.Fatalf("an empty output.sasl.password_file: %v; want an error naming it", err)
+	}
+	if _, err := configs.Load("", nil, "output.sasl.mechanism=gssapi"); err == nil || !strings.Contains(err.Error(), "output.sasl.mechanism") {
+		t.Fatalf("output.sasl.mechanism gssapi: %v", err)
+	}
+}

@@ -493,6 +493,27 @@ func (p *Pipeline) readHTTPToken() error {
 	return nil
 }
 
+// outputCluster is how the output topic's writer reaches its cluster:
+// cc with output.brokers and the output's TLS and SASL settings
+// (configs.Config.OutputSecurity), their secrets read.
+func outputCluster(cfg configs.Config, cc ingest.ConsumerConfig) (ingest.ConsumerConfig, error) {
+	tlsc, sasl, sec := cfg.OutputSecurity()
+	occ := cc
+	occ.Brokers = cfg.Output.Brokers
+	if sec == "kafka" {
+		return occ, nil // cc holds kafka.tls and kafka.sasl, read already
+	}
+	var err error
+	if occ.TLS, err = tlsc.Config(); err != nil {
+		return occ, fmt.Errorf("pipeline: output.tls: %w", err)
+	}
+	if occ.SASLPassword, err = configs.Secret("output.sasl.password", sasl.Password, sasl.PasswordFile); err != nil {
+		return occ, fmt.Errorf("pipeline: %w", err)
+	}
+	occ.SASLMechanism, occ.SASLUser = sasl.Mechanism, sasl.User
+	return occ, nil
+}
+
 // connectKafka reads the Kafka secrets and makes the consumer
 // (opt.Source unless nil) and the dead-letter queue.
 func (p *Pipeline) connectKafka(opt Options) error {
@@ -539,11 +560,13 @@ func (p *Pipeline) connectKafka(opt Options) error {
 	if cfg.Output.Topic != "" {
 		prod := opt.Output
 		if prod == nil {
-			occ := cc
-			occ.Brokers = cfg.Output.Brokers
+			occ, err := outputCluster(cfg, cc)
+			if err != nil {
+				return err
+			}
 			tr, err := occ.Transport()
 			if err != nil {
-				return fmt.Errorf("pipeline: output topic (kafka.tls, kafka.sasl): %w", err)
+				return fmt.Errorf("pipeline: output topic (output.tls, output.sasl or kafka's): %w", err)
 			}
 			if prod, err = output.NewKafka(output.KafkaConfig{Brokers: cfg.Output.Brokers, Topic: cfg.Output.Topic, Transport: tr}); err != nil {
 				return fmt.Errorf("pipeline: output topic (output.topic, output.brokers): %w", err)

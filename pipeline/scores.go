@@ -26,8 +26,9 @@ type scores struct {
 	held *rowRing
 	ref  []float64
 	// x holds the rows waiting to be scored (row-major, the model's
-	// dimension), meta their sources in the same order.
-	x    []float64
+	// dimension), meta their sources in the same order; y the y rows
+	// of those that have one (two-view models), in the same order.
+	x, y []float64
 	meta []scoreMeta
 	// pend: records scored and not yet stored, pendNovel how many of them
 	// are novel; lastRecords and lastNovel: the counts at the last cut.
@@ -56,6 +57,8 @@ type scoreMeta struct {
 	src  output.Source
 	key  []byte
 	held bool
+	// hasY: the message has a y row (in scores.y).
+	hasY bool
 	// row is the message's row in the loop's batch, -1 when it is not
 	// there (shed): the batch's rows are scored from the features the
 	// learner computes for its step (fast), the others from scratch.
@@ -130,7 +133,7 @@ func (s *scores) reference(m *snapshot.Model) []float64 {
 // scoreLater queues a good message for its record (before load shedding
 // decides whether it is learned: every good message is scored). A full
 // batch of them is scored and written at once.
-func (l *loop) scoreLater(m ingest.Message, x []float64) {
+func (l *loop) scoreLater(m ingest.Message, x, y []float64) {
 	s := l.p.out
 	if s == nil {
 		return
@@ -139,9 +142,9 @@ func (l *loop) scoreLater(m ingest.Message, x []float64) {
 	if len(m.Key) > 0 {
 		key = m.Key
 	}
-	s.x = append(s.x, x...)
+	s.x, s.y = append(s.x, x...), append(s.y, y...)
 	s.meta = append(s.meta, scoreMeta{src: output.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}, key: key,
-		held: online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), l.p.cfg.Learner.Holdout), row: -1})
+		held: online.HeldOut(online.HoldoutKey(m.Partition, m.Offset), l.p.cfg.Learner.Holdout), hasY: len(y) > 0, row: -1})
 	l.p.met.OutPending.Set(float64(len(s.meta) + len(s.pend)))
 }
 
@@ -239,17 +242,25 @@ func (l *loop) score() {
 			}
 		}
 	}
+	projY := s.projectY(m)
+	iy := 0
 	for i, mt := range s.meta {
 		r := output.Record{Source: mt.src, Key: mt.key, Residual: math.NaN(), Novelty: math.NaN()}
 		if m != nil {
 			r.HasModel, r.Incarnation, r.Version = true, m.Header().Incarnation, m.Header().Version()
 			r.Projection = s.proj[i*k : (i+1)*k]
+			if mt.hasY && projY != nil {
+				r.ProjectionY = projY[iy*k : (iy+1)*k]
+			}
 			if res != nil {
 				r.Residual = res[i]
 				if q, ok := m.Novelty(res[i]); ok {
 					r.Novelty, r.Novel = q, q >= p.cfg.Output.NoveltyQuantile
 				}
 			}
+		}
+		if mt.hasY {
+			iy++
 		}
 		s.pend = append(s.pend, r.Encode())
 		if r.Novel {
@@ -263,7 +274,21 @@ func (l *loop) score() {
 			}
 		}
 	}
-	s.x, s.meta, s.fast = s.x[:0], s.meta[:0], false
+	s.x, s.y, s.meta, s.fast = s.x[:0], s.y[:0], s.meta[:0], false
+}
+
+// projectY is the y view's projections of the queued y rows by two-view
+// model m (what a project request with "view": "y" answers), nil when m
+// has no y view to project (one view, a KSIR target) or there are none.
+func (s *scores) projectY(m *snapshot.Model) []float64 {
+	if m == nil || len(s.y) == 0 || m.Views() < 2 || len(m.Header().Views[1].Slices) > 0 {
+		return nil
+	}
+	p, err := m.ProjectView(1, nil, s.y)
+	if err != nil {
+		return nil // validated rows: not expected; the records keep their x numbers
+	}
+	return p
 }
 
 func grow(b []float64, n int) []float64 {

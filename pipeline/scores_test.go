@@ -66,6 +66,25 @@ func decodeRecords(t *testing.T, ms []output.Message) []outRecord {
 	return out
 }
 
+// versionModel is the served model of the stored version, loaded once
+// into models.
+func versionModel(t *testing.T, st snapshot.Store, models map[uint64]*snapshot.Model, version uint64) *snapshot.Model {
+	t.Helper()
+	if m := models[version]; m != nil {
+		return m
+	}
+	s, _, err := snapshot.Load(st.Path(version))
+	if err != nil {
+		t.Fatalf("a record names version %d: %v", version, err)
+	}
+	m, err := snapshot.NewModel(s.Served(), snapshot.ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models[version] = m
+	return m
+}
+
 // csvValues parses a points() message.
 func csvValues(t *testing.T, b []byte) []float64 {
 	var x []float64
@@ -140,17 +159,7 @@ func TestOutputScoresEveryGoodMessage(t *testing.T) {
 			}
 			continue
 		}
-		m := models[r.Model.Version]
-		if m == nil {
-			s, _, err := snapshot.Load(st.Path(r.Model.Version))
-			if err != nil {
-				t.Fatalf("record %d names version %d: %v", i, r.Model.Version, err)
-			}
-			if m, err = snapshot.NewModel(s.Served(), snapshot.ModelOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			models[r.Model.Version] = m
-		}
+		m := versionModel(t, st, models, r.Model.Version)
 		x := csvValues(t, msgs[p][o])
 		proj, res, err := m.Score(nil, nil, x)
 		if err != nil {
@@ -411,5 +420,67 @@ func TestOutputDownAtTheStop(t *testing.T) {
 		if !seen[o] {
 			t.Fatalf("no record for offset %d", o)
 		}
+	}
+}
+
+// TestOutputProjectsTheYView: a two-view model's records carry the y
+// view's projection of the message's y beside the x view's, what the
+// version they name gives for each (snapshot.Model.ProjectView, as a
+// project request with "view": "y" answers); residual and novelty are
+// null (the model is centred).
+func TestOutputProjectsTheYView(t *testing.T) {
+	c := fixedBudget(outputConfig(t))
+	c.Kafka.Format, c.Learner.Algorithm, c.Learner.Solver = "json", "kcca", "covariance"
+	c.Learner.K = 1
+	src := ingest.NewMemSource("v", 64)
+	xs, ys := make([][]float64, 600), make([][]float64, 600)
+	msgs := make([][]byte, 600)
+	rows := gaussRows(600, 3, 11)
+	for i := range msgs {
+		x := rows[3*i : 3*i+3]
+		xs[i], ys[i] = x[:2], []float64{x[0] + 0.3*x[2], x[1]}
+		msgs[i] = testkit.JSONRow(xs[i], ys[i])
+	}
+	src.Produce(0, msgs...)
+	prod := &output.Memory{}
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Output = prod })
+	h.waitConsumed(600)
+	testkit.WaitFor(t, "every record stored", func() bool { return len(prod.Messages()) == 600 })
+	h.stop()
+	type rec struct {
+		outRecord
+		ProjectionY []float64 `json:"projection_y"`
+	}
+	st := snapshot.Store{Dir: c.Snapshot.Dir, Model: c.Model}
+	checked := 0
+	models := map[uint64]*snapshot.Model{}
+	for i, m := range prod.Messages() {
+		var r rec
+		if err := json.Unmarshal(m.Value, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Model == nil {
+			if r.ProjectionY != nil {
+				t.Fatalf("record %d without a model has a y projection", i)
+			}
+			continue
+		}
+		v := versionModel(t, st, models, r.Model.Version)
+		o := r.Source.Offset
+		px, err := v.ProjectView(0, nil, xs[o])
+		if err != nil {
+			t.Fatal(err)
+		}
+		py, err := v.ProjectView(1, nil, ys[o])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(px) != fmt.Sprint(r.Projection) || fmt.Sprint(py) != fmt.Sprint(r.ProjectionY) || r.Residual != nil {
+			t.Fatalf("record %d (offset %d, version %d): projection %v, y %v, residual %v; the version gives %v and %v", i, o, r.Model.Version, r.Projection, r.ProjectionY, r.Residual, px, py)
+		}
+		checked++
+	}
+	if checked < 500 || len(models) < 2 {
+		t.Fatalf("%d records with a model, of %d versions", checked, len(models))
 	}
 }
