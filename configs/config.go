@@ -1116,6 +1116,23 @@ func Secret(field, inline, file string) (string, error) {
 	return s, nil
 }
 
+// Decoder is the messages' decoder these settings describe, for a model
+// of input dimensions dim and dimY (0: the first messages fix them;
+// kafka.dim when dim is 0) learning from x alone when oneView: the
+// format, its bounds and, for the Schema Registry formats, the registry
+// and fields. A new format changes ingest and these settings only.
+func (k Kafka) Decoder(dim, dimY int, oneView bool) (*ingest.Decoder, error) {
+	reg, err := k.Registry()
+	if err != nil {
+		return nil, err
+	}
+	if dim == 0 {
+		dim = k.Dim
+	}
+	return &ingest.Decoder{Format: ingest.Format(k.Format), Dim: dim, DimY: dimY, MaxBytes: k.MaxMessageBytes, MaxAbs: k.MaxAbs,
+		OneView: oneView, Registry: reg, Field: k.SchemaRegistry.Field, FieldY: k.SchemaRegistry.FieldY}, nil
+}
+
 // Registry is the Schema Registry these settings name (nil when
 // kafka.format needs none): the password read from its file, the TLS
 // settings loaded; an unusable secret is an error.

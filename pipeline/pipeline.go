@@ -460,20 +460,14 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 }
 
 // newDecoder makes the messages' decoder for the learner's dimensions
-// (and the Schema Registry client its format needs).
+// (configs.Kafka.Decoder).
 func (p *Pipeline) newDecoder() error {
-	cfg := p.cfg
-	reg, err := cfg.Kafka.Registry()
+	dx, dy := p.learner.dims()
+	dec, err := p.cfg.Kafka.Decoder(dx, dy, !online.Algorithm(p.cfg.Learner.Algorithm).TwoView())
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	dx, dy := p.learner.dims()
-	p.dec = &ingest.Decoder{Format: ingest.Format(cfg.Kafka.Format), Dim: dx, DimY: dy, MaxBytes: cfg.Kafka.MaxMessageBytes, MaxAbs: cfg.Kafka.MaxAbs,
-		OneView: !online.Algorithm(cfg.Learner.Algorithm).TwoView(), Registry: reg,
-		Field: cfg.Kafka.SchemaRegistry.Field, FieldY: cfg.Kafka.SchemaRegistry.FieldY}
-	if p.dec.Dim == 0 {
-		p.dec.Dim = cfg.Kafka.Dim
-	}
+	p.dec = dec
 	return nil
 }
 
