@@ -34,6 +34,13 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 				}
 			}
 		}
+		if since, err := p.registry.get(); !since.IsZero() {
+			down := fmt.Sprintf("the schema registry has not answered for %.0f s (check kafka.schema_registry.url, user, password_file and tls): %v; the stream waits for it", time.Since(since).Seconds(), err)
+			if m, _ := p.cur.Get(); m == nil || time.Since(since) >= unreachableNotReady {
+				http.Error(w, down, http.StatusServiceUnavailable)
+				return
+			}
+		}
 		if m, _ := p.cur.Get(); m == nil {
 			msg := "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic " + p.cfg.Kafka.Topic
 			if h := p.Status().Hint; h != "" {

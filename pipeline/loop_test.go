@@ -1437,6 +1437,7 @@ func TestRegistryFormatsLearnTheJSONModel(t *testing.T) {
 		src.Produce(0, msgs...)
 		var refused atomic.Int64
 		if down {
+			c.HTTP.Addr = "127.0.0.1:0"
 			reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 				refused.Add(1)
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)
@@ -1450,6 +1451,16 @@ func TestRegistryFormatsLearnTheJSONModel(t *testing.T) {
 			}
 			if n := h.p.Status().Consumed; n != 0 {
 				t.Errorf("%s: %d messages handled while the registry was down", format, n)
+			}
+			waitUntil(t, "HTTP", func() bool { return h.p.HTTPAddr() != "" })
+			res, err := http.Get("http://" + h.p.HTTPAddr() + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "kafka.schema_registry.url") {
+				t.Errorf("/readyz while the registry is down: %d %q; want 503 naming kafka.schema_registry.url", res.StatusCode, body)
 			}
 			reg.ClearInterceptors()
 		}

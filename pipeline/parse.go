@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/rs/zerolog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,41 @@ const (
 	fetchRetryMax = 5 * time.Second
 )
 
+// outage is since when a dependency has failed, and its last error
+// (zero while it works); safe for concurrent use, nil-safe.
+type outage struct {
+	mu    sync.Mutex
+	since time.Time
+	err   error
+}
+
+func (o *outage) down(err error) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since.IsZero() {
+		o.since = time.Now()
+	}
+	o.err = err
+}
+
+func (o *outage) up() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.since, o.err = time.Time{}, nil
+}
+
+func (o *outage) get() (time.Time, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.since, o.err
+}
+
 // isRegistryError reports whether err is a Schema Registry that cannot
 // answer (ingest.RegistryError).
 func isRegistryError(err error) bool {
@@ -59,7 +95,7 @@ func isRegistryError(err error) bool {
 // doubles from fetchRetryMin to fetchRetryMax; so is a message whose
 // schema the Schema Registry cannot give now (ingest.RegistryError), in
 // order: the messages before it go on to the loop.
-func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64) {
+func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src ingest.Source, out chan<- []parsed, sem *semaphore.Weighted, budget int64, max int, ahead *atomic.Int64, registry *outage) {
 	send := func(ps []parsed) bool {
 		if len(ps) == 0 {
 			return true
@@ -108,6 +144,7 @@ func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src
 				for isRegistryError(err) {
 					if wait == 0 {
 						wait = fetchRetryMin
+						registry.down(err)
 						log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("the schema registry cannot answer: the stream waits for it (nothing is dead-lettered or skipped)")
 					}
 					select {
@@ -118,6 +155,7 @@ func parseAhead(ctx context.Context, log zerolog.Logger, dec ingest.Decoder, src
 					wait = min(2*wait, fetchRetryMax)
 					x, y, err = dec.Parse(nil, nil, m.Value)
 				}
+				registry.up()
 				log.Info().Msg("the schema registry answers again")
 			}
 			n := min(int64(len(m.Value)+8*(len(x)+len(y))), budget)

@@ -40,7 +40,7 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 	var ahead atomic.Int64
 	done := make(chan struct{})
 	go func() {
-		parseAhead(ctx, zerolog.Nop(), ingest.Decoder{Format: ingest.FormatJSON}, src, out, sem, budget, 4, &ahead)
+		parseAhead(ctx, zerolog.Nop(), ingest.Decoder{Format: ingest.FormatJSON}, src, out, sem, budget, 4, &ahead, nil)
 		close(done)
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ahead.Load() < 2 && time.Now().Before(deadline); {
@@ -112,7 +112,7 @@ func TestParseAheadBacksOffAFailingFetch(t *testing.T) {
 	var logs bytes.Buffer
 	out := make(chan []parsed, 4)
 	var ahead atomic.Int64
-	go parseAhead(ctx, zerolog.New(&logs), ingest.Decoder{Format: ingest.FormatJSON}, src, out, semaphore.NewWeighted(1<<20), 1<<20, 4, &ahead)
+	go parseAhead(ctx, zerolog.New(&logs), ingest.Decoder{Format: ingest.FormatJSON}, src, out, semaphore.NewWeighted(1<<20), 1<<20, 4, &ahead, nil)
 	time.Sleep(time.Second) // 100 + 200 + 400 ms of back-off: 4 calls
 	if n := src.calls.Load(); n > 10 {
 		t.Errorf("%d fetches in a second while the source fails: want a back-off", n)

@@ -188,7 +188,10 @@ type Pipeline struct {
 	// works), and the last error (publishFailed).
 	pubDownSince time.Time
 	pubDownErr   error
-	httpLn       net.Listener
+	// registry: the Schema Registry's outage (kafka.format avro,
+	// protobuf, jsonschema; parseAhead waits for it).
+	registry outage
+	httpLn   net.Listener
 	// httpToken guards the HTTP API when set (read once, in New).
 	httpToken string
 	// clu is cluster mode's state (cluster.enabled); nil otherwise.
@@ -900,7 +903,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	budget := p.cfg.Kafka.QueueBytes
 	sem := semaphore.NewWeighted(budget)
 	g.Go(func() error {
-		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, p.parsed, sem, budget, p.cfg.Learner.Batch, &p.ahead)
+		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, p.parsed, sem, budget, p.cfg.Learner.Batch, &p.ahead, &p.registry)
 		return nil
 	})
 	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone, srcErr: srcErr})
