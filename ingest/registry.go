@@ -113,10 +113,11 @@ type writerSchema struct {
 	json  *jsonschema.Schema
 	proto protoreflect.FileDescriptor
 	// bad: the messages naming this id are refused with this error
-	// (reason schema); at: when it was found (an unknown id is asked
-	// again after unknownIDRetry).
-	bad error
-	at  time.Time
+	// (reason schema); retryAt: when to ask the registry again (an id
+	// it did not hold, after unknownIDRetry; zero: never, as for a
+	// schema that does not compile — ids are immutable).
+	bad     error
+	retryAt time.Time
 }
 
 // RegistryError is a registry that cannot answer (unreachable, an HTTP
@@ -161,7 +162,7 @@ func (r *Registry) schema(id int) (*writerSchema, error) {
 	r.mu.Lock()
 	w, ok := r.known[id]
 	r.mu.Unlock()
-	if ok && (w.bad == nil || time.Since(w.at) < unknownIDRetry) {
+	if ok && (w.retryAt.IsZero() || time.Now().Before(w.retryAt)) {
 		return w, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
@@ -172,7 +173,7 @@ func (r *Registry) schema(id int) (*writerSchema, error) {
 		if !errors.As(err, &re) || re.ErrorCode != sr.ErrSchemaNotFound.Code {
 			return nil, &RegistryError{ID: id, Err: err}
 		}
-		w = &writerSchema{bad: bad(ReasonSchema, "schema id %d: the registry holds no such schema (was the message produced against another registry?)", id), at: time.Now()}
+		w = &writerSchema{bad: bad(ReasonSchema, "schema id %d: the registry holds no such schema (was the message produced against another registry?)", id), retryAt: time.Now().Add(unknownIDRetry)}
 	} else {
 		w = compileSchema(id, s)
 	}
@@ -193,7 +194,9 @@ func compileSchema(id int, s sr.Schema) *writerSchema {
 	var err error
 	switch s.Type {
 	case sr.TypeAvro:
-		w.avro, err = avro.Parse(s.Schema)
+		// A cache of its own: two versions of a record of one name (a
+		// schema evolved) must not resolve each other's named types.
+		w.avro, err = avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
 	case sr.TypeJSON:
 		w.json, err = compileJSONSchema(s.Schema)
 	case sr.TypeProtobuf:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -245,5 +246,59 @@ func BenchmarkParseRegistered(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Two versions of a record of one name (a schema evolved: x from float
+// to double) decode each by its own id; a schema that does not compile
+// is asked for once, not for every message that names it.
+func TestRegistrySchemaVersions(t *testing.T) {
+	reg := testkit.NewRegistry(t)
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := `{"type":"record","name":"Row","namespace":"streamkpca.test","fields":[{"name":"x","type":{"type":"array","items":"float"}}]}`
+	v2 := `{"type":"record","name":"Row","namespace":"streamkpca.test","fields":[{"name":"x","type":{"type":"array","items":"double"}},{"name":"tag","type":"string","default":""}]}`
+	broken := `{"type":"record","name":"Broken","fields":[{"name":"x","type":"nosuchtype"}]}`
+	var ids []int
+	for _, text := range []string{v1, v2, broken} {
+		ss, err := cl.CreateSchema(t.Context(), "evolving-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ss.ID)
+	}
+	var hdr sr.ConfluentHeader
+	m1, _ := hdr.AppendEncode(nil, ids[0], nil)
+	m1 = append(m1, 4, 0, 0, 0xc0, 0x3f, 0, 0, 0x20, 0xc0, 0) // [1.5, -2.5] as floats
+	m2, _ := hdr.AppendEncode(nil, ids[1], nil)
+	m2 = append(m2, 2)
+	m2 = binary.LittleEndian.AppendUint64(m2, math.Float64bits(0.1))
+	m2 = append(m2, 0, 2, 'a') // the array's end, tag "a"
+	d := registryDecoder(t, FormatAvro, reg.URL())
+	for range 2 {
+		x1, _, err1 := d.Parse(nil, nil, m1)
+		x2, _, err2 := d.Parse(nil, nil, m2)
+		if err1 != nil || err2 != nil || !bitsEqual(x1, []float64{1.5, -2.5}) || !bitsEqual(x2, []float64{0.1}) {
+			t.Fatalf("v1 %v (%v), v2 %v (%v); want [1.5 -2.5] and [0.1]", x1, err1, x2, err2)
+		}
+	}
+	var asked atomic.Int64
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/schemas/ids/") {
+			asked.Add(1)
+		}
+		return false
+	})
+	mb, _ := hdr.AppendEncode(nil, ids[2], nil)
+	mb = append(mb, 0)
+	for range 5 {
+		if _, _, err := d.Parse(nil, nil, mb); Reason(err) != ReasonSchema {
+			t.Fatalf("a schema that does not compile: %v", err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the registry was asked %d times for a schema that does not compile; want once", n)
 	}
 }
