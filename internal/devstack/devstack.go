@@ -208,6 +208,43 @@ func (s *Stack) Messages(ctx context.Context, topic string) (int64, error) {
 	return total, nil
 }
 
+// ReadPartition calls each with every message of a topic's partition,
+// from its first offset to its end when called, in order, reading in
+// fetches of up to 8 MiB.
+func (s *Stack) ReadPartition(ctx context.Context, topic string, partition int, each func(kafka.Message)) error {
+	c, err := kafka.DialLeader(ctx, "tcp", s.Brokers()[0], topic, partition)
+	if err != nil {
+		return fmt.Errorf("devstack: %s partition %d: %w", topic, partition, err)
+	}
+	defer c.Close()
+	last, err := c.ReadLastOffset()
+	if err != nil {
+		return fmt.Errorf("devstack: %s partition %d: end offset: %w", topic, partition, err)
+	}
+	if _, err := c.Seek(0, kafka.SeekAbsolute); err != nil {
+		return fmt.Errorf("devstack: %s partition %d: %w", topic, partition, err)
+	}
+	for off := int64(0); off < last; {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		b := c.ReadBatch(1, 8<<20)
+		for {
+			m, err := b.ReadMessage()
+			if err != nil {
+				break
+			}
+			off = m.Offset + 1
+			each(m)
+		}
+		if err := b.Close(); err != nil && !errors.Is(err, kafka.RequestTimedOut) {
+			return fmt.Errorf("devstack: %s partition %d at offset %d: %w", topic, partition, off, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Source yields message payloads.
 type Source func(i int) []byte
 

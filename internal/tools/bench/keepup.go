@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/rs/zerolog"
@@ -67,6 +69,10 @@ type KeepUpConfig struct {
 	// long one makes every batch full, so that with one partition the
 	// service learns the same batches on every run.
 	Linger time.Duration
+	// Output turns output.topic on (<topic>.scores, as many partitions):
+	// every message scored and written; the result then has the records'
+	// rate and their delay from the input's append to the record's.
+	Output bool
 	// Progress, if set, is called with every sample.
 	Progress func(KeepUpPoint)
 }
@@ -123,6 +129,17 @@ type KeepUpResult struct {
 	Rollbacks uint64 `json:"rollbacks"`
 	// Restarts: the change detector's restarts of the model.
 	Restarts uint64 `json:"restarts"`
+	// With Output: Records stored on the output topic and their rate over
+	// the run, beside the messages learned a second (LearnedRate); the
+	// delay from a message's append to its record's append (the
+	// timestamps the producers set as they send), median, p99 and most,
+	// in milliseconds, over the records read back after the run.
+	Records     uint64  `json:"records,omitempty"`
+	RecordRate  float64 `json:"records_per_second,omitempty"`
+	LearnedRate float64 `json:"learned_per_second,omitempty"`
+	DelayP50    float64 `json:"delay_p50_ms,omitempty"`
+	DelayP99    float64 `json:"delay_p99_ms,omitempty"`
+	DelayMax    float64 `json:"delay_max_ms,omitempty"`
 }
 
 // RunKeepUp produces 16-D hermite messages (JSON) at Rate into the
@@ -140,8 +157,12 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	orDefault(&cfg.Every, 10*time.Second)
 	orDefault(&cfg.Instances, 1)
 	res := KeepUpResult{Bench: "keepup", Rate: cfg.Rate, LoadShedding: cfg.LoadShedding, Budget: cfg.Budget, Instances: cfg.Instances}
-	const topic = "keepup"
-	stack, err := devstack.Start(devstack.Options{Dir: cfg.Dir, Topics: map[string]int32{topic: int32(cfg.Partitions)}})
+	const topic, scores = "keepup", "keepup.scores"
+	topics := map[string]int32{topic: int32(cfg.Partitions)}
+	if cfg.Output {
+		topics[scores] = int32(cfg.Partitions)
+	}
+	stack, err := devstack.Start(devstack.Options{Dir: cfg.Dir, Topics: topics})
 	if err != nil {
 		return res, err
 	}
@@ -179,6 +200,9 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	res.Seed, res.Forget = cfg.Seed, cfg.Forget
 	c.HTTP.Addr = "off"
 	c.Cluster.Enabled = cfg.Instances > 1
+	if cfg.Output {
+		c.Output.Topic = scores
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, cfg.Instances)
@@ -299,7 +323,62 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	res.Error = served()
 	st := ps[0].Status()
 	res.Switches, res.Rollbacks, res.Restarts = st.Switches, st.Rollbacks, st.Changes
+	if cfg.Output {
+		for _, p := range ps {
+			res.Records += p.Status().OutRecords
+		}
+		res.RecordRate = float64(res.Records) / res.Seconds
+		res.LearnedRate = float64(st.Samples) / res.Seconds
+		if err := outputDelays(ctx, stack, topic, scores, cfg.Partitions, &res); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// outputDelays reads both topics back and sets res's delay figures: for
+// each record, its append time less its source message's (both the
+// time their producer sent them).
+func outputDelays(ctx context.Context, stack *devstack.Stack, in, out string, partitions int, res *KeepUpResult) error {
+	sent := make([][]time.Time, partitions) // by partition and offset
+	for p := range partitions {
+		err := stack.ReadPartition(ctx, in, p, func(m kafka.Message) {
+			for int64(len(sent[p])) < m.Offset {
+				sent[p] = append(sent[p], time.Time{})
+			}
+			sent[p] = append(sent[p], m.Time)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var delays []float64
+	for p := range partitions {
+		err := stack.ReadPartition(ctx, out, p, func(m kafka.Message) {
+			sp, so := -1, int64(-1)
+			for _, h := range m.Headers {
+				switch h.Key {
+				case "source-partition":
+					sp, _ = strconv.Atoi(string(h.Value))
+				case "source-offset":
+					so, _ = strconv.ParseInt(string(h.Value), 10, 64)
+				}
+			}
+			if sp >= 0 && sp < partitions && so >= 0 && so < int64(len(sent[sp])) && !sent[sp][so].IsZero() {
+				delays = append(delays, float64(m.Time.Sub(sent[sp][so]).Microseconds())/1000)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(delays) == 0 {
+		return errors.New("bench: keepup --output: no record could be matched to its message")
+	}
+	slices.Sort(delays)
+	q := func(f float64) float64 { return delays[min(len(delays)-1, int(f*float64(len(delays))))] }
+	res.DelayP50, res.DelayP99, res.DelayMax = q(0.5), q(0.99), delays[len(delays)-1]
+	return nil
 }
 
 // fileStream sets c for a stream of cfg.Rows (Dim columns) as CSV

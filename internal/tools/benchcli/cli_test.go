@@ -256,6 +256,21 @@ func TestBenchKeepUpAtALowRate(t *testing.T) {
 	}
 }
 
+// TestBenchKeepUpOutput: with --output every one of the 3,000 messages
+// has a record, read back from the output topic with its source, and the
+// delays are ordered (median ≤ p99 ≤ most, none negative).
+func TestBenchKeepUpOutput(t *testing.T) {
+	var r bench.KeepUpResult
+	runJSON(t, &r, "keepup", "--rate", "1000", "--duration", "3s", "--every", "1s", "--partitions", "2", "--output")
+	t.Logf("%d records, %.0f a second (learned %.0f a second); delay p50 %.1f ms, p99 %.1f ms, most %.1f ms", r.Records, r.RecordRate, r.LearnedRate, r.DelayP50, r.DelayP99, r.DelayMax)
+	if r.Records != 3000 || r.RecordRate <= 0 || r.LearnedRate <= 0 {
+		t.Errorf("%d records at %.0f a second (learned %.0f a second); want 3,000", r.Records, r.RecordRate, r.LearnedRate)
+	}
+	if !(0 <= r.DelayP50 && r.DelayP50 <= r.DelayP99 && r.DelayP99 <= r.DelayMax && r.DelayMax > 0) {
+		t.Errorf("delays p50 %v, p99 %v, most %v", r.DelayP50, r.DelayP99, r.DelayMax)
+	}
+}
+
 // TestBenchPublishReportsItsSize: the object published is --size-mb MiB
 // and each peak ratio is its peak heap over that size (at 8 MiB the
 // embedded server's own heap dominates it: the figure that matters is the
