@@ -353,7 +353,7 @@ func (l *loop) learn() {
 	err := p.learner.update(l.batch, l.batchY, l.rows)
 	done()
 	took := time.Since(t0)
-	l.writeScoresTimed()
+	l.writeScores(l.enq)
 	p.met.BatchSeconds.Observe(took.Seconds())
 	if err != nil && p.coord.failed(l, err) {
 		return

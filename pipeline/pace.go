@@ -22,12 +22,8 @@ import (
 // learn, once the stream alone needs more than u of the loop (c·λ > u)
 // and the backlog has grown over the last ten windows, is
 //
-//	f* = (u − s·(λ + B/T)) / (c · (λ + B/T)),    f = clamp(f*, fMin, 1)
+//	f* = u / (c · (λ + B/T)),    f = clamp(f*, fMin, 1)
 //
-// where s is the loop's seconds per record scored onto the output topic
-// (output.topic; 0 without it): every message is scored whether it is
-// learned or not, so that cost is not shed (the condition is then
-// (c + s)·λ > u).
 // and 1 otherwise, with u the target load (learner.target_load, 0.8 by
 // default: the rest of the cores parse, decode and run the brokers'
 // clients) and T = 60 s the
@@ -67,12 +63,8 @@ type pace struct {
 	target float64       // u
 	window time.Duration // of λ's estimate
 
-	frac float64 // f
-	cost float64 // c, seconds per learned row (0: none measured)
-	// score is s, the loop's seconds per record written to the output
-	// topic (output.topic; 0 without): every message is scored, learned
-	// or not, so it is a cost no fraction sheds.
-	score    float64
+	frac     float64 // f
+	cost     float64 // c, seconds per learned row (0: none measured)
 	rate     float64 // λ, messages per second
 	windows  int     // rate windows measured
 	mark     time.Time
@@ -144,7 +136,7 @@ func (p *pace) grow() bool {
 	if p == nil || p.off || p.cost == 0 || p.windows == 0 {
 		return true
 	}
-	return p.frac >= 1 && ((p.cost+p.score)*p.rate < paceGrow*p.target || p.draining(paceWindows))
+	return p.frac >= 1 && (p.cost*p.rate < paceGrow*p.target || p.draining(paceWindows))
 }
 
 // room reports whether the stream leaves the learner so idle that the
@@ -163,22 +155,7 @@ func (p *pace) room() bool {
 	// the learner is busy all the time (TestBackpressure: the heap grew
 	// fivefold with the budget while 180,000 messages waited).
 	caughtUp := p.backlogs[len(p.backlogs)-1] <= int64(paceCaughtUp.Seconds()*p.rate)+paceCaughtUpMin
-	return p.frac >= 1 && caughtUp && (p.cost+p.score)*p.rate < paceRoom*p.target && !p.growing(paceWindows)
-}
-
-// scored updates s after n records were scored and written in sec
-// seconds of the loop's time (a write that had to be retried is not a
-// measure of the cost: the caller leaves it out).
-func (p *pace) scored(n int, sec float64) {
-	if p == nil || p.off || n <= 0 || !(sec > 0) {
-		return
-	}
-	s := sec / float64(n)
-	if p.score == 0 {
-		p.score = s
-	} else {
-		p.score += paceAlpha * (s - p.score)
-	}
+	return p.frac >= 1 && caughtUp && p.cost*p.rate < paceRoom*p.target && !p.growing(paceWindows)
 }
 
 // shedStream separates shedding's hash from the held-out slice's
@@ -224,13 +201,11 @@ func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time
 		return p.frac
 	}
 	want := 1.0
-	if (p.cost+p.score)*p.rate > p.target && (p.frac < 1 || p.growing(paceWindows)) {
-		// The stream alone outruns the learner: thin what is learned
-		// (every message is still scored, at s), and drain the backlog
-		// too. When scoring alone takes the whole target load, f is
-		// fMin and the lag grows, visibly.
+	if p.cost*p.rate > p.target && (p.frac < 1 || p.growing(paceWindows)) {
+		// The stream alone outruns the learner: thin it, and drain the
+		// backlog too.
 		demand := p.rate + float64(backlog)/paceDrain.Seconds()
-		want = math.Min(1, math.Max(paceMin, (p.target-p.score*demand)/(p.cost*demand)))
+		want = math.Min(1, math.Max(paceMin, p.target/(p.cost*demand)))
 	}
 	p.frac = math.Min(want, p.frac*paceRise)
 	return p.frac

@@ -45,9 +45,8 @@ type scores struct {
 	fastProj, fastRes []float64
 	slowIdx           []int
 	slowX             []float64
-	// fromStep counts the records scored from a step's features (tests);
-	// writeErrs the failed writes.
-	fromStep, writeErrs uint64
+	// fromStep counts the records scored from a step's features (tests).
+	fromStep uint64
 
 	downSince time.Time
 	lastErr   error
@@ -337,7 +336,6 @@ func (l *loop) writeScores(ctx context.Context) error {
 			return nil
 		}
 		p.met.OutErrors.Inc()
-		s.writeErrs++
 		p.mu.Lock()
 		if s.downSince.IsZero() {
 			s.downSince = time.Now()
@@ -362,21 +360,6 @@ func (l *loop) writeScores(ctx context.Context) error {
 		back = min(2*back, 5*time.Second)
 	}
 	return nil
-}
-
-// writeScoresTimed is writeScores after a step, its time per record fed
-// to the pace (scoring is a cost load shedding cannot shed) unless the
-// write had to be retried.
-func (l *loop) writeScoresTimed() {
-	s := l.p.out
-	if s == nil {
-		return
-	}
-	n, errs := len(s.meta), s.writeErrs
-	t0 := time.Now()
-	if err := l.writeScores(l.enq); err == nil && s.writeErrs == errs {
-		l.pace.scored(n, time.Since(t0).Seconds())
-	}
 }
 
 // outputDown reports since when records have failed to be stored, and
