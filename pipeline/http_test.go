@@ -62,21 +62,12 @@ func TestReadinessReflectsTheBrokers(t *testing.T) {
 	for h.p.HTTPAddr() == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	get := func(path string) (int, string) {
-		res, err := http.Get("http://" + h.p.HTTPAddr() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
-	if code, _ := get("/readyz"); code != 503 {
+	if code, _ := h.get("/readyz"); code != 503 {
 		t.Errorf("/readyz before a model: %d, want 503", code)
 	}
 	src.Produce(0, points(300, 1, 5)...)
 	h.waitConsumed(300)
-	for code, _ := get("/readyz"); code != 200; code, _ = get("/readyz") {
+	for code, _ := h.get("/readyz"); code != 200; code, _ = h.get("/readyz") {
 		if time.Now().After(deadline.Add(20 * time.Second)) {
 			t.Fatal("/readyz never 200 with a model served")
 		}
@@ -85,16 +76,16 @@ func TestReadinessReflectsTheBrokers(t *testing.T) {
 	src.mu.Lock()
 	src.since = time.Now().Add(-10 * time.Second)
 	src.mu.Unlock()
-	if code, _ := get("/readyz"); code != 200 {
+	if code, _ := h.get("/readyz"); code != 200 {
 		t.Errorf("/readyz after 10 s without brokers: %d, want 200 (a rebalance or restart is that short)", code)
 	}
 	src.mu.Lock()
 	src.since = time.Now().Add(-time.Minute)
 	src.mu.Unlock()
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "kafka unreachable for 60 s") {
+	if code, body := h.get("/readyz"); code != 503 || !strings.Contains(body, "kafka unreachable for 60 s") {
 		t.Errorf("/readyz after a minute without brokers: %d %q, want 503 saying so", code, body)
 	}
-	if code, _ := get("/healthz"); code != 200 {
+	if code, _ := h.get("/healthz"); code != 200 {
 		t.Errorf("/healthz: %d, want 200", code)
 	}
 }
@@ -122,14 +113,21 @@ func TestReadyzNamesKafka(t *testing.T) {
 		cfg.HTTP.Addr = "127.0.0.1:0"
 		h := startLoop(t, cfg, ingest.NewMemSource("v", 1), &ingest.MemDeadLetter{}, func(o *Options) { o.Source = c.src })
 		waitUntil(t, "HTTP", func() bool { return h.p.HTTPAddr() != "" })
-		res, err := http.Get("http://" + h.p.HTTPAddr() + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), c.want) {
-			t.Errorf("/readyz: %d %q; want 503 saying %q", res.StatusCode, body, c.want)
+		if code, body := h.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, c.want) {
+			t.Errorf("/readyz: %d %q; want 503 saying %q", code, body, c.want)
 		}
 	}
+}
+
+// get fetches path from the service's HTTP server: the status code and
+// the body.
+func (h *harness) get(path string) (int, string) {
+	h.t.Helper()
+	res, err := http.Get("http://" + h.p.HTTPAddr() + path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }

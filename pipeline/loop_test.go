@@ -1453,14 +1453,8 @@ func TestRegistryFormatsLearnTheJSONModel(t *testing.T) {
 				t.Errorf("%s: %d messages handled while the registry was down", format, n)
 			}
 			waitUntil(t, "HTTP", func() bool { return h.p.HTTPAddr() != "" })
-			res, err := http.Get("http://" + h.p.HTTPAddr() + "/readyz")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "kafka.schema_registry.url") {
-				t.Errorf("/readyz while the registry is down: %d %q; want 503 naming kafka.schema_registry.url", res.StatusCode, body)
+			if code, body := h.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "kafka.schema_registry.url") {
+				t.Errorf("/readyz while the registry is down: %d %q; want 503 naming kafka.schema_registry.url", code, body)
 			}
 			reg.ClearInterceptors()
 		}
