@@ -438,6 +438,7 @@ func (l *loop) keepUp(took time.Duration) {
 	switch {
 	case f < 1 && before >= 1:
 		p.log.Warn().Float64("learned_fraction", f).Float64("stream_msgs_per_s", l.pace.rate).Float64("learner_s_per_msg", l.pace.cost).
+			Float64("record_s_per_msg", l.pace.record).Float64("shed_score_s_per_msg", l.pace.shed).
 			Int64("backlog", backlog).Int("features", p.learner.features()).
 			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) to keep lag bounded (learner.load_shedding)")
 	case f >= 1 && before < 1:
@@ -480,6 +481,7 @@ func (l *loop) growBudget() {
 	case !l.growing:
 		l.growing = true
 		p.log.Info().Int("budget", n).Float64("stream_msgs_per_s", l.pace.rate).Float64("learner_s_per_msg", l.pace.cost).
+			Float64("record_s_per_msg", l.pace.record).Float64("shed_score_s_per_msg", l.pace.shed).
 			Msg("the stream leaves the learner idle: the feature budget grows past learner.max_features (learner.budget: stream)")
 	}
 }

@@ -29,9 +29,13 @@ import (
 // clients) and T = 60 s the
 // time to drain a backlog in; at f = f* the loop reads (λ + B/T)/u
 // messages a second, more than arrive, so the backlog drains. f falls
-// at once and rises by at most 10% a batch, so a burst does not make it
-// oscillate. The model grows (a new feature block a step, up to
-// learner.max_features) only while c·λ < ¾·u: a block more makes every
+// by at most half and rises by at most 10% an update, so a burst does
+// not make it oscillate, and c is measured on batches of at least half
+// the largest (a partial batch that the linger timer cuts when little
+// is learned costs a step's fixed part over fewer rows: counted, it
+// raised c as f fell, and f fell further). The model grows (a new
+// feature block a step, up to learner.max_features) only while
+// c·λ < ¾·u: a block more makes every
 // later step slower, so growth stops with room to spare, before the
 // stream would have to be thinned (a larger max_features is then safe:
 // the stream decides how much of it is used; a backlog that shrank over
@@ -40,6 +44,30 @@ import (
 // growing (a topic filled before the service
 // started, a burst) is read in full, however long; only a stream that
 // keeps arriving faster than the learner learns is thinned.
+//
+// # With every message scored (output.topic)
+//
+// A record is written for every good message, learned or not, so
+// shedding thins learning, not scoring. Two more costs are measured
+// where they are spent: r, the loop's seconds per record to encode and
+// write it, which every message pays, and s, the seconds per message
+// scored from scratch, which only a shed one pays (a learned row is
+// scored from the features its step computes, inside c). The loop's
+// load at fraction f is then λ·(r + f·c + (1 − f)·s), and the fraction
+// that fills the target load is
+//
+//	f* = (u/(λ + B/T) − r − s) / (c − s)
+//
+// (r = s = 0 without an output topic: the rule above). When learning a
+// row costs no more than scoring it from scratch (c ≤ s) shedding saves
+// nothing and f = 1; when scoring alone takes more than the target
+// load, f is fMin and the lag grows, visibly (/readyz, the lag
+// metric): every message is still scored, none skipped. The fraction is
+// also re-estimated after each write of records, not only after a
+// learned batch, so that at fMin — a learned batch every 256 batches of
+// messages — it rises again by 10% a write, within seconds (before, a
+// rule that counted scoring but updated only on learned batches stayed
+// at its floor for minutes: docs/results.md, "Every message scored").
 //
 // A message is learned when a hash of its partition and offset falls
 // under f (keep): the same messages at the same f after a restart, and
@@ -63,12 +91,21 @@ type pace struct {
 	target float64       // u
 	window time.Duration // of λ's estimate
 
-	frac     float64 // f
-	cost     float64 // c, seconds per learned row (0: none measured)
-	rate     float64 // λ, messages per second
-	windows  int     // rate windows measured
-	mark     time.Time
-	markSeen float64 // consumed + lag at mark
+	frac float64 // f
+	cost float64 // c, seconds per learned row (0: none measured)
+	// full is the most rows a batch has had: c is measured on batches of
+	// at least half as many. A partial batch, which the linger timer
+	// cuts when few messages are learned, costs a step's fixed part over
+	// fewer rows; counted, it raised c as f fell, and f fell further.
+	full int
+	// record is r, the loop's seconds per record written to the output
+	// topic, and shed s, per message scored from scratch (output.topic;
+	// both 0 without it).
+	record, shed float64
+	rate         float64 // λ, messages per second
+	windows      int     // rate windows measured
+	mark         time.Time
+	markSeen     float64 // consumed + lag at mark
 	// backlogs is the backlog at the last paceWindows+1 window marks:
 	// growing says whether the stream is outrunning the loop now.
 	backlogs []int64
@@ -105,7 +142,12 @@ const (
 	paceWindows     = 10 // before any message is shed
 	paceMin         = 1.0 / 256
 	paceRise        = 1.1
+	paceFall        = 0.5
 	paceAlpha       = 0.3
+	// paceScoreAlpha weighs r and s, measured at every write of records
+	// (several a second): about the last 20 writes.
+	paceScoreAlpha = 0.05
+	paceClip       = 3
 )
 
 // newPace returns a pace that starts at fraction frac (a restored
@@ -136,7 +178,7 @@ func (p *pace) grow() bool {
 	if p == nil || p.off || p.cost == 0 || p.windows == 0 {
 		return true
 	}
-	return p.frac >= 1 && (p.cost*p.rate < paceGrow*p.target || p.draining(paceWindows))
+	return p.frac >= 1 && ((p.cost+p.record)*p.rate < paceGrow*p.target || p.draining(paceWindows))
 }
 
 // room reports whether the stream leaves the learner so idle that the
@@ -155,7 +197,33 @@ func (p *pace) room() bool {
 	// the learner is busy all the time (TestBackpressure: the heap grew
 	// fivefold with the budget while 180,000 messages waited).
 	caughtUp := p.backlogs[len(p.backlogs)-1] <= int64(paceCaughtUp.Seconds()*p.rate)+paceCaughtUpMin
-	return p.frac >= 1 && caughtUp && p.cost*p.rate < paceRoom*p.target && !p.growing(paceWindows)
+	return p.frac >= 1 && caughtUp && (p.cost+p.record)*p.rate < paceRoom*p.target && !p.growing(paceWindows)
+}
+
+// scored updates r and s after records records were encoded and
+// written in recordSec seconds and shedRows messages were scored from
+// scratch in shedSec (see pace: with every message scored). A write
+// that had to be retried is not a measure of the cost: the caller
+// leaves it out. Each measure counts at most paceClip times the
+// estimate: a write the brokers hold for half a second (a GC pause, an
+// election) is one stall, not the price of every record, and counted
+// in full it swung f to its floor.
+func (p *pace) scored(records int, recordSec float64, shedRows int, shedSec float64) {
+	if p == nil || p.off {
+		return
+	}
+	ewma := func(v *float64, n int, sec float64) {
+		if n <= 0 || !(sec > 0) {
+			return
+		}
+		if x := sec / float64(n); *v == 0 {
+			*v = x
+		} else {
+			*v += paceScoreAlpha * (min(x, paceClip**v) - *v)
+		}
+	}
+	ewma(&p.record, records, recordSec)
+	ewma(&p.shed, shedRows, shedSec)
 }
 
 // shedStream separates shedding's hash from the held-out slice's
@@ -170,7 +238,8 @@ func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time
 	if p.off {
 		return 1
 	}
-	if rows > 0 && learnSec > 0 {
+	p.full = max(p.full, rows)
+	if rows > 0 && learnSec > 0 && 2*rows >= p.full {
 		c := learnSec / float64(rows)
 		if p.cost == 0 {
 			p.cost = c
@@ -201,12 +270,13 @@ func (p *pace) observe(rows int, learnSec float64, seen, backlog int64, now time
 		return p.frac
 	}
 	want := 1.0
-	if p.cost*p.rate > p.target && (p.frac < 1 || p.growing(paceWindows)) {
+	if (p.cost+p.record)*p.rate > p.target && (p.frac < 1 || p.growing(paceWindows)) && p.cost > p.shed {
 		// The stream alone outruns the learner: thin it, and drain the
-		// backlog too.
+		// backlog too. Every message is still scored: at r a record,
+		// and at s from scratch when it is not learned.
 		demand := p.rate + float64(backlog)/paceDrain.Seconds()
-		want = math.Min(1, math.Max(paceMin, p.target/(p.cost*demand)))
+		want = math.Min(1, math.Max(paceMin, (p.target/demand-p.record-p.shed)/(p.cost-p.shed)))
 	}
-	p.frac = math.Min(want, p.frac*paceRise)
+	p.frac = math.Max(p.frac*paceFall, math.Min(want, p.frac*paceRise))
 	return p.frac
 }

@@ -236,3 +236,90 @@ func TestClusterMemberStopsSheddingWhenItKeepsUp(t *testing.T) {
 		t.Errorf("costed per row it had: fraction %.3f; the test no longer shows the difference", f)
 	}
 }
+
+// simulateScored is simulate with every message scored (output.topic):
+// the loop reads the stream in writes of 2b messages (scoreIfMany), each
+// costing r a record and s a message it does not learn (scored from
+// scratch); the learned ones gather into batches of b that cost c a row
+// (their scoring inside). It returns the final backlog, the fraction,
+// and the share of the loop's time spent working over the last half.
+func simulateScored(p *pace, c, s, r, lambda float64, b int, dur time.Duration) (backlog, frac, busy float64) {
+	t0 := time.Unix(0, 0)
+	var now, consumed, pending, work, span float64
+	half := dur.Seconds() / 2
+	at := func() time.Time { return t0.Add(time.Duration(now * float64(time.Second))) }
+	for now < dur.Seconds() {
+		m := float64(2 * b)
+		if avail := lambda*now - consumed; avail < m {
+			wait := (m - avail) / lambda
+			if now > half {
+				span += wait
+			}
+			now += wait
+		}
+		f := p.frac
+		shed := (1 - f) * m
+		cost := m*r + shed*s
+		pending += f * m
+		learned := 0.0
+		for pending >= float64(b) {
+			pending -= float64(b)
+			learned += float64(b)
+		}
+		cost += learned * c
+		if now > half {
+			work += cost
+			span += cost
+		}
+		now += cost
+		consumed += m
+		backlog = math.Max(0, lambda*now-consumed)
+		if learned > 0 {
+			p.observe(b, float64(b)*c, int64(consumed), int64(backlog), at())
+		}
+		p.scored(int(m), m*r, int(shed), shed*s)
+		p.observe(0, 0, int64(consumed), int64(backlog), at())
+	}
+	return backlog, p.frac, work / span
+}
+
+// TestPaceCountsScoring: with every message scored, shedding thins
+// learning to fill the target load with scoring counted — a record's
+// cost r, which every message pays, and s, scoring a shed message from
+// scratch — at f* = (u/λ − r − s)/(c − s). Counting the learner's cost
+// alone (before) kept f at u/(cλ) = 0.88 and the loop 98% busy.
+func TestPaceCountsScoring(t *testing.T) {
+	const c, s, r, lambda = 76e-6, 40e-6, 10e-6, 12000.0
+	p := newPace(false, 0.8, 1, 0)
+	backlog, f, busy := simulateScored(p, c, s, r, lambda, 512, 150*time.Second)
+	want := (0.8/lambda - r - s) / (c - s)
+	if math.Abs(f-want) > 0.05 {
+		t.Errorf("learned fraction %.3f, want about %.3f", f, want)
+	}
+	if busy > 0.85 {
+		t.Errorf("the loop busy %.2f of the time, want about the target load 0.8", busy)
+	}
+	if backlog > 2*lambda {
+		t.Errorf("backlog %.0f, want under 2 s of stream", backlog)
+	}
+	// Learning no dearer than scoring from scratch: shedding saves
+	// nothing, every message is learned.
+	p = newPace(false, 0.8, 1, 0)
+	if _, f, _ := simulateScored(p, 30e-6, 40e-6, r, lambda, 512, 60*time.Second); f != 1 {
+		t.Errorf("c ≤ s: fraction %.3f, want 1", f)
+	}
+}
+
+// TestPaceRisesFromItsFloorBetweenLearnedBatches: a fraction at its
+// floor learns a batch once in 256; re-estimated after every write of
+// records it reaches its level again within seconds, not minutes.
+func TestPaceRisesFromItsFloorBetweenLearnedBatches(t *testing.T) {
+	const c, s, r, lambda = 76e-6, 40e-6, 10e-6, 12000.0
+	p := newPace(false, 0.8, 1, 0)
+	simulateScored(p, c, s, r, lambda, 512, 30*time.Second)
+	p.frac = paceMin
+	_, f, _ := simulateScored(p, c, s, r, lambda, 512, 10*time.Second)
+	if want := (0.8/lambda - r - s) / (c - s); f < 0.9*want {
+		t.Errorf("10 s after the floor: fraction %.3f, want about %.3f", f, want)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/streamkpca/streamkpca/ingest"
@@ -47,6 +49,10 @@ type scores struct {
 	slowX             []float64
 	// fromStep counts the records scored from a step's features (tests).
 	fromStep uint64
+	// slowRows, slowSec: the rows scored from scratch and the loop's
+	// seconds it took, since load shedding last took them (pace.scored).
+	slowRows int
+	slowSec  float64
 
 	downSince time.Time
 	lastErr   error
@@ -159,7 +165,12 @@ func (l *loop) scoreInBatch(row int) {
 // batches (a loop shedding most of the stream learns rarely).
 func (l *loop) scoreIfMany() {
 	if s := l.p.out; s != nil && len(s.meta) >= 2*l.p.cfg.Learner.Batch {
-		l.writeScores(l.enq)
+		if l.writeScores(l.enq) == nil {
+			// Load shedding's fraction from what scoring costs now too:
+			// at its floor a learned batch, after which it is otherwise
+			// re-estimated, comes once in 256 (see pace).
+			l.keepUp(0)
+		}
 	}
 }
 
@@ -214,7 +225,9 @@ func (l *loop) score() {
 			s.slowX = append(s.slowX, s.x[i*d:(i+1)*d]...)
 		}
 		if len(s.slowIdx) > 0 {
-			proj, r, err := m.Score(nil, nil, s.slowX)
+			t0 := time.Now()
+			proj, r, err := s.scoreRows(m, s.slowX, l.p.cfg.Learner.Workers)
+			s.slowRows, s.slowSec = s.slowRows+len(s.slowIdx), s.slowSec+time.Since(t0).Seconds()
 			if errors.Is(err, snapshot.ErrCentred) {
 				if !s.centred {
 					p.log.Warn().Str("output.topic", p.cfg.Output.Topic).Msg("the model is centred (learner.center, or a two-view model without uncentered: true): records carry projections, with residual and novelty null")
@@ -277,6 +290,52 @@ func (l *loop) score() {
 	s.x, s.y, s.meta, s.fast = s.x[:0], s.y[:0], s.meta[:0], false
 }
 
+// scoreRows is m.Score of rows x spread over up to workers goroutines
+// (0: GOMAXPROCS) in runs of whole tiles of rows: a message the learner
+// did not learn (shed) is scored from scratch, and on the loop's
+// goroutine alone that cost twice a learned row's on two cores, whose
+// features the learner's workers evaluate in parallel. Each row's
+// numbers do not depend on the rows beside it (Model.Score), so the
+// split changes no bit.
+func (s *scores) scoreRows(m *snapshot.Model, x []float64, workers int) ([]float64, []float64, error) {
+	d := m.Dim(0)
+	rows := len(x) / max(d, 1)
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	per := (rows + workers - 1) / workers
+	per = (per + scoreTile - 1) / scoreTile * scoreTile
+	if workers == 1 || rows <= scoreTile || per >= rows {
+		return m.Score(nil, nil, x)
+	}
+	k := m.K()
+	proj, res := make([]float64, rows*k), make([]float64, rows)
+	var wg sync.WaitGroup
+	errs := make([]error, 0, workers)
+	var mu sync.Mutex
+	for r0 := 0; r0 < rows; r0 += per {
+		r1 := min(rows, r0+per)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := m.Score(proj[r0*k:r1*k], res[r0:r1], x[r0*d:r1*d]); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, nil, errs[0]
+	}
+	return proj, res, nil
+}
+
+// scoreTile: the runs scoreRows splits rows into are multiples of it
+// (the feature kernels' tile of rows).
+const scoreTile = 64
+
 // projectY is the y view's projections of the queued y rows by two-view
 // model m (what a project request with "view": "y" answers), nil when m
 // has no y view to project (one view, a KSIR target) or there are none.
@@ -307,6 +366,7 @@ func (l *loop) writeScores(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
+	t0 := time.Now()
 	l.score()
 	if ctx == nil { // a loop outside Run (tests): bounded by nothing but the run's context
 		ctx = context.Background()
@@ -318,9 +378,15 @@ func (l *loop) writeScores(ctx context.Context) error {
 		return ctx.Err() // the stop: the final snapshot writes them within its deadline
 	}
 	back := 100 * time.Millisecond
-	for len(s.pend) > 0 {
+	for tries := 0; len(s.pend) > 0; tries++ {
 		err := s.prod.Write(ctx, s.pend)
 		if err == nil {
+			if tries == 0 {
+				// What scoring costs the loop (load shedding): a record's
+				// encoding and write, and a shed message's scoring.
+				l.pace.scored(len(s.pend), time.Since(t0).Seconds()-s.slowSec, s.slowRows, s.slowSec)
+			}
+			s.slowRows, s.slowSec = 0, 0
 			p.met.OutRecords.Add(float64(len(s.pend)))
 			p.met.OutNovel.Add(float64(s.pendNovel))
 			p.met.OutPending.Set(0)

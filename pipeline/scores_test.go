@@ -373,6 +373,31 @@ func TestOutputStepFeaturesAreScoresBits(t *testing.T) {
 				checked++
 			}
 			t.Logf("%s: %d records checked, %d from the steps' features", prec, checked, h.p.out.fromStep)
+			// Messages scored from scratch (shed) are spread over workers in
+			// runs of rows: each row's numbers are still its own.
+			var m *snapshot.Model
+			for _, mm := range models {
+				m = mm
+				break
+			}
+			var all []float64
+			for _, msg := range msgs[:301] {
+				all = append(all, csvValues(t, msg)...)
+			}
+			proj, res, err := (&scores{}).scoreRows(m, all, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := m.K()
+			for i := range 301 {
+				p1, r1, err := m.Score(nil, nil, all[i*40:(i+1)*40])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(p1) != fmt.Sprint(proj[i*k:(i+1)*k]) || r1[0] != res[i] {
+					t.Fatalf("row %d scored among 301 on 3 workers: %v %v, alone %v %v", i, proj[i*k:(i+1)*k], res[i], p1, r1[0])
+				}
+			}
 		})
 	}
 }

@@ -284,9 +284,11 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Forget, "forget", "", "the service's learner.forget: follow, detect or off (default: the service's)")
 	fs.DurationVar(&cfg.Linger, "linger", 0, "the service's learner.linger (default: the service's); a long one with --partitions 1 makes every run learn the same batches")
 	fs.BoolVar(&cfg.Output, "output", false, "output.topic on: every message scored onto keepup.scores; reports the records' rate and their delay from input append to record append (p50, p99)")
-	if err := cliflag.Parse(fs, args); err != nil {
+	stop, err := parseProfiled(fs, args)
+	if err != nil {
 		return err
 	}
+	defer stop()
 	if *input != "" {
 		x, d, err := readColumns(*input, *cols)
 		if err != nil {
