@@ -636,6 +636,65 @@ func addMul(lv SIMDLevel, dst, phi, a []float64, rows, nb, k int) {
 	addMulGo(dst[r0*k:], phi[r0*nb:], a, rows-r0, nb, k)
 }
 
+// AddSquares adds the squared norm of each of the rows rows of phi
+// (rows×nb) to sq: per row, four running sums s_l of φ_f² over the
+// features f ≡ l (mod 4), in order, each product rounded, then
+// (s₀ + s₁) + (s₂ + s₃) — an order another language can follow
+// (clients/python), and one the AVX2 kernel keeps lane for lane, four
+// rows at a time. It allocates nothing (the lanes of 64 rows at a time
+// are on the stack).
+func AddSquares(sq, phi []float64, rows, nb int) { addSquares(SIMDAuto, sq, phi, rows, nb) }
+
+// squareRows is how many rows addSquares hands the kernel at once.
+const squareRows = 64
+
+// addSquares is AddSquares with the kernels of level lv.
+func addSquares(lv SIMDLevel, sq, phi []float64, rows, nb int) {
+	var lanes [4 * squareRows]float64
+	for r0 := 0; r0 < rows; r0 += squareRows {
+		n := min(squareRows, rows-r0)
+		p := phi[r0*nb : (r0+n)*nb]
+		done := squaresSIMD(lv.level(), lanes[:], p, n, nb)
+		for r := 0; r < done; r++ {
+			l := lanes[4*r : 4*r+4]
+			row := p[r*nb : (r+1)*nb]
+			for f := nb &^ 3; f < nb; f++ {
+				l[f%4] += float64(row[f] * row[f])
+			}
+			sq[r0+r] += (l[0] + l[1]) + (l[2] + l[3])
+		}
+		squaresGo(sq[r0+done:r0+n], p[done*nb:], n-done, nb)
+	}
+}
+
+// squaresGo is AddSquares in Go, a row at a time.
+func squaresGo(sq, phi []float64, rows, nb int) {
+	for r := 0; r < rows; r++ {
+		p := phi[r*nb : (r+1)*nb]
+		var s0, s1, s2, s3 float64
+		f := 0
+		for ; f+4 <= nb; f += 4 {
+			s0 += float64(p[f] * p[f])
+			s1 += float64(p[f+1] * p[f+1])
+			s2 += float64(p[f+2] * p[f+2])
+			s3 += float64(p[f+3] * p[f+3])
+		}
+		for ; f < nb; f++ {
+			switch f % 4 {
+			case 0:
+				s0 += float64(p[f] * p[f])
+			case 1:
+				s1 += float64(p[f] * p[f])
+			case 2:
+				s2 += float64(p[f] * p[f])
+			default:
+				s3 += float64(p[f] * p[f])
+			}
+		}
+		sq[r] += (s0 + s1) + (s2 + s3)
+	}
+}
+
 // addMulGo is AddMul with scalar accumulators, four rows at a time.
 func addMulGo(dst, phi, a []float64, rows, nb, k int) {
 	r := 0

@@ -217,3 +217,18 @@ func structuredOutSIMD(lv SIMDLevel, zq []float64, stride int, vs, sc []float64,
 	structuredOut4AVX2(&zq[0], stride, &vs[0], &sc[0], n4, pair, &pairPhaseConst)
 	return n4
 }
+
+//go:noescape
+func squares4AVX2(lanes, phi *float64, rows4, nb, nb4 int)
+
+// squaresSIMD writes AddSquares' four lane sums of the rows in whole
+// groups of four (over their first nb&^3 features) to lanes (4 a row)
+// with AVX2 and returns how many rows it did.
+func squaresSIMD(lv SIMDLevel, lanes, phi []float64, rows, nb int) int {
+	r4 := rows &^ 3
+	if lv < SIMDAVX2 || r4 == 0 || nb < 4 {
+		return 0
+	}
+	squares4AVX2(&lanes[0], &phi[0], r4, nb, nb&^3)
+	return r4
+}

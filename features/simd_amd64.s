@@ -889,3 +889,57 @@ so_next:
 so_done:
 	VZEROUPPER
 	RET
+
+// func squares4AVX2(lanes *float64, phi *float64, rows4 int, nb int, nb4 int)
+// Requires: AVX
+TEXT ·squares4AVX2(SB), NOSPLIT, $0-40
+	MOVQ lanes+0(FP), DI
+	MOVQ phi+8(FP), SI
+	MOVQ nb+24(FP), R9
+	SHLQ $0x03, R9
+	MOVQ nb4+32(FP), R8
+	XORQ BX, BX
+
+rows:
+	CMPQ   BX, rows4+16(FP)
+	JGE    done
+	LEAQ   (SI)(R9*1), R14
+	LEAQ   (R14)(R9*1), R15
+	LEAQ   (R15)(R9*1), R10
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	XORQ   CX, CX
+
+f:
+	CMPQ    CX, R8
+	JGE     fdone
+	VMOVUPD (SI)(CX*8), Y4
+	VMOVUPD (R14)(CX*8), Y5
+	VMOVUPD (R15)(CX*8), Y6
+	VMOVUPD (R10)(CX*8), Y7
+	VMULPD  Y4, Y4, Y4
+	VMULPD  Y5, Y5, Y5
+	VMULPD  Y6, Y6, Y6
+	VMULPD  Y7, Y7, Y7
+	VADDPD  Y4, Y0, Y0
+	VADDPD  Y5, Y1, Y1
+	VADDPD  Y6, Y2, Y2
+	VADDPD  Y7, Y3, Y3
+	ADDQ    $0x04, CX
+	JMP     f
+
+fdone:
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ    $0x80, DI
+	LEAQ    (SI)(R9*4), SI
+	ADDQ    $0x04, BX
+	JMP     rows
+
+done:
+	VZEROUPPER
+	RET

@@ -33,3 +33,5 @@ func signs4SIMD(_ SIMDLevel, v, s []float64) bool { return false }
 func structuredOutSIMD(_ SIMDLevel, zq []float64, stride int, vs, sc []float64, pair bool) int {
 	return 0
 }
+
+func squaresSIMD(_ SIMDLevel, lanes, phi []float64, rows, nb int) int { return 0 }

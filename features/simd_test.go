@@ -189,3 +189,55 @@ func TestMapSIMDLevelsSameBits(t *testing.T) {
 		t.Errorf("levels resolve to %v and %v on a CPU with %v", SIMDAVX512.level(), SIMDAuto.level(), maxLevel)
 	}
 }
+
+// TestAddSquaresBitIdentical: AddSquares at every level the CPU has is
+// the definition's bits — four running sums over f ≡ l (mod 4), in
+// order, then (s₀ + s₁) + (s₂ + s₃) — for row counts and widths that are
+// and are not multiples of four, and across the 64-row runs.
+func TestAddSquaresBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, dims := range [][2]int{{1, 1}, {3, 7}, {4, 4}, {5, 16}, {8, 512}, {9, 13}, {63, 8}, {64, 128}, {65, 6}, {130, 515}, {4, 3}} {
+		rows, nb := dims[0], dims[1]
+		phi := make([]float64, rows*nb)
+		for i := range phi {
+			phi[i] = rng.NormFloat64() * math.Exp(4*rng.NormFloat64())
+		}
+		start := make([]float64, rows)
+		for i := range start {
+			start[i] = rng.Float64()
+		}
+		want := slices.Clone(start)
+		for r := 0; r < rows; r++ {
+			var s [4]float64
+			for f := 0; f < nb; f++ {
+				v := phi[r*nb+f]
+				s[f%4] += float64(v * v)
+			}
+			want[r] += (s[0] + s[1]) + (s[2] + s[3])
+		}
+		for lv := SIMDGo; lv <= maxLevel; lv++ {
+			got := slices.Clone(start)
+			addSquares(lv, got, phi, rows, nb)
+			if !slices.Equal(got, want) {
+				t.Errorf("rows=%d nb=%d level %v: AddSquares differs from the definition", rows, nb, lv)
+			}
+		}
+	}
+}
+
+func BenchmarkAddSquares(b *testing.B) {
+	const rows, nb = 512, 512
+	phi := make([]float64, rows*nb)
+	for i := range phi {
+		phi[i] = float64(i%97) / 97
+	}
+	sq := make([]float64, rows)
+	for lv := SIMDGo; lv <= maxLevel; lv++ {
+		b.Run(lv.String(), func(b *testing.B) {
+			for b.Loop() {
+				addSquares(lv, sq, phi, rows, nb)
+			}
+			b.ReportMetric(float64(b.N*rows*nb)/b.Elapsed().Seconds()/1e9, "Gsq/s")
+		})
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/streamkpca/streamkpca/features"
 )
 
 // ErrCentred is returned by Score for a view the model learned centred: the
@@ -145,35 +147,10 @@ func (m *Model) Score(proj, res, x []float64) ([]float64, []float64, error) {
 }
 
 // addSquares adds the squared norm of each of the rows rows of phi (rows×nb)
-// to sq: per row, four running sums s_l of φ_f² over the features f ≡ l
-// (mod 4), in order, then (s₀ + s₁) + (s₂ + s₃) — an order another
-// language can follow (clients/python), four times the speed of one sum.
-func addSquares(sq, phi []float64, rows, nb int) {
-	for r := 0; r < rows; r++ {
-		p := phi[r*nb : (r+1)*nb]
-		var s0, s1, s2, s3 float64
-		f := 0
-		for ; f+4 <= nb; f += 4 {
-			s0 += float64(p[f] * p[f])
-			s1 += float64(p[f+1] * p[f+1])
-			s2 += float64(p[f+2] * p[f+2])
-			s3 += float64(p[f+3] * p[f+3])
-		}
-		for ; f < nb; f++ {
-			switch f % 4 {
-			case 0:
-				s0 += float64(p[f] * p[f])
-			case 1:
-				s1 += float64(p[f] * p[f])
-			case 2:
-				s2 += float64(p[f] * p[f])
-			default:
-				s3 += float64(p[f] * p[f])
-			}
-		}
-		sq[r] += (s0 + s1) + (s2 + s3)
-	}
-}
+// to sq, in features.AddSquares' order (four running sums over the
+// features f ≡ l (mod 4), then (s₀ + s₁) + (s₂ + s₃)), which another
+// language can follow (clients/python).
+func addSquares(sq, phi []float64, rows, nb int) { features.AddSquares(sq, phi, rows, nb) }
 
 // Novelty returns residual r's place among the version's reference
 // residuals (Header.Novelty), #{reference residuals < r} / (n + 1) for n of

@@ -36,6 +36,7 @@ func main() {
 	interleave4()
 	signs4()
 	structuredOut4()
+	squares4()
 	Generate()
 }
 
@@ -557,6 +558,61 @@ func structuredOut4() {
 	ADDQ(U8(4), RAX)
 	JMP(LabelRef("so_loop"))
 	Label("so_done")
+	VZEROUPPER()
+	RET()
+}
+
+// squares4 generates squares4AVX2: four rows at a time, one accumulator
+// a row, each lane l summing phi[r, f]² over f ≡ l (mod 4) in order —
+// AddSquares' four running sums, lane for lane.
+func squares4() {
+	TEXT("squares4AVX2", NOSPLIT, "func(lanes, phi *float64, rows4, nb, nb4 int)")
+	Doc("For each group of four rows: four lanes a row, lane l the sum of",
+		"phi[r, f]*phi[r, f] over f = l, l+4, … < nb4 in order, each product",
+		"rounded (no fused multiply-add), stored to lanes[4r:4r+4], as",
+		"AddSquares' running sums.")
+	MOVQ(NewParamAddr("lanes", 0), RDI)
+	MOVQ(NewParamAddr("phi", 8), RSI)
+	MOVQ(NewParamAddr("nb", 24), R9)
+	SHLQ(U8(3), R9) // nb*8: row stride of phi
+	MOVQ(NewParamAddr("nb4", 32), R8)
+	XORQ(RBX, RBX) // r
+	acc := []VecPhysical{Y0, Y1, Y2, Y3}
+	sq := []VecPhysical{Y4, Y5, Y6, Y7}
+	rows := []Register{RSI, R14, R15, R10}
+	Label("rows")
+	CMPQ(RBX, NewParamAddr("rows4", 16))
+	JGE(LabelRef("done"))
+	LEAQ(idx(RSI, R9, 1, 0), R14)
+	LEAQ(idx(R14, R9, 1, 0), R15)
+	LEAQ(idx(R15, R9, 1, 0), R10)
+	for _, a := range acc {
+		VXORPD(a, a, a)
+	}
+	XORQ(RCX, RCX) // f
+	Label("f")
+	CMPQ(RCX, R8)
+	JGE(LabelRef("fdone"))
+	for i, r := range rows {
+		VMOVUPD(idx(r, RCX, 8, 0), sq[i])
+	}
+	for i := range rows {
+		VMULPD(sq[i], sq[i], sq[i])
+	}
+	for i, a := range acc {
+		VADDPD(sq[i], a, a)
+	}
+	ADDQ(U8(4), RCX)
+	JMP(LabelRef("f"))
+	Label("fdone")
+	for i, a := range acc {
+		VMOVUPD(a, mem(RDI, 32*i))
+	}
+	ADDQ(U8(128), RDI)
+	LEAQ(idx(RSI, R9, 4, 0), RSI) // next four phi rows
+	ADDQ(U8(4), RBX)
+	JMP(LabelRef("rows"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }
