@@ -104,8 +104,8 @@ type Member struct {
 	heldRows         int
 	scores, allScore []float64
 	// adopt is the challenger the group's rank 0 sent with this step,
-	// which every member makes the model after the step (follow.go of
-	// package online).
+	// which every member makes the model after the step
+	// (online/follow.go).
 	adopt *snapshot.Snapshot
 
 	// Confirmed, when set, is called within Step once every member is
