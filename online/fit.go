@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -370,7 +371,7 @@ const (
 func fitSplit(rows int, seed uint64, auto bool) (learn, held []int) {
 	learn = make([]int, 0, rows)
 	for i := range rows {
-		if auto && len(held) < fitHoldoutMax && Mix(seed^uint64(i))%fitHoldout == 0 {
+		if auto && len(held) < fitHoldoutMax && splitmix.Mix(seed^uint64(i))%fitHoldout == 0 {
 			held = append(held, i)
 			continue
 		}

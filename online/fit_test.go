@@ -3,12 +3,14 @@ package online
 import (
 	"context"
 	"errors"
-	"github.com/streamkpca/streamkpca/features"
-	"gonum.org/v1/gonum/mat"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/streamkpca/streamkpca/features"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 	"github.com/streamkpca/streamkpca/internal/synth"
 )
 
@@ -102,7 +104,7 @@ func TestFitStopsByItsHeldOutScore(t *testing.T) {
 	t.Logf("one pass %.3g; by the rule %.3g after %d passes (%s), scores %.4g", one, auto, rep.Epochs, rep.Stop, rep.Scores)
 	held := 0
 	for i := range n {
-		if Mix(cfg.Seed^uint64(i))%fitHoldout == 0 {
+		if splitmix.Mix(cfg.Seed^uint64(i))%fitHoldout == 0 {
 			held++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 	"github.com/streamkpca/streamkpca/snapshot"
 )
 
@@ -631,22 +632,12 @@ func HeldOut(key uint64, every int) bool {
 	if every <= 1 {
 		return false
 	}
-	return Mix(key)%uint64(every) == 0
+	return splitmix.Mix(key)%uint64(every) == 0
 }
 
 // HoldoutKey is the key of a Kafka message for HeldOut.
 func HoldoutKey(partition int, offset int64) uint64 {
 	return uint64(partition)<<48 ^ uint64(offset)
-}
-
-// Mix is SplitMix64's finaliser (Steele, Lea & Flood 2014): every input
-// bit moves every output bit. HeldOut and the service's load shedding
-// draw their deterministic subsets with it.
-func Mix(z uint64) uint64 {
-	z += 0x9E3779B97F4A7C15
-	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-	z = (z ^ z>>27) * 0x94D049BB133111EB
-	return z ^ z>>31
 }
 
 // Assess is KPCA.Assess for pairs: it scores the served functions on rows

@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 	"github.com/streamkpca/streamkpca/online/internal/dense"
 )
 
@@ -113,7 +114,7 @@ func pairKey(fx, fy []float64) uint64 {
 	var h uint64
 	for _, f := range [][]float64{fx[:min(16, len(fx))], fy[:min(16, len(fy))]} {
 		for _, v := range f {
-			h = Mix(h ^ math.Float64bits(v))
+			h = splitmix.Mix(h ^ math.Float64bits(v))
 		}
 	}
 	return h

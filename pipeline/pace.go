@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/streamkpca/streamkpca/online"
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 )
 
 // pace keeps the loop up with the stream (learner.load_shedding). A
@@ -169,7 +169,7 @@ func (p *pace) keep(key uint64) bool {
 	if p == nil || p.off || p.frac >= 1 {
 		return true
 	}
-	return float64(online.Mix(key^shedStream)>>11)/(1<<53) < p.frac
+	return float64(splitmix.Mix(key^shedStream)>>11)/(1<<53) < p.frac
 }
 
 // grow reports whether the model may add feature blocks: the stream

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamkpca/streamkpca/features"
+	"github.com/streamkpca/streamkpca/internal/splitmix"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
@@ -73,7 +74,7 @@ func RunFitFile(ctx context.Context, x []float64, rows, d int, cfg FitFileConfig
 	k := cfg.Learner.K
 	var train, test []float64
 	for i := range rows {
-		if float64(online.Mix(cfg.Learner.Seed^uint64(i)^0x7e57)%1000) < 1000*cfg.TestShare {
+		if float64(splitmix.Mix(cfg.Learner.Seed^uint64(i)^0x7e57)%1000) < 1000*cfg.TestShare {
 			test = append(test, x[i*d:i*d+d]...)
 		} else {
 			train = append(train, x[i*d:i*d+d]...)
