@@ -66,6 +66,15 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 				p.cfg.Output.Topic, time.Since(since).Seconds(), err), http.StatusServiceUnavailable)
 			return
 		}
+		p.mu.Lock()
+		behind := p.status.Behind
+		p.mu.Unlock()
+		if behind {
+			// Still ready: the model is served and learns; the lag says
+			// how far behind, and an operator adds capacity.
+			fmt.Fprintf(w, "ready; falling behind kafka.topic %s whatever is shed: the lag grows (learner.target_load; output.topic scores every message)\n", p.cfg.Kafka.Topic)
+			return
+		}
 		if n, _ := p.dlq.Spilled(); n > 0 {
 			fmt.Fprintf(w, "ready; %d dead letters wait in the spill: kafka.dead_letter_topic %s refuses writes\n", n, p.cfg.Kafka.DeadLetterTopic)
 			return

@@ -49,7 +49,8 @@ func (s *unreachableSource) Unreachable() (time.Time, error) {
 }
 
 // TestReadinessReflectsTheBrokers: /readyz is 503 before a model version
-// is served, 200 once one is, and 503 again, saying why, once the brokers
+// is served, 200 once one is (saying so when the loop falls behind its
+// stream whatever it sheds), and 503 again, saying why, once the brokers
 // have been unreachable for 30 s (before: 200 for as long as a model was
 // served, with Kafka down). /healthz stays 200: the process is alive.
 func TestReadinessReflectsTheBrokers(t *testing.T) {
@@ -73,6 +74,16 @@ func TestReadinessReflectsTheBrokers(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Falling behind whatever is shed: still ready, saying so.
+	h.p.mu.Lock()
+	h.p.status.Behind = true
+	h.p.mu.Unlock()
+	if code, body := h.get("/readyz"); code != 200 || !strings.Contains(body, "falling behind kafka.topic") {
+		t.Errorf("/readyz falling behind: %d %q, want 200 saying so", code, body)
+	}
+	h.p.mu.Lock()
+	h.p.status.Behind = false
+	h.p.mu.Unlock()
 	src.mu.Lock()
 	src.since = time.Now().Add(-10 * time.Second)
 	src.mu.Unlock()

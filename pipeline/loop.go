@@ -46,6 +46,9 @@ type loop struct {
 	heldAt int
 	// fatal: the configuration cannot learn this stream; Run stops.
 	fatal error
+	// behind: the pace said last that the loop falls behind whatever it
+	// sheds (status.Behind).
+	behind bool
 	// linger is Run's timer for partial batches.
 	linger *time.Timer
 	// run is Run's context: its end is the stop signal.
@@ -443,6 +446,21 @@ func (l *loop) keepUp(took time.Duration) {
 			Msg("the stream is faster than the learner: learning a fraction of its messages (the rest are covered, not learned) to keep lag bounded (learner.load_shedding)")
 	case f >= 1 && before < 1:
 		p.log.Info().Int64("backlog", backlog).Msg("keeping up again: learning every message")
+	}
+	if behind := l.pace.behind(); behind != l.behind {
+		l.behind = behind
+		p.mu.Lock()
+		p.status.Behind = behind
+		p.mu.Unlock()
+		if behind {
+			p.met.Behind.Set(1)
+			p.log.Error().Float64("learned_fraction", f).Float64("stream_msgs_per_s", l.pace.rate).Int64("backlog", backlog).
+				Float64("record_s_per_msg", l.pace.record).Float64("shed_score_s_per_msg", l.pace.shed).
+				Msg("falling behind the stream whatever is shed: every message is still read and scored, and the lag grows (add partitions and instances, or lower learner.max_features; output.topic scores every message)")
+		} else {
+			p.met.Behind.Set(0)
+			p.log.Info().Int64("backlog", backlog).Msg("no longer falling behind the stream")
+		}
 	}
 	// The model's growth follows the stream: held while the stream leaves
 	// no room, the budget raised while it leaves the learner idle

@@ -39,6 +39,7 @@ type Metrics struct {
 	Quality         prometheus.Gauge
 	Shed            prometheus.Counter
 	LearnedFraction prometheus.Gauge
+	Behind          prometheus.Gauge
 	Changes         prometheus.Counter
 	Switches        prometheus.Counter
 	Rollbacks       prometheus.Counter
@@ -80,6 +81,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Quality:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_quality_score", Help: "Held-out score of the served model on its own stream (learner.holdout): kpca/gha the share of the kernel's variance its k functions capture, kcca/ksir the sum of the held-out correlations, ksvd of the singular values."}),
 		Shed:            prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_messages_shed_total", Help: "Messages not learned to keep up with the stream (learner.load_shedding): their offsets are covered, they are not dead-lettered."}),
 		LearnedFraction: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_learned_fraction", Help: "Fraction of the stream's messages being learned now (1: all; below: load shedding keeps lag bounded)."}),
+		Behind:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_falling_behind", Help: "1 while the lag grows whatever load shedding sheds: scoring every message (output.topic) or reading alone takes more than learner.target_load."}),
 		Changes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_changes_detected_total", Help: "Changes of the stream the held-out score's detector found (each restarts the model, or starts a two-view model's challenger with learner.forget follow; none with off)."}),
 		Switches:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_model_switches_total", Help: "Times a learner of the recent stream replaced the model because a sequential test at learner.follow_alpha found it fits held-out messages better (learner.forget: follow): gradual change followed."}),
 		Rollbacks:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_model_rollbacks_total", Help: "One view, learner.forget follow: candidates withdrawn without replacing the model (a challenger that won the scouts' test but did not fit better than the model in time; the model stayed served)."}),
@@ -96,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m.LearnedFraction.Set(1)
 	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.OffsetGaps, m.DeletedUnread, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
-		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Requests, m.RequestSeconds,
+		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Behind, m.Requests, m.RequestSeconds,
 		m.OutRecords, m.OutErrors, m.OutNovel, m.OutPending)
 	for _, k := range []string{ingest.GapPastEnd, ingest.GapDeleted} {
 		m.OffsetGaps.WithLabelValues(k)

@@ -200,6 +200,18 @@ func (p *pace) room() bool {
 	return p.frac >= 1 && caughtUp && (p.cost+p.record)*p.rate < paceRoom*p.target && !p.growing(paceWindows)
 }
 
+// behind reports whether the loop falls behind the stream whatever it
+// sheds: measured over paceWindows windows, the backlog grew although f
+// is at its floor, or at 1 because learning a row costs no more than
+// scoring it (an output topic: every message is scored). The lag then
+// grows; the loop says so (log, /readyz, streamkpca_falling_behind).
+func (p *pace) behind() bool {
+	if p == nil || p.off || p.windows < paceWindows || !p.growing(paceWindows) {
+		return false
+	}
+	return p.frac <= paceMin || (p.cost <= p.shed && (p.cost+p.record)*p.rate > p.target)
+}
+
 // scored updates r and s after records records were encoded and
 // written in recordSec seconds and shedRows messages were scored from
 // scratch in shedSec (see pace: with every message scored). A write

@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/streamkpca/streamkpca/online"
 )
@@ -321,5 +324,50 @@ func TestPaceRisesFromItsFloorBetweenLearnedBatches(t *testing.T) {
 	_, f, _ := simulateScored(p, c, s, r, lambda, 512, 10*time.Second)
 	if want := (0.8/lambda - r - s) / (c - s); f < 0.9*want {
 		t.Errorf("10 s after the floor: fraction %.3f, want about %.3f", f, want)
+	}
+}
+
+// TestPaceSaysWhenItFallsBehind: when scoring every message takes more
+// than the loop has, shedding cannot help and the lag grows: behind is
+// set — at the floor when learning costs more than scoring (c > s), at
+// f = 1 when it does not — and not while the loop keeps up.
+func TestPaceSaysWhenItFallsBehind(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		c, s, r, rate float64
+		behind        bool
+	}{
+		{"keeps up by shedding", 76e-6, 40e-6, 10e-6, 12000, false},
+		{"scoring alone too slow", 76e-6, 70e-6, 20e-6, 12000, true},
+		{"learning no dearer than scoring, too slow", 30e-6, 40e-6, 10e-6, 30000, true},
+		{"a stream it follows", 76e-6, 40e-6, 10e-6, 4000, false},
+	} {
+		p := newPace(false, 0.8, 1, 0)
+		backlog, f, _ := simulateScored(p, c.c, c.s, c.r, c.rate, 512, 60*time.Second)
+		if p.behind() != c.behind {
+			t.Errorf("%s: behind %v (fraction %.3f, backlog %.0f), want %v", c.name, p.behind(), f, backlog, c.behind)
+		}
+	}
+}
+
+// TestFallingBehindIsVisible: when the pace says the loop falls behind
+// whatever it sheds, the status (and so /readyz), the metric say so,
+// and they say so no more once it keeps up; /readyz stays 200 (the
+// model is served and learns) with the reason.
+func TestFallingBehindIsVisible(t *testing.T) {
+	p, l := coordinated(t, soloMode)
+	l.pace = newPace(false, 0.8, paceMin, 0)
+	l.pace.cost, l.pace.shed, l.pace.rate, l.pace.windows = 76e-6, 70e-6, 12000, paceWindows
+	for i := range paceWindows + 1 {
+		l.pace.backlogs = append(l.pace.backlogs, int64(1000*i))
+	}
+	l.keepUp(0)
+	if !p.Status().Behind || testutil.ToFloat64(p.met.Behind) != 1 {
+		t.Fatalf("backlog growing at the floor: status %v, metric %v; want both set", p.Status().Behind, testutil.ToFloat64(p.met.Behind))
+	}
+	slices.Reverse(l.pace.backlogs)
+	l.keepUp(0)
+	if p.Status().Behind || testutil.ToFloat64(p.met.Behind) != 0 {
+		t.Fatalf("backlog shrinking: status %v, metric %v; want both clear", p.Status().Behind, testutil.ToFloat64(p.met.Behind))
 	}
 }

@@ -103,8 +103,11 @@ type Status struct {
 	// now (load shedding; 1 when it keeps up), Shed the messages not
 	// learned to keep up since the model started.
 	LearnedFraction float64
-	Shed            uint64
-	LastSnapshot    time.Time
+	// Behind: the lag grows whatever is shed (pace.behind): scoring or
+	// reading alone take more than learner.target_load.
+	Behind       bool
+	Shed         uint64
+	LastSnapshot time.Time
 	// Members (cluster mode) is the size of the group this instance
 	// steps with in Generation; 0 while it is in none (joining, idle
 	// without partitions, or after a failed step until the next).
