@@ -176,6 +176,11 @@ func TestNATSClusterElectsAgain(t *testing.T) {
 	if old < 0 {
 		t.Fatal("no meta leader after start")
 	}
+	// Ready means every server is a peer of the meta group: with one
+	// missing, stopping the leader leaves no quorum.
+	if peers := c.Servers[old].JetStreamClusterPeers(); len(peers) != 3 {
+		t.Fatalf("the meta leader counts peers %v after WaitReady, want all 3", peers)
+	}
 	c.Stop(old)
 	waitUntil(t, "a new meta leader", func() bool { l := c.MetaLeader(); return l >= 0 && l != old })
 	if err := c.Restart(old); err != nil {

@@ -74,19 +74,28 @@ func (c *NATSCluster) start(i int) error {
 }
 
 // WaitReady waits until every running server has routes to the others
-// and JetStream has a meta leader that every running server follows.
+// and JetStream has a meta leader that counts every running server among
+// its group's peers and that every running server follows — the wait
+// nats-server's own cluster tests use (waitOnClusterReadyWithNumPeers).
+// Without the peer count a cluster looked ready while its third server
+// was not yet in the meta group: stopping the leader then left one of
+// two peers, no quorum, and no new leader ever (TestNATSClusterElectsAgain
+// failed so beside three busy loops).
 func (c *NATSCluster) WaitReady(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		up, leader, current := 0, false, true
+		up, peers, current := 0, 0, true
 		for _, s := range c.Servers {
 			if s == nil {
 				continue
 			}
 			up++
-			leader = leader || s.JetStreamIsLeader()
+			if s.JetStreamIsLeader() {
+				peers = len(s.JetStreamClusterPeers())
+			}
 			current = current && s.JetStreamIsCurrent()
 		}
+		leader := peers >= up
 		routed := true
 		for _, s := range c.Servers {
 			if s != nil && s.NumRoutes() < up-1 {
@@ -97,7 +106,7 @@ func (c *NATSCluster) WaitReady(d time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("devstack: the NATS cluster has no JetStream leader or missing routes after " + d.String())
+			return errors.New("devstack: the NATS cluster has no JetStream leader counting every server as a peer, or missing routes, after " + d.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
