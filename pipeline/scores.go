@@ -311,23 +311,16 @@ func (s *scores) scoreRows(m *snapshot.Model, x []float64, workers int) ([]float
 	k := m.K()
 	proj, res := make([]float64, rows*k), make([]float64, rows)
 	var wg sync.WaitGroup
-	errs := make([]error, 0, workers)
-	var mu sync.Mutex
-	for r0 := 0; r0 < rows; r0 += per {
-		r1 := min(rows, r0+per)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, _, err := m.Score(proj[r0*k:r1*k], res[r0:r1], x[r0*d:r1*d]); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+	errs := make([]error, (rows+per-1)/per)
+	for i := range errs {
+		r0, r1 := i*per, min(rows, (i+1)*per)
+		wg.Go(func() { _, _, errs[i] = m.Score(proj[r0*k:r1*k], res[r0:r1], x[r0*d:r1*d]) })
 	}
 	wg.Wait()
-	if len(errs) > 0 {
-		return nil, nil, errs[0]
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	return proj, res, nil
 }
