@@ -315,6 +315,19 @@ type Learner struct {
 	// feature), the batch's kept features and the cached blocks. Default:
 	// 1 GiB (half a container's memory limit when that is lower).
 	MaxModelBytes int64 `yaml:"max_model_bytes" min:"0" doc:"bound on a budget that grows with the stream: about 32·k bytes per feature"`
+	// Replay: while the stream leaves the learner idle (nothing shed,
+	// growth not held, no message waiting), the loop learns batches drawn
+	// from a window of the most recent learned rows, up to this many
+	// revisited rows per learned row: more steps for a stream that ends
+	// before the learner's steps do (online.Window; measured in
+	// docs/learners.md, "More steps with the time a slow stream
+	// leaves"). The window is the service's, never the model's. -1: off.
+	// Not in cluster mode. Default: off (on MNIST it did not help).
+	Replay float64 `yaml:"replay" zero:"refused" doc:"rows learned again per row learned, from a window of recent rows, with the time a slow stream leaves (e.g. 3; -1: off, the default; not in cluster mode)"`
+	// ReplayBytes bounds the replay window (at most 8,192 rows).
+	// Default: 32 MiB (a thirty-second of the runtime's limit under a
+	// container limit, when that is less).
+	ReplayBytes int64 `yaml:"replay_bytes" min:"1" zero:"refused" doc:"room of the replay window of recent rows (at most 8,192 rows)"`
 	// Seed of the model. Default: 1.
 	Seed uint64 `yaml:"seed" online:"Seed,filled" doc:"model seed: every block's random features (and landmark choices) derive from it"`
 	// Center learns the centred operator. Default: false.
@@ -520,6 +533,12 @@ func (c *Config) SetDefaults() {
 	if c.Learner.TargetLoad == 0 {
 		c.Learner.TargetLoad = 0.8
 	}
+	if c.Learner.Replay == 0 {
+		c.Learner.Replay = DefaultReplay
+	}
+	if c.Learner.ReplayBytes == 0 {
+		c.Learner.ReplayBytes = DefaultReplayBytes
+	}
 	if c.Learner.Linger == 0 {
 		c.Learner.Linger = 2 * time.Second
 	}
@@ -693,6 +712,9 @@ func (c *Config) validateLearner(pb *problems) {
 	if !(c.Learner.TargetLoad > 0) || c.Learner.TargetLoad > 1 {
 		pb.bad("learner.target_load", "%v: must be in (0, 1]", c.Learner.TargetLoad)
 	}
+	if r := c.Learner.Replay; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 && r != -1 {
+		pb.bad("learner.replay", "%v: want revisited rows per learned row, > 0, or -1 (off)", r)
+	}
 	if c.Learner.Holdout < 1 {
 		pb.bad("learner.holdout", "%d: must be ≥ 1 (1 holds out nothing)", c.Learner.Holdout)
 	}
@@ -843,6 +865,13 @@ func Load(path string, env []string, sets ...string) (Config, error) {
 	}
 	return c, nil
 }
+
+// DefaultReplay and DefaultReplayBytes are learner.replay's and
+// learner.replay_bytes' defaults.
+const (
+	DefaultReplay      = -1.0
+	DefaultReplayBytes = 32 << 20
+)
 
 // noZero lists the settings where 0 would mean "the default" but is never
 // what a user who writes it means (tagged zero:"refused"): an explicit 0

@@ -47,6 +47,17 @@ type learner interface {
 
 type oneView struct{ l *online.KPCA }
 
+// revisiter is a learner that can learn rows it has learned before as
+// one more step of the model alone (online.KPCA.Revisit): the loop's
+// replay (loop.go, online.Window). A cluster member's learner is not one: a group's
+// step is the group's.
+type revisiter interface {
+	revisit(x, y []float64, rows int) error
+}
+
+func (o oneView) revisit(x, _ []float64, rows int) error  { return o.l.Revisit(x, rows) }
+func (t twoViews) revisit(x, y []float64, rows int) error { return t.l.Revisit(x, y, rows) }
+
 // batchFeatures is a learner that shows each step's features to f
 // (online.KPCA.SetBatchHook; nil removes it): the output edge scores the
 // batch from them.

@@ -62,6 +62,11 @@ type loop struct {
 	decided bool
 	// hints watches for a stream refused for one reason (hint.go).
 	hints badHints
+	// replay: the window of recent learned rows the loop revisits while
+	// the stream leaves it idle (online.Window; nil: off); revised: a
+	// revisit changed the model since the last snapshot.
+	replay  *online.Window
+	revised bool
 }
 
 // outcome feeds the hint watch one handled message (reason "" when
@@ -388,6 +393,7 @@ func (l *loop) learn() {
 	switch {
 	case err == nil && l.rows > 0: // a cluster member's step may have none
 		p.met.Batches.Inc()
+		l.replay.Add(l.batch, l.batchY, l.rows)
 	case err == nil:
 	case errors.Is(err, online.ErrDiverged):
 		p.met.Rejected.Inc()
@@ -558,6 +564,9 @@ func (l *loop) assess() {
 		p.log.Info().Uint64("step", p.learner.step()).Uint64("rollbacks", rollbacks).
 			Msg("following: the candidate did not fit the held-out points better than the model in time and is withdrawn; the model stays served (learner.forget: follow)")
 	}
+	if switched || changed && p.cfg.Learner.Forget != string(online.ForgetOff) && !p.learner.challengesOnChange() {
+		l.replay.Clear() // the model is new: the rows before are not its stream's
+	}
 	if changed {
 		p.met.Changes.Inc()
 		ev := p.log.Warn().Uint64("step", p.learner.step())
@@ -579,10 +588,11 @@ func (l *loop) assess() {
 // publisher and commits the offsets it covers.
 func (l *loop) snapshot(final bool) {
 	p := l.p
-	if p.learner.step() == 0 || (l.sinceSnap == 0 && !final) {
+	if p.learner.step() == 0 || (l.sinceSnap == 0 && !l.revised && !final) {
 		return
 	}
 	if l.sinceSnap == 0 && l.lastCut != nil && l.lastCut.Header.Step == p.learner.step() {
+		l.revised = false
 		return // nothing new since the last snapshot
 	}
 	// No snapshot covers a message whose record is not stored.
@@ -669,7 +679,7 @@ func (l *loop) persist(snap *snapshot.Snapshot) (string, []byte, bool) {
 		p.log.Error().Err(err).Msg("snapshot write failed; learning continues and the next snapshot retries")
 		return "", nil, false
 	}
-	l.sinceSnap = 0
+	l.sinceSnap, l.revised = 0, false
 	l.lastCut = snap
 	if data, err = publish.PublishedBytes(snap, data); err != nil {
 		p.met.SnapshotErrors.Inc()
@@ -752,4 +762,50 @@ func (l *loop) handOff(snap *snapshot.Snapshot, data []byte) {
 
 func sortOffsets(o []snapshot.Offset) {
 	slices.SortFunc(o, func(a, b snapshot.Offset) int { return cmp.Compare(a.Partition, b.Partition) })
+}
+
+// replayDue reports whether the loop may revisit a batch now: replay is
+// on for this learner, the model has started and holds no pending rows it
+// cannot start from, and the stream leaves room — nothing shed, growth
+// not held, the backlog not growing (pace). The caller checks that no
+// message waits.
+func (l *loop) replayDue() bool {
+	if l.held || l.fatal != nil || !l.replay.Due(l.p.cfg.Learner.Batch) {
+		return false
+	}
+	if _, ok := l.p.learner.(revisiter); !ok {
+		return false
+	}
+	if pc := l.pace; pc != nil && !pc.off && (pc.frac < 1 || l.holding || pc.growing(paceWindows)) {
+		return false
+	}
+	return true
+}
+
+// revisit learns one batch drawn from the window (learner.replay).
+func (l *loop) revisit() {
+	p, r := l.p, l.replay
+	b := p.cfg.Learner.Batch
+	x, y := r.Draw(b)
+	t0 := time.Now()
+	err := p.learner.(revisiter).revisit(x, y, b)
+	p.met.ReplaySeconds.Add(time.Since(t0).Seconds())
+	switch {
+	case err == nil:
+		p.met.Revisited.Add(float64(b))
+		l.revised = true
+	case errors.Is(err, online.ErrDiverged):
+		p.met.Rejected.Inc()
+		p.log.Warn().Err(err).Msg("a revisited batch was rejected by the divergence guard; step size lowered")
+	default:
+		// The rows were learned before: an error here is a bug. Replay
+		// stops; learning goes on.
+		l.replay = nil
+		p.log.Error().Err(err).Msg("revisiting learned rows failed; replay is off until the next start (learner.replay)")
+		return
+	}
+	p.mu.Lock()
+	p.status.Step, p.status.Features, p.status.Revisited = p.learner.step(), p.learner.features(), r.Revisited()
+	p.mu.Unlock()
+	p.met.Features.Set(float64(p.learner.features()))
 }

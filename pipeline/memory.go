@@ -46,6 +46,7 @@ func memoryOverhead(lim int64) int64 { return max(16<<20, lim/16) }
 //   - learner.cache_bytes B/8, and the served model's block cache as
 //     much;
 //   - learner.keep_bytes B/16;
+//   - learner.replay_bytes B/32 (the window of recent rows replayed);
 //   - the versions downloads hold B/16, and the versions cache's blocks
 //     B/16 (4 versions, each view);
 //   - learner.max_model_bytes what is left after those and
@@ -84,13 +85,20 @@ func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, set
 	if l.KeepBytes == 0 && features.DefaultKeepBytes > b/16 {
 		l.KeepBytes = b / 16
 	}
+	if l.ReplayBytes == configs.DefaultReplayBytes && l.ReplayBytes > b/32 {
+		l.ReplayBytes = b / 32
+	}
+	replay := int64(0)
+	if l.Replay > 0 {
+		replay = l.ReplayBytes
+	}
 	views := int64(1)
 	if online.Algorithm(l.Algorithm).TwoView() {
 		views = 2
 	}
 	plan = memPlan{servedCache: min(max(l.CacheBytes, 1), servedCacheBytes), versionHold: min(b/16, publish.DefaultHoldBytes),
 		versionCache: max(1, min(b/16/publish.VersionCacheN/views, publish.VersionCacheBytes))}
-	fixed := memoryOverhead(lim) + 2*c.Kafka.QueueBytes + plan.servedCache*views + plan.versionHold + publish.VersionCacheN*views*plan.versionCache
+	fixed := memoryOverhead(lim) + 2*c.Kafka.QueueBytes + plan.servedCache*views + plan.versionHold + publish.VersionCacheN*views*plan.versionCache + replay
 	if l.MaxModelBytes == defaultMaxModelBytes && l.MaxModelBytes > b-fixed {
 		l.MaxModelBytes = max(b-fixed, 1<<20)
 	}

@@ -16,6 +16,8 @@ type Metrics struct {
 	Samples         prometheus.Counter
 	Batches         prometheus.Counter
 	Rejected        prometheus.Counter
+	Revisited       prometheus.Counter
+	ReplaySeconds   prometheus.Counter
 	BadMessages     *prometheus.CounterVec
 	Duplicates      prometheus.Counter
 	OffsetGaps      *prometheus.CounterVec
@@ -58,6 +60,8 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Samples:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_samples_learned_total", Help: "Samples passed to the learner."}),
 		Batches:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_total", Help: "Mini-batches learned."}),
+		Revisited:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_replayed_rows_total", Help: "Rows learned again from the window of recent learned rows while the stream left the learner idle (learner.replay); not counted in streamkpca_samples_learned_total."}),
+		ReplaySeconds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_replay_seconds_total", Help: "Seconds the loop spent learning revisited rows (learner.replay)."}),
 		Rejected:        prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_rejected_total", Help: "Mini-batches refused by the divergence guard."}),
 		BadMessages:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamkpca_bad_messages_total", Help: "Messages refused and dead-lettered, by reason."}, []string{"reason"}),
 		Duplicates:      prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_duplicate_messages_total", Help: "Messages dropped because their offset was already consumed (after a rebalance)."}),
@@ -96,7 +100,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		OutPending:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamkpca_output_pending_records", Help: "Good messages handled whose records are not yet stored on output.topic."}),
 	}
 	m.LearnedFraction.Set(1)
-	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.BadMessages, m.Duplicates, m.OffsetGaps, m.DeletedUnread, m.BatchSeconds, m.Features, m.Budget,
+	reg.MustRegister(m.Samples, m.Batches, m.Rejected, m.Revisited, m.ReplaySeconds, m.BadMessages, m.Duplicates, m.OffsetGaps, m.DeletedUnread, m.BatchSeconds, m.Features, m.Budget,
 		m.Members, m.ClusterAside, m.Version, m.Snapshots, m.SnapshotErrors, m.Publishes, m.PublishErrors, m.DeadLetterErrs,
 		m.Published, m.LeaseHeld, m.LeaseChanges, m.Eigenvalues, m.Quality, m.Changes, m.Switches, m.Rollbacks, m.Fit, m.FitChallenger, m.Evidence, m.Shed, m.LearnedFraction, m.Behind, m.Requests, m.RequestSeconds,
 		m.OutRecords, m.OutErrors, m.OutNovel, m.OutPending)

@@ -105,8 +105,11 @@ type Status struct {
 	LearnedFraction float64
 	// Behind: the lag grows whatever is shed (pace.behind): scoring or
 	// reading alone take more than learner.target_load.
-	Behind       bool
-	Shed         uint64
+	Behind bool
+	Shed   uint64
+	// Revisited counts the rows learned again from the window of recent
+	// rows since this process started (learner.replay).
+	Revisited    uint64
 	LastSnapshot time.Time
 	// Members (cluster mode) is the size of the group this instance
 	// steps with in Generation; 0 while it is in none (joining, idle
@@ -952,6 +955,10 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 		if l.full() || len(pending) > 0 {
 			inbox = nil
 		}
+		var revisit <-chan struct{} // learner.replay: ready while a revisit is due
+		if inbox != nil && l.replayDue() {
+			revisit = alwaysReady
+		}
 		select {
 		case <-p.kill:
 			e.stopFetch()
@@ -979,12 +986,29 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 			if p.out != nil && len(p.out.meta) > 0 { // messages shed or waiting for a batch: their records go now
 				l.writeScores(l.enq)
 			}
-			if l.sinceSnap > 0 && time.Since(l.lastSnap) >= p.cfg.Snapshot.Every {
+			if (l.sinceSnap > 0 || l.revised) && time.Since(l.lastSnap) >= p.cfg.Snapshot.Every {
 				l.snapshot(false)
 			}
+		case <-revisit:
+			// The stream first: a message that waits is handled before
+			// any revisit (the select above picks among ready cases at
+			// random).
+			select {
+			case pending = <-inbox:
+				continue
+			default:
+			}
+			l.revisit()
 		}
 	}
 }
+
+// alwaysReady is a channel a receive never waits on.
+var alwaysReady = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // newLoop makes the learning loop's state: a batch's room, the version
 // served (a restored one's blocks are reused by the next), a linger
@@ -995,6 +1019,9 @@ func (p *Pipeline) newLoop(ctx context.Context) *loop {
 		l.holding = true
 		p.learner.holdGrowth(true)
 		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
+	}
+	if p.clu == nil { // a group's step is the group's: no member revisits alone
+		l.replay = online.NewWindow(p.cfg.Learner.Replay, p.cfg.Learner.ReplayBytes, p.cfg.Learner.Seed)
 	}
 	l.model, _ = p.cur.Get()
 	l.linger = time.NewTimer(time.Hour)

@@ -123,7 +123,7 @@ th{font-weight:600;color:#555}h1{font-size:1.4em}code{background:#f4f4f4;padding
 <tr><th>random features</th><td>{{.Features}} (budget {{.Budget}}{{if gt .Budget .MaxFeatures}}, grown past learner.max_features {{.MaxFeatures}} while the stream leaves the learner idle{{end}})</td></tr>
 {{if .Cluster}}<tr><th>cluster</th><td>{{if .Members}}one model with {{.Members}} instance(s), generation {{.Generation}}{{else}}not stepping (joining the group, or no partitions assigned){{end}}</td></tr>{{end}}
 <tr><th>consumer lag</th><td>{{.Lag}} messages{{if .RateOK}}, {{.LagTrend}}{{end}} (messages in the topic not read yet)</td></tr>
-<tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}</td></tr>
+<tr><th>learning</th><td>{{if lt .Fraction 1.0}}{{printf "%.1f" (pct .Fraction)}}% of the messages, to keep up with the stream ({{.Shed}} not learned so far; learner.load_shedding){{else}}every message{{if .Shed}} ({{.Shed}} not learned earlier, to keep up){{end}}{{end}}{{if .Revisited}}; {{.Revisited}} rows learned again with the time the stream left (learner.replay){{end}}</td></tr>
 <tr><th>bad messages (dead-lettered)</th><td>{{.Bad}}{{if .Reasons}} — {{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{$r.N}}{{end}}{{end}}{{if .Hint}}<br><strong>{{.Hint}}</strong>{{end}}</td></tr>
 <tr><th>eigenvalue estimates</th><td>{{range .Eigenvalues}}{{f3 .}} {{end}}</td></tr>
 <tr><th>quality (held-out, no truth needed)</th><td>{{with .Quality}}{{printf "%.4g" .Score}} {{$.QualityMeaning}} over the last {{printf "%.0f" .Points}} held-out messages{{else}}none yet (one message in {{.Holdout}} is scored before it is learned){{end}}</td></tr>
@@ -185,7 +185,7 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,
 			"Quality": st.Quality, "QualityMeaning": "(" + online.Algorithm(p.cfg.Learner.Algorithm).ScoreMeaning() + ")", "Holdout": p.cfg.Learner.Holdout,
-			"Changes": st.Changes, "Restart": st.Restart, "Switches": st.Switches, "Rollbacks": st.Rollbacks, "Forget": p.cfg.Learner.Forget, "Fraction": st.LearnedFraction, "Shed": st.Shed,
+			"Changes": st.Changes, "Restart": st.Restart, "Switches": st.Switches, "Rollbacks": st.Rollbacks, "Forget": p.cfg.Learner.Forget, "Fraction": st.LearnedFraction, "Shed": st.Shed, "Revisited": st.Revisited,
 			"K": p.cfg.Learner.K, "Kernel": p.cfg.Learner.Kernel, "Bandwidth": st.Bandwidth, "Features_": p.cfg.Learner.Features, "Solver": p.cfg.Learner.Solver,
 			"RateOK": rateOK, "RateNow": nowRate, "RateWindow": int(math.Round(min(span, rateNow).Seconds())), "LagTrend": lagTrend(lagPerSec, span),
 		})

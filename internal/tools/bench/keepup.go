@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/pipeline"
+	"github.com/streamkpca/streamkpca/snapshot"
 )
 
 // KeepUpConfig configures RunKeepUp. Zero values mean the default.
@@ -69,6 +71,12 @@ type KeepUpConfig struct {
 	// long one makes every batch full, so that with one partition the
 	// service learns the same batches on every run.
 	Linger time.Duration
+	// SaveModel, when set, is where the first instance's final snapshot
+	// is written (bench floor --model reads it).
+	SaveModel string
+	// Replay is the service's learner.replay (0: the service's default;
+	// -1: off).
+	Replay float64
 	// Output turns output.topic on (<topic>.scores, as many partitions):
 	// every message scored and written; the result then has the records'
 	// rate and their delay from the input's append to the record's.
@@ -123,10 +131,14 @@ type KeepUpResult struct {
 	// Seed and Forget: the service's learner.seed and learner.forget
 	// ("" the default); Switches and Rollbacks its following's, Restarts
 	// its change detector's.
-	Seed      uint64 `json:"seed"`
-	Forget    string `json:"forget,omitempty"`
-	Switches  uint64 `json:"switches"`
-	Rollbacks uint64 `json:"rollbacks"`
+	Seed   uint64 `json:"seed"`
+	Forget string `json:"forget,omitempty"`
+	// Replay: the service's learner.replay; Revisited the rows it
+	// learned again.
+	Replay    float64 `json:"replay"`
+	Revisited uint64  `json:"revisited"`
+	Switches  uint64  `json:"switches"`
+	Rollbacks uint64  `json:"rollbacks"`
 	// Restarts: the change detector's restarts of the model.
 	Restarts uint64 `json:"restarts"`
 	// With Output: Records stored on the output topic and their rate over
@@ -197,7 +209,8 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	}
 	orDefault(&cfg.Seed, 1)
 	c.Learner.Seed, c.Learner.Forget, c.Learner.Linger = cfg.Seed, cfg.Forget, cfg.Linger
-	res.Seed, res.Forget = cfg.Seed, cfg.Forget
+	res.Seed, res.Forget, res.Replay = cfg.Seed, cfg.Forget, cfg.Replay
+	c.Learner.Replay = cfg.Replay
 	c.HTTP.Addr = "off"
 	c.Cluster.Enabled = cfg.Instances > 1
 	if cfg.Output {
@@ -323,6 +336,17 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	res.Error = served()
 	st := ps[0].Status()
 	res.Switches, res.Rollbacks, res.Restarts = st.Switches, st.Rollbacks, st.Changes
+	res.Revisited = st.Revisited
+	if cfg.SaveModel != "" {
+		store := snapshot.Store{Dir: filepath.Join(cfg.Dir, "snapshots-0"), Model: c.Model}
+		_, data, err := store.Latest()
+		if err != nil {
+			return res, fmt.Errorf("bench keepup: the final snapshot: %w", err)
+		}
+		if err := os.WriteFile(cfg.SaveModel, data, 0o644); err != nil {
+			return res, fmt.Errorf("bench keepup: --save-model: %w", err)
+		}
+	}
 	if cfg.Output {
 		for _, p := range ps {
 			res.Records += p.Status().OutRecords

@@ -283,6 +283,8 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "the service's learner.seed; with --input, the order of each pass")
 	fs.StringVar(&cfg.Forget, "forget", "", "the service's learner.forget: follow, detect or off (default: the service's)")
 	fs.DurationVar(&cfg.Linger, "linger", 0, "the service's learner.linger (default: the service's); a long one with --partitions 1 makes every run learn the same batches")
+	saveModel := fs.String("save-model", "", "write the model served after the stop (the first instance's final snapshot) to this file, for bench floor --model")
+	fs.Float64Var(&cfg.Replay, "replay", 0, "the service's learner.replay: rows learned again per row learned while the stream leaves the learner idle (default: the service's; -1: off)")
 	fs.BoolVar(&cfg.Output, "output", false, "output.topic on: every message scored onto keepup.scores; reports the records' rate and their delay from input append to record append (p50, p99)")
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
@@ -316,6 +318,7 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	cfg.Dir = dir
+	cfg.SaveModel = *saveModel
 	pr := progress.New()
 	cfg.Progress = func(p bench.KeepUpPoint) {
 		pr.Update("%.0f s  produced %d  consumed %d  lag %d  learning %.0f%%  features %d (budget %d)  quality %.4f  error %.3g", p.Seconds, p.Produced, p.Consumed, p.Lag, 100*p.Fraction, p.Features, p.Budget, p.Quality, p.Error)
