@@ -49,8 +49,8 @@ type oneView struct{ l *online.KPCA }
 
 // revisiter is a learner that can learn rows it has learned before as
 // one more step of the model alone (online.KPCA.Revisit): the loop's
-// replay (loop.go, online.Window). A cluster member's learner is not one: a group's
-// step is the group's.
+// replay (loop.go, online.Window). A cluster member's learner is not
+// one: a group's step is the group's.
 type revisiter interface {
 	revisit(x, y []float64, rows int) error
 }

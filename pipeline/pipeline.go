@@ -1020,7 +1020,7 @@ func (p *Pipeline) newLoop(ctx context.Context) *loop {
 		p.learner.holdGrowth(true)
 		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
 	}
-	if p.clu == nil { // a group's step is the group's: no member revisits alone
+	if _, ok := p.learner.(revisiter); ok && p.clu == nil { // a group's step is the group's: no member revisits alone
 		l.replay = online.NewWindow(p.cfg.Learner.Replay, p.cfg.Learner.ReplayBytes, p.cfg.Learner.Seed)
 	}
 	l.model, _ = p.cur.Get()
