@@ -39,6 +39,9 @@ func TestEveryRuleNamesItsSettingAlone(t *testing.T) {
 		{[]string{"learner.load_shedding=maybe"}, "learner.load_shedding"},
 		{[]string{"learner.budget=infinite"}, "learner.budget"},
 		{[]string{"learner.target_load=1.5"}, "learner.target_load"},
+		{[]string{"learner.replay=-2"}, "learner.replay"},
+		{[]string{"learner.replay=NaN"}, "learner.replay"},
+		{[]string{"learner.replay=+Inf"}, "learner.replay"},
 		{[]string{"learner.holdout=-1"}, "learner.holdout"},
 		{[]string{"learner.average=2"}, "learner.average"},
 		{[]string{"learner.average=NaN"}, "learner.average"},
@@ -83,6 +86,7 @@ func TestEveryRuleNamesItsSettingAlone(t *testing.T) {
 func TestBoundaryValuesAreAccepted(t *testing.T) {
 	for _, set := range [][]string{
 		{"learner.target_load=1"},
+		{"learner.replay=-1"}, {"learner.replay=0.5"}, // off; half a revisit a row
 		{"learner.holdout=1"},
 		{"learner.average=-1"}, // serve the last iterate
 		{"learner.ridge=0"},    // kcca chooses it on held-out pairs
