@@ -316,13 +316,14 @@ type Learner struct {
 	// 1 GiB (half a container's memory limit when that is lower).
 	MaxModelBytes int64 `yaml:"max_model_bytes" min:"0" doc:"bound on a budget that grows with the stream: about 32·k bytes per feature"`
 	// Replay: while the stream leaves the learner idle (nothing shed,
-	// growth not held, no message waiting), the loop learns batches drawn
-	// from a window of the most recent learned rows, up to this many
-	// revisited rows per learned row: more steps for a stream that ends
-	// before the learner's steps do (online.Window; measured in
+	// growth not held, no message waiting), the loop learns batches taken
+	// in sweeps from a window of the most recent learned rows, up to this
+	// many revisited rows per learned row: more steps for a stream that
+	// ends before the learner's steps do (online.Window; measured in
 	// docs/learners.md, "More steps with the time a slow stream
 	// leaves"). The window is the service's, never the model's. -1: off.
-	// Not in cluster mode. Default: off (on MNIST it did not help).
+	// Not in cluster mode. Default: off (not yet measured on changing
+	// streams through the service).
 	Replay float64 `yaml:"replay" zero:"refused" doc:"rows learned again per row learned, from a window of recent rows, with the time a slow stream leaves (e.g. 3; -1: off, the default; not in cluster mode)"`
 	// ReplayBytes bounds the replay window (at most 8,192 rows).
 	// Default: 32 MiB (a thirty-second of the runtime's limit under a

@@ -762,7 +762,7 @@ func TestKeepUpFileStream(t *testing.T) {
 // learner's decaying step (15 batches of a 16-D set, through the
 // service) ends well above the floor of its own features; with the time
 // the stream leaves spent on revisits (learner.replay: 3) the served
-// model comes within 2× of that floor and nearer by a quarter at least
+// model comes within 2× of that floor and nearer by a fifth at least
 // (bench.RunFloor: exact PCA of the model's own features on the rows, an
 // independent solver). Both runs learn every message; the revisits are
 // counted apart.
@@ -803,9 +803,11 @@ func TestReplayReachesTheFloorOfItsFeatures(t *testing.T) {
 		}
 		gaps[i] = fl.LearnerGap
 	}
-	// Measured: 2.17 without, 1.34–1.35 with, in three runs.
-	if !(gaps[1] <= 2) || !(gaps[1] < 0.75*gaps[0]) {
-		t.Errorf("model ÷ the floor of its features: %.2f without replay, %.2f with; want ≤ 2 with, and under 3/4 of without", gaps[0], gaps[1])
+	// Measured: 2.17 without; with, 1.52–1.55 in three runs of the
+	// window's sweeps (1.34–1.35 with the draws with replacement before
+	// them, which were 2× worse on MNIST: online.Window).
+	if !(gaps[1] <= 2) || !(gaps[1] < 0.8*gaps[0]) {
+		t.Errorf("model ÷ the floor of its features: %.2f without replay, %.2f with; want ≤ 2 with, and under 4/5 of without", gaps[0], gaps[1])
 	}
 }
 
