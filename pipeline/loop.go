@@ -765,10 +765,10 @@ func sortOffsets(o []snapshot.Offset) {
 }
 
 // replayDue reports whether the loop may revisit a batch now: replay is
-// on (newLoop: only for a revisiter), the model has started and holds no pending rows it
-// cannot start from, and the stream leaves room — nothing shed, growth
-// not held, the backlog not growing (pace). The caller checks that no
-// message waits.
+// on (newLoop: only for a revisiter), the model has started and holds no
+// pending rows it cannot start from, and the stream leaves room —
+// nothing shed, growth not held, the backlog not growing (pace). The
+// caller checks that no message waits.
 func (l *loop) replayDue() bool {
 	if l.held || l.fatal != nil || !l.replay.Due(l.p.cfg.Learner.Batch) {
 		return false
