@@ -226,6 +226,7 @@ func TestBadMessagesDeadLettered(t *testing.T) {
 	cfg := config(s, "mixed", t.TempDir())
 	cfg.Kafka.MaxMessageBytes = 1000
 	cfg.Learner.Linger = time.Hour // only full batches, then the rest at shutdown
+	cfg.Learner.Replay = -1        // the reference learns the batches once each: no revisits
 	r := start(t, cfg)
 	waitFor(t, 5*time.Minute, "every message consumed", func() bool { return r.p.Status().Consumed == uint64(len(msgs)) })
 	r.graceful(t)

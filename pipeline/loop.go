@@ -767,16 +767,20 @@ func sortOffsets(o []snapshot.Offset) {
 // replayDue reports whether the loop may revisit a batch now: replay is
 // on (newLoop: only for a revisiter), the model has started and holds no
 // pending rows it cannot start from, and the stream leaves room —
-// nothing shed, growth not held, the backlog not growing (pace). The
-// caller checks that no message waits.
+// nothing shed, growth not held, the backlog not growing (pace), and
+// less than a batch behind (a backlog, after a restart or an outage, is
+// learned first: while it drains, parsing can fall behind the learner
+// for a moment, and a revisit then would delay the stream). The caller
+// checks that no parsed message waits.
 func (l *loop) replayDue() bool {
-	if l.held || l.fatal != nil || !l.replay.Due(l.p.cfg.Learner.Batch) {
+	b := l.p.cfg.Learner.Batch
+	if l.held || l.fatal != nil || !l.replay.Due(b) {
 		return false
 	}
 	if pc := l.pace; pc != nil && !pc.off && (pc.frac < 1 || l.holding || pc.growing(paceWindows)) {
 		return false
 	}
-	return true
+	return l.p.lag() < int64(b)
 }
 
 // revisit learns one batch drawn from the window (learner.replay).

@@ -106,8 +106,8 @@ func fitMemory(c *configs.Config, lim int64, src string, log zerolog.Logger, set
 		return plan, err
 	}
 	if total := fixed + l.MaxModelBytes; total > lim {
-		return plan, fmt.Errorf("pipeline: the service's memory adds up to %d bytes, above the container's memory limit of %d bytes (%s): learner.max_model_bytes %d, twice kafka.queue_bytes %d, the served and stored versions' caches %d and %d for the process itself; lower the settings named, or leave them out for sizes that fit",
-			total, lim, src, l.MaxModelBytes, 2*c.Kafka.QueueBytes, plan.servedCache*views+plan.versionHold+publish.VersionCacheN*views*plan.versionCache, memoryOverhead(lim))
+		return plan, fmt.Errorf("pipeline: the service's memory adds up to %d bytes, above the container's memory limit of %d bytes (%s): learner.max_model_bytes %d, twice kafka.queue_bytes %d, learner.replay_bytes %d, the served and stored versions' caches %d and %d for the process itself; lower the settings named, or leave them out for sizes that fit",
+			total, lim, src, l.MaxModelBytes, 2*c.Kafka.QueueBytes, replay, plan.servedCache*views+plan.versionHold+publish.VersionCacheN*views*plan.versionCache, memoryOverhead(lim))
 	}
 	log.Info().Int64("limit_bytes", lim).Str("from", src).Int64("max_model_bytes", l.MaxModelBytes).
 		Int64("cache_bytes", l.CacheBytes).Int64("keep_bytes", l.KeepBytes).Int64("queue_bytes", c.Kafka.QueueBytes).

@@ -23,8 +23,9 @@ import (
 // limit, all of them together four times it) is shared out below the
 // runtime's soft limit B = 360 MiB: queue_bytes B/16 (held twice), the
 // learner's and the served model's caches B/8 each, keep_bytes B/16,
-// the versions B/16 held and B/16 cached, 25 MiB for the process, and
-// max_model_bytes the rest, 200 MiB, so that the parts add up to B; a
+// the versions B/16 held and B/16 cached, the replay window B/32 (on by
+// default), 25 MiB for the process, and max_model_bytes the rest, 200
+// MiB − B/32 = 188.75 MiB, so that the parts add up to B; a
 // bound configured above the limit is refused naming both figures, and
 // so are parts that add up past it; without a limit nothing changes.
 func TestFitMemory(t *testing.T) {
@@ -40,14 +41,14 @@ func TestFitMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := c.Learner
-	if l.CacheBytes != b/8 || l.KeepBytes != b/16 || c.Kafka.QueueBytes != b/16 || set != b ||
+	if l.CacheBytes != b/8 || l.KeepBytes != b/16 || c.Kafka.QueueBytes != b/16 || set != b || l.ReplayBytes != b/32 ||
 		plan.servedCache != b/8 || plan.versionHold != b/16 || plan.versionCache != b/16/4 {
-		t.Errorf("cache_bytes %d, keep_bytes %d, queue_bytes %d, runtime limit %d, served cache %d, versions held %d and cached %d a version; want %d, %d, %d, %d, %d, %d, %d",
-			l.CacheBytes, l.KeepBytes, c.Kafka.QueueBytes, set, plan.servedCache, plan.versionHold, plan.versionCache, b/8, b/16, b/16, b, b/8, b/16, b/16/4)
+		t.Errorf("cache_bytes %d, keep_bytes %d, queue_bytes %d, runtime limit %d, replay_bytes %d, served cache %d, versions held %d and cached %d a version; want %d, %d, %d, %d, %d, %d, %d, %d",
+			l.CacheBytes, l.KeepBytes, c.Kafka.QueueBytes, set, l.ReplayBytes, plan.servedCache, plan.versionHold, plan.versionCache, b/8, b/16, b/16, b, b/32, b/8, b/16, b/16/4)
 	}
-	parts := l.MaxModelBytes + 2*c.Kafka.QueueBytes + plan.servedCache + plan.versionHold + 4*plan.versionCache + lim/16
-	if l.MaxModelBytes != 200<<20 || parts != b {
-		t.Errorf("max_model_bytes %d, the parts add up to %d; want %d and the runtime's limit %d", l.MaxModelBytes, parts, 200<<20, b)
+	parts := l.MaxModelBytes + 2*c.Kafka.QueueBytes + plan.servedCache + plan.versionHold + 4*plan.versionCache + l.ReplayBytes + lim/16
+	if l.MaxModelBytes != 200<<20-b/32 || parts != b {
+		t.Errorf("max_model_bytes %d, the parts add up to %d; want %d and the runtime's limit %d", l.MaxModelBytes, parts, 200<<20-b/32, b)
 	}
 	var d configs.Config
 	d.Learner.MaxModelBytes = 2 << 30
@@ -74,10 +75,11 @@ func TestFitMemory(t *testing.T) {
 // TestFitFeatures: the feature budget a learner starts with must fit
 // learner.max_model_bytes with the service's copies: 5 × 32·k bytes a
 // feature (online.ModelBytes, serviceCopies). Under a 256 MiB limit
-// max_model_bytes is 230 − 16 − 2·14.4 − 28.8 − 14.4 − 14.4 MiB, about
-// 127 MiB: k = 64 holds 13,056 features at most, so 16,384 set by hand is
-// refused naming the settings and 12,800 (whole blocks of 512), the
-// default 32,768 is lowered to 12,800, and k = 3's default 32,768 (16
+// max_model_bytes is 230.4 − 16 − 2·14.4 − 28.8 − 14.4 − 14.4 − 7.2 (the
+// replay window, B/32) MiB, about 120.8 MiB: k = 64 holds 12,369
+// features at most, so 16,384 set by hand is refused naming the settings
+// and 12,288 (whole blocks of 512), the default 32,768 is lowered to
+// 12,288, and k = 3's default 32,768 (16
 // MiB) is kept. (A service started with 16,384 at k = 64 in a 256 MiB
 // cgroup was OOM-killed while it learned: TestSlowDownloadsInAMemoryCgroup
 // found it.)
@@ -97,11 +99,11 @@ func TestFitFeatures(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "learner.max_features 16384") || !strings.Contains(err.Error(), fmt.Sprint("at most ", want)) {
 		t.Errorf("k = 64, 16,384 features under 256 MiB: %v; want a refusal naming learner.max_features and %d", err, want)
 	}
-	if want != 12800 {
-		t.Errorf("the budget that fits is %d features; the closed form above gives 12,800", want)
+	if want != 12288 {
+		t.Errorf("the budget that fits is %d features; the closed form above gives 12,288", want)
 	}
-	if c, err := fit(64, 0); err != nil || c.Learner.MaxFeatures != 12800 {
-		t.Errorf("k = 64, default max_features: %v, max_features %d; want it lowered to 12,800", err, c.Learner.MaxFeatures)
+	if c, err := fit(64, 0); err != nil || c.Learner.MaxFeatures != 12288 {
+		t.Errorf("k = 64, default max_features: %v, max_features %d; want it lowered to 12,288", err, c.Learner.MaxFeatures)
 	}
 	if c, err := fit(3, 0); err != nil || c.Learner.MaxFeatures != 32768 {
 		t.Errorf("k = 3, default max_features: %v, max_features %d; want the default kept (32,768)", err, c.Learner.MaxFeatures)

@@ -57,3 +57,29 @@ func TestReplayLearnsWhileTheStreamIsIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayWaitsForTheBacklog: a backlog (a restart after an outage) is
+// learned before any revisit: while more than a batch of messages waits
+// in the source, the loop revisits nothing, even when parsing leaves it
+// idle for a moment; once the backlog is learned it revisits as before.
+func TestReplayWaitsForTheBacklog(t *testing.T) {
+	const b, n = 64, 64 * 200
+	c := testConfig(t)
+	c.Kafka.Dim = 4
+	c.Learner.Batch, c.Learner.Bandwidth, c.Learner.Replay = b, 2, 3
+	src := ingest.NewMemSource("v", b)
+	src.Produce(0, points(n, 4, 5)...)
+	h := startLoop(t, c, src, &ingest.MemDeadLetter{})
+	var early, seen uint64 // revisits while more than two batches waited; status reads then
+	for st := h.p.Status(); st.Samples < n-2*b; st = h.p.Status() {
+		if st.Revisited > early {
+			early = st.Revisited
+		}
+		seen++
+		time.Sleep(200 * time.Microsecond)
+	}
+	if early != 0 {
+		t.Errorf("%d rows revisited while the backlog drained (%d status reads)", early, seen)
+	}
+	waitUntil(t, "revisits once the backlog is learned", func() bool { return h.p.Status().Revisited > 0 })
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/devstack"
+	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/internal/tools/baseline"
 	"github.com/streamkpca/streamkpca/online"
@@ -77,6 +78,20 @@ type KeepUpConfig struct {
 	// Replay is the service's learner.replay (0: the service's default;
 	// -1: off).
 	Replay float64
+	// Ramp, if above 0, replaces the stream by `bench drift`'s case
+	// mnist-ramp on MNIST (digits 0–4 for Ramp points, the share of 5–9
+	// rising evenly over the next Ramp, then Ramp of 5–9; Seed draws the
+	// images), as CSV messages: a changing stream through the service.
+	// Every sample scores the served model against exact kernel PCA of
+	// the classes in force at the position learned (newMNISTDrift's
+	// truth); the result adds the error at +20% and +100% of Ramp after
+	// the ramp's end. A snapshot is taken every 4 batches. K is the
+	// service's learner.k (default 10).
+	// RampFrom starts the ramp's stream at that position instead of 0
+	// (2·Ramp: a service started at the ramp's end, the reference a
+	// following model is held to).
+	Ramp, RampFrom int
+	MNIST          mnist.Set
 	// Output turns output.topic on (<topic>.scores, as many partitions):
 	// every message scored and written; the result then has the records'
 	// rate and their delay from the input's append to the record's.
@@ -101,6 +116,10 @@ type KeepUpPoint struct {
 	// eigenfunctions on 2,000 held-out points (1 before the first).
 	Quality float64 `json:"quality"`
 	Error   float64 `json:"subspace_error"`
+	// Switches: following's switches so far; Revisited: rows learned
+	// again (learner.replay).
+	Switches  uint64 `json:"switches"`
+	Revisited uint64 `json:"revisited"`
 }
 
 // KeepUpResult is the JSON printed by `bench keepup`.
@@ -152,6 +171,13 @@ type KeepUpResult struct {
 	DelayP50    float64 `json:"delay_p50_ms,omitempty"`
 	DelayP99    float64 `json:"delay_p99_ms,omitempty"`
 	DelayMax    float64 `json:"delay_max_ms,omitempty"`
+	// With Ramp: T, and the served model's error at the first sample
+	// with 2.2·T (+20%) and 3·T (+100%: after the stop) points learned
+	// or shed, against the classes 5–9 (1 if no sample came that late).
+	Ramp       int     `json:"ramp,omitempty"`
+	RampAt20   float64 `json:"ramp_error_20,omitempty"`
+	RampAt100  float64 `json:"ramp_error_100,omitempty"`
+	RampAt20At int     `json:"ramp_error_20_at,omitempty"`
 }
 
 // RunKeepUp produces 16-D hermite messages (JSON) at Rate into the
@@ -193,7 +219,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	source := devstack.HermiteJSON(h, 1)
 	truth := func(k int) *mat.Dense { return h.Eigenfunctions(held, nheld, k) }
 	res.Stream = "hermite16"
-	if cfg.Images != nil {
+	if cfg.Images != nil && cfg.Ramp == 0 {
 		var err error
 		if source, truth, err = imageStream(&c, cfg); err != nil {
 			return res, err
@@ -206,6 +232,28 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 			return res, err
 		}
 		res.Stream = "file"
+	}
+	// at, with Ramp, points held, nheld and truth at the classes in force
+	// at stream position n.
+	at := func(int) {}
+	if cfg.Ramp > 0 {
+		ramp, err := rampStream(&c, cfg)
+		if err != nil {
+			return res, err
+		}
+		source, res.Stream, res.Ramp = func(i int) []byte { return ramp.source(i + cfg.RampFrom) }, "mnist-ramp", cfg.Ramp
+		c.Snapshot.EveryBatches = 4 // the served model follows the stream within 2,048 points: the +20% is measured, not a snapshot of the ramp
+		at = func(n int) {
+			h := ramp.half(n)
+			held, nheld = ramp.test[h], mnistDriftTest
+			truth = func(k int) *mat.Dense {
+				if k != ramp.k {
+					return mat.NewDense(nheld, k, nil)
+				}
+				return ramp.truth[h]
+			}
+		}
+		at(0)
 	}
 	orDefault(&cfg.Seed, 1)
 	c.Learner.Seed, c.Learner.Forget, c.Learner.Linger = cfg.Seed, cfg.Forget, cfg.Linger
@@ -238,6 +286,9 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 
 	var produced atomic.Int64
 	n := int(cfg.Rate * cfg.Duration.Seconds())
+	if cfg.Ramp > 0 {
+		n = 3*cfg.Ramp - cfg.RampFrom
+	}
 	if cfg.Rows != nil {
 		n -= n % 512 // whole batches of the default learner.batch: learned without lingering
 	}
@@ -274,7 +325,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		// (learned, features, quality, error) is the first instance's.
 		st := ps[0].Status()
 		pt := KeepUpPoint{Seconds: time.Since(start).Seconds(), Produced: produced.Load(),
-			Learned: st.Samples, Fraction: 1, Features: st.Features, Budget: st.Budget}
+			Learned: st.Samples, Fraction: 1, Features: st.Features, Budget: st.Budget, Switches: st.Switches, Revisited: st.Revisited}
 		res.Shed = 0
 		for _, p := range ps {
 			s := p.Status()
@@ -285,7 +336,12 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		if st.Quality != nil {
 			pt.Quality = st.Quality.Score
 		}
+		pos := cfg.RampFrom + int(st.Samples+st.Shed)
+		at(pos)
 		pt.Error = served()
+		if cfg.Ramp > 0 && res.RampAt20At == 0 && pos >= cfg.Ramp*22/10 {
+			res.RampAt20, res.RampAt20At = pt.Error, pos
+		}
 		pt.Lag = pt.Produced - int64(pt.Consumed)
 		return pt
 	}
@@ -306,7 +362,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 			cfg.Progress(pt)
 		}
 	}
-	if cfg.Rows != nil {
+	if cfg.Rows != nil || cfg.Ramp > 0 {
 		// A file's stream is learned to its end before the stop (a
 		// stop leaves a lagging service's backlog unlearned): every
 		// message learned or shed, n a whole number of batches.
@@ -318,6 +374,12 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 				return res, ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
+			if cfg.Ramp > 0 && res.RampAt20At == 0 { // the +20% point may come after the producer's end
+				res.Samples = append(res.Samples, sample())
+			}
+		}
+		if cfg.Ramp > 0 { // the last sample at the end (a +20% point learned between two samples is measured there: RampAt20At says when)
+			res.Samples = append(res.Samples, sample())
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -333,7 +395,14 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	// run too short for the snapshot cadence is scored too. In cluster
 	// mode a snapshot holds what the group confirmed when one was due
 	// (pipeline.onConfirmed): a run shorter than the cadence has none.
+	at(cfg.RampFrom + n)
 	res.Error = served()
+	if cfg.Ramp > 0 {
+		res.RampAt100 = res.Error
+		if res.RampAt20At == 0 {
+			res.RampAt20 = 1
+		}
+	}
 	st := ps[0].Status()
 	res.Switches, res.Rollbacks, res.Restarts = st.Switches, st.Rollbacks, st.Changes
 	res.Revisited = st.Revisited
@@ -455,6 +524,40 @@ func lagFigures(samples []KeepUpPoint, rate float64) (at60, atEnd int64, growth 
 }
 
 const mnistPixels = 784
+
+// rampSource is a keep-up run's MNIST ramp: bench drift's stream
+// (mnistDrift, case mnist-ramp) as CSV messages.
+type rampSource struct {
+	*mnistDrift
+	x []float64
+}
+
+// source is the message at stream position i (called in order).
+func (r *rampSource) source(i int) []byte {
+	r.sample(r.x, 1, i)
+	b := make([]byte, 0, 4*len(r.x))
+	for j, v := range r.x {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	return b
+}
+
+// rampStream sets c for cfg's MNIST ramp (learner k cfg.K, the drift
+// case's bandwidth) and returns its source.
+func rampStream(c *configs.Config, cfg KeepUpConfig) (*rampSource, error) {
+	orDefault(&cfg.K, 10)
+	orDefault(&cfg.Seed, 1)
+	s, err := newMNISTDrift(DriftConfig{Case: "mnist-ramp", MNIST: cfg.MNIST, Points: cfg.Ramp, K: cfg.K, Seed: cfg.Seed})
+	if err != nil {
+		return nil, err
+	}
+	c.Kafka.Format, c.Kafka.Dim, c.Learner.K = "csv", mnistPixels, cfg.K
+	c.Learner.Bandwidth = s.kern.Bandwidth
+	return &rampSource{mnistDrift: s, x: make([]float64, mnistPixels)}, nil
+}
 
 // imageStream sets c for a stream of cfg.Images as CSV messages (learner
 // k cfg.K, the Gaussian kernel with the bandwidth the median trick gives

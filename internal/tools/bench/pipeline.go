@@ -45,6 +45,10 @@ type PipelineConfig struct {
 	// Output turns output.topic on, written to an in-memory producer:
 	// every message scored by the version served, as well as learned.
 	Output bool
+	// Replay is the service's learner.replay (0: the service's default;
+	// -1: off): revisits taken while the backlog drains are steps the
+	// learner alone does not take.
+	Replay float64
 	// Runs: learner-then-service pairs per d, run one after the other so
 	// that both see the same machine; rates and overhead are medians.
 	// Default: 3.
@@ -216,6 +220,7 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	c.NATS.URL = stack.NATSURL()
 	c.Learner.K, c.Learner.Bandwidth, c.Learner.MaxFeatures, c.Learner.Batch = cfg.K, bw, cfg.MaxFeatures, cfg.Batch
 	c.Snapshot.Dir = filepath.Join(dir, "snapshots")
+	c.Learner.Replay = cfg.Replay
 	if cfg.Format == "f64le" {
 		c.Kafka.Format, c.Kafka.Dim = "f64le", d
 	}

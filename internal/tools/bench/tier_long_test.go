@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/streamkpca/streamkpca/cluster"
+	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
 	"github.com/streamkpca/streamkpca/online"
@@ -818,4 +819,47 @@ func hermite16Rows(rows int) []float64 {
 	x := make([]float64, rows*h.Dim())
 	h.Sample(x, rand.New(rand.NewPCG(7, 7)))
 	return x
+}
+
+// TestKeepUpRamp: RunKeepUp with Ramp streams bench drift's mnist-ramp
+// through the service: before T only classes 0–4, from 2T only 5–9
+// (also from RampFrom = 2T, the restarted reference's stream), every
+// point learned or shed before the stop, and the +20% figure taken at
+// 2.2T or later.
+func TestKeepUpRamp(t *testing.T) {
+	const T = 512
+	set := halvesLabelled(5200)
+	c := configs.Config{}
+	r, err := rampStream(&c, KeepUpConfig{Ramp: T, MNIST: set, K: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := func(msg []byte) int {
+		if strings.HasPrefix(string(msg), "1,") {
+			return 1
+		}
+		return 0
+	}
+	for i := range 3 * T {
+		if k := kind(r.source(i)); i < T && k != 0 || i >= 2*T && k != 1 {
+			t.Fatalf("message %d is of half %d", i, k)
+		}
+	}
+	if c.Kafka.Format != "csv" || c.Kafka.Dim != mnist.Pixels || c.Learner.K != 2 {
+		t.Errorf("service settings %s, dim %d, k %d", c.Kafka.Format, c.Kafka.Dim, c.Learner.K)
+	}
+	for _, from := range []int{0, 2 * T} {
+		res, err := RunKeepUp(t.Context(), KeepUpConfig{Rate: 4000, Partitions: 1, Every: 100 * time.Millisecond, Dir: t.TempDir(),
+			Ramp: T, RampFrom: from, MNIST: set, K: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := res.Samples[len(res.Samples)-1]
+		if res.Stream != "mnist-ramp" || res.Ramp != T || last.Learned+res.Shed != uint64(3*T-from) {
+			t.Errorf("from %d: stream %s, ramp %d, %d learned and %d shed of %d", from, res.Stream, res.Ramp, last.Learned, res.Shed, 3*T-from)
+		}
+		if res.RampAt20At < 22*T/10 || res.RampAt100 < 0 || res.RampAt100 > 1 || res.RampAt20 < 0 || res.RampAt20 > 1 {
+			t.Errorf("from %d: +20%% %v at %d, +100%% %v", from, res.RampAt20, res.RampAt20At, res.RampAt100)
+		}
+	}
 }

@@ -285,6 +285,8 @@ func benchKeepUp(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Linger, "linger", 0, "the service's learner.linger (default: the service's); a long one with --partitions 1 makes every run learn the same batches")
 	saveModel := fs.String("save-model", "", "write the model served after the stop (the first instance's final snapshot) to this file, for bench floor --model")
 	fs.Float64Var(&cfg.Replay, "replay", 0, "the service's learner.replay: rows learned again per row learned while the stream leaves the learner idle (default: the service's; -1: off)")
+	fs.IntVar(&cfg.Ramp, "ramp", 0, "with --mnist: stream bench drift's case mnist-ramp instead (digits 0-4 for T points, the share of 5-9 rising over T, then T of 5-9; --seed draws the images); reports the served model's error at +20% and +100% of T after the ramp")
+	fs.IntVar(&cfg.RampFrom, "ramp-from", 0, "with --ramp: start the stream at this position (2T: a service started at the ramp's end, the reference)")
 	fs.BoolVar(&cfg.Output, "output", false, "output.topic on: every message scored onto keepup.scores; reports the records' rate and their delay from input append to record append (p50, p99)")
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
@@ -308,6 +310,9 @@ func benchKeepUp(ctx context.Context, args []string) error {
 		}
 		if set.Len() < *images+1200 {
 			return fmt.Errorf("bench keepup: %d images, need %d + 1200 held out", set.Len(), *images)
+		}
+		if cfg.Ramp > 0 {
+			cfg.MNIST = set
 		}
 		set = set.Shuffle(rand.New(rand.NewPCG(1, 1)))
 		cfg.Images, cfg.Test = set.X[:*images*mnist.Pixels], set.X[*images*mnist.Pixels:(*images+1200)*mnist.Pixels]

@@ -26,6 +26,7 @@ func benchPipeline(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.K, "k", 3, "components")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch")
 	fs.IntVar(&cfg.MaxFeatures, "max-features", 32768, "feature budget")
+	fs.Float64Var(&cfg.Replay, "replay", 0, "the service's learner.replay (default: the service's; -1: off)")
 	fs.IntVar(&cfg.Runs, "runs", 3, "learner-then-service pairs per d; rates and overhead are their medians")
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
