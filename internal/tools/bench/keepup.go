@@ -171,9 +171,10 @@ type KeepUpResult struct {
 	DelayP50    float64 `json:"delay_p50_ms,omitempty"`
 	DelayP99    float64 `json:"delay_p99_ms,omitempty"`
 	DelayMax    float64 `json:"delay_max_ms,omitempty"`
-	// With Ramp: T, and the served model's error at the first sample
-	// with 2.2·T (+20%) and 3·T (+100%: after the stop) points learned
-	// or shed, against the classes 5–9 (1 if no sample came that late).
+	// With Ramp: T, and the served model's error against the classes
+	// 5–9 at the first sample with 2.2·T points learned or shed (+20%;
+	// RampAt20At is that sample's position: later when the points came
+	// between the last two samples) and after the stop (+100%, 3·T).
 	Ramp       int     `json:"ramp,omitempty"`
 	RampAt20   float64 `json:"ramp_error_20,omitempty"`
 	RampAt100  float64 `json:"ramp_error_100,omitempty"`
