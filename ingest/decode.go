@@ -177,6 +177,20 @@ func (d *Decoder) Parse(x, y []float64, msg []byte) ([]float64, []float64, error
 // (reason dimension), then each value (non_finite, out_of_range). Only a
 // message that passes fixes an unset dimension.
 func (d *Decoder) Check(x, y []float64) error {
+	if err := d.check(x, y); err != nil {
+		return err
+	}
+	if d.Dim == 0 {
+		d.Dim = len(x)
+	}
+	if d.DimY == 0 && len(y) > 0 {
+		d.DimY = len(y)
+	}
+	return nil
+}
+
+// check is Check without fixing a dimension.
+func (d *Decoder) check(x, y []float64) error {
 	if err := checkDim(d.Dim, len(x), "x"); err != nil {
 		return err
 	}
@@ -204,13 +218,6 @@ func (d *Decoder) Check(x, y []float64) error {
 		if math.Abs(v) > bound {
 			return bad(ReasonOutOfRange, "value %v in y beyond ±%v (kafka.max_abs)", v, bound)
 		}
-	}
-	// Only a message that passed every check fixes an unset dimension.
-	if d.Dim == 0 {
-		d.Dim = len(x)
-	}
-	if d.DimY == 0 && len(y) > 0 {
-		d.DimY = len(y)
 	}
 	return nil
 }

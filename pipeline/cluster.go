@@ -324,7 +324,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	}
 	go func() {
 		select {
-		case <-p.kill:
+		case <-p.life.kill:
 			cancel()
 		case <-waits.Done():
 		}
@@ -347,7 +347,7 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 		p.log.Info().Int32("generation", ev.a.Generation).Strs("members", members).Msg("cluster: no partitions for this instance in this generation; idle")
 		return nil
 	}
-	ex, err := transport.NewExchange(p.nc, transport.ExchangeConfig{Prefix: p.cfg.NATS.Prefix, Model: p.cfg.Model,
+	ex, err := transport.NewExchange(p.pub.nc, transport.ExchangeConfig{Prefix: p.cfg.NATS.Prefix, Model: p.cfg.Model,
 		Generation: int64(ev.a.Generation), Members: members, Self: ev.a.Member, Timeout: p.cfg.Cluster.StepTimeout})
 	if err != nil {
 		return err
@@ -369,16 +369,13 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 	cl.stepCtx = ev.ctx
 	next := cl.m.Next()[p.cfg.Kafka.Topic]
 	p.mu.Lock()
-	p.consumed, p.learned = map[int]int64{}, map[int]int64{}
+	p.led.consumed, p.led.learned = map[int]int64{}, map[int]int64{}
 	for part, off := range next {
-		p.consumed[part], p.learned[part] = off, off
+		p.led.consumed[part], p.led.learned[part] = off, off
 	}
-	p.status.Samples, p.status.Step, p.status.Features = cl.samplesSeen(), cl.step(), cl.features()
+	p.led.status.Samples, p.led.status.Step, p.led.status.Features = cl.samplesSeen(), cl.step(), cl.features()
 	p.mu.Unlock()
 	p.setMembers(len(members), ev.a.Generation)
-	if dx, _ := cl.dims(); dx != 0 {
-		p.dec.Dim = dx
-	}
 	if l.linger != nil {
 		l.linger.Reset(p.cfg.Learner.Linger) // step even without rows
 	}
@@ -393,11 +390,11 @@ func (l *loop) join(ev genEvent, cl *clusterLearner) error {
 // its Stop; waits bounds the wait. A group whose partitions stay
 // uncovered for rosterPatience is told what to check, and waited for.
 func (p *Pipeline) roster(waits context.Context, ev genEvent) (*transport.Roster, []string, error) {
-	n, err := p.consumer.(groupSource).Partitions(waits)
+	n, err := p.in.src.(groupSource).Partitions(waits)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := transport.StartRoster(p.nc, p.cfg.NATS.Prefix, p.cfg.Model, transport.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
+	r, err := transport.StartRoster(p.pub.nc, p.cfg.NATS.Prefix, p.cfg.Model, transport.Announcement{Generation: ev.a.Generation, Member: ev.a.Member, Partitions: ev.a.Partitions})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -435,7 +432,7 @@ func (p *Pipeline) myOffsets() cluster.Offsets {
 	o := cluster.Offsets{}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for part, next := range p.consumed {
+	for part, next := range p.led.consumed {
 		if p.clu.mine[part] {
 			if o[p.cfg.Kafka.Topic] == nil {
 				o[p.cfg.Kafka.Topic] = map[int]int64{}
@@ -450,7 +447,7 @@ func (p *Pipeline) myOffsets() cluster.Offsets {
 // the streamkpca_cluster_members gauge).
 func (p *Pipeline) setMembers(n int, gen int32) {
 	p.mu.Lock()
-	p.status.Members, p.status.Generation = n, gen
+	p.led.status.Members, p.led.status.Generation = n, gen
 	p.mu.Unlock()
 	p.met.Members.Set(float64(n))
 }
@@ -467,21 +464,21 @@ func (l *loop) clusterStepFailed(err error) {
 		p.log.Info().Err(err).Msg("cluster: the generation ended during a step; rejoining in the next")
 		return
 	}
-	if p.nc != nil && p.nc.FlushTimeout(natsProbe) != nil {
+	if p.pub.nc != nil && p.pub.nc.FlushTimeout(natsProbe) != nil {
 		// The fault is on this side: NATS does not answer this member
 		// (a partition, a stale connection). Rejoining would only make
 		// a generation the others cannot step in either; leaving gives
 		// them this member's partitions until NATS answers again.
 		p.log.Warn().Err(err).Msg("cluster: a step failed and NATS does not answer this member; leaving the consumer group so that the others go on, rejoining once NATS answers")
 		p.met.ClusterAside.Inc()
-		if err := p.consumer.(groupSource).StepAside(p.natsAnswers); err != nil {
+		if err := p.in.src.(groupSource).StepAside(p.natsAnswers); err != nil {
 			p.log.Error().Err(err).Msg("cluster: could not leave the consumer group")
 		}
 		return
 	}
 	p.log.Warn().Err(err).Msg("cluster: a step failed (a member gone or a round lost); rejoining the group")
-	p.owned.Go(func() {
-		if err := p.consumer.(groupSource).Rebalance(); err != nil {
+	p.life.owned.Go(func() {
+		if err := p.in.src.(groupSource).Rebalance(); err != nil {
 			p.log.Error().Err(err).Msg("cluster: could not rejoin the consumer group")
 		}
 	})
@@ -495,7 +492,7 @@ const natsProbe = 2 * time.Second
 // second), or with ctx's error.
 func (p *Pipeline) natsAnswers(ctx context.Context) error {
 	for {
-		if p.nc.FlushTimeout(natsProbe) == nil {
+		if p.pub.nc.FlushTimeout(natsProbe) == nil {
 			p.log.Info().Msg("cluster: NATS answers this member again; rejoining the consumer group")
 			return nil
 		}

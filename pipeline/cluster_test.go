@@ -31,8 +31,7 @@ func TestClusterDropsStaleGenerations(t *testing.T) {
 	}
 	defer p.close()
 	p.clu = &clusterState{ready: true, gen: 2, mine: map[int]bool{0: true}}
-	p.coord = p.clu
-	p.consumed[0] = 500 // the group's offset, set by the rejoin
+	p.led.consumed[0] = 500 // the group's offset, set by the rejoin
 	l := &loop{p: p}
 	msg := func(partition int, offset int64, gen int32) parsed {
 		return parsed{m: ingest.Message{Topic: "v", Partition: partition, Offset: offset, Value: []byte("1,2")}, x: []float64{1, 2}, gen: gen}
@@ -43,11 +42,11 @@ func TestClusterDropsStaleGenerations(t *testing.T) {
 			t.Fatalf("took partition %d offset %d of generation %d", stale.m.Partition, stale.m.Offset, stale.gen)
 		}
 	}
-	if p.consumed[0] != 500 {
-		t.Fatalf("partition 0 moved to %d by a stale message; the group's offset is 500", p.consumed[0])
+	if p.led.consumed[0] != 500 {
+		t.Fatalf("partition 0 moved to %d by a stale message; the group's offset is 500", p.led.consumed[0])
 	}
-	if !l.handle(ctx, msg(0, 500, 2)) || l.rows != 1 || p.consumed[0] != 501 {
-		t.Fatalf("the generation's own message: rows %d, offset %d", l.rows, p.consumed[0])
+	if !l.handle(ctx, msg(0, 500, 2)) || l.rows != 1 || p.led.consumed[0] != 501 {
+		t.Fatalf("the generation's own message: rows %d, offset %d", l.rows, p.led.consumed[0])
 	}
 }
 
@@ -178,7 +177,7 @@ func TestClusterOffsetsAndConfirmedState(t *testing.T) {
 	}
 	defer p.close()
 	p.clu = &clusterState{mine: map[int]bool{0: true, 2: true}}
-	p.consumed[0], p.consumed[1], p.consumed[2] = 10, 20, 30
+	p.led.consumed[0], p.led.consumed[1], p.led.consumed[2] = 10, 20, 30
 	got := p.myOffsets()
 	if len(got) != 1 || len(got["v"]) != 2 || got["v"][0] != 10 || got["v"][2] != 30 {
 		t.Errorf("my offsets %v, want partitions 0 and 2 only: {v: {0: 10, 2: 30}}", got)
@@ -242,7 +241,6 @@ func TestClusterFailedStepDropsHeldRows(t *testing.T) {
 	}
 	defer p.close()
 	p.clu = &clusterState{ready: true, gen: 2, mine: map[int]bool{0: true}}
-	p.coord = p.clu
 	ended, cancel := context.WithCancel(context.Background())
 	cancel() // the generation ended during the step
 	p.learner = &clusterLearner{cfg: c.Learner.Online(c.Model, 1), stepCtx: ended}

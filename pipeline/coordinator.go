@@ -70,7 +70,7 @@ func (solo) shed()                      {}
 func (solo) generations() chan genEvent { return nil }
 func (solo) close()                     {}
 func (solo) covered(p *Pipeline, learned map[int]int64) {
-	for k, v := range p.consumed {
+	for k, v := range p.led.consumed {
 		learned[k] = v
 	}
 }
@@ -83,16 +83,16 @@ func (solo) cut(l *loop) (*snapshot.Snapshot, bool) {
 	snap := p.learner.snapshot()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if f := p.status.LearnedFraction; f < 1 {
+	if f := p.led.status.LearnedFraction; f < 1 {
 		snap.Header.Diagnostics.LearnedFraction = f
 	}
-	offs := p.learned
+	offs := p.led.learned
 	if l.rows == 0 {
-		offs = p.consumed
+		offs = p.led.consumed
 	}
 	// Only the shed messages these offsets cover: a restart reads the
 	// others again.
-	snap.Header.Diagnostics.Shed = p.shed.cover(offs)
+	snap.Header.Diagnostics.Shed = p.led.shed.cover(offs)
 	for part, next := range offs {
 		snap.Header.Offsets = append(snap.Header.Offsets, snapshot.Offset{Topic: p.cfg.Kafka.Topic, Partition: part, Next: next})
 	}

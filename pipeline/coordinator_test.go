@@ -54,7 +54,7 @@ func coordinated(t *testing.T, mode string) (*Pipeline, *loop) {
 		m.Confirmed = p.onConfirmed
 		cl := &clusterLearner{cfg: lc, m: m, stepCtx: context.Background(), next: p.myOffsets, stored: p.deadLettersStored}
 		p.clu = &clusterState{learner: cl, events: make(chan genEvent), ready: true, gen: 1, rank0: true, mine: map[int]bool{0: true}}
-		p.coord, p.learner = p.clu, cl
+		p.learner = cl
 	}
 	linger := time.NewTimer(time.Hour)
 	t.Cleanup(func() { linger.Stop() })
@@ -141,7 +141,7 @@ func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
 			if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
 				t.Fatalf("%s: %d messages not taken (%v)", mode, len(rest), l.fatal)
 			}
-			if got, want := p.learned[0], int64(p.learner.samplesSeen()); got != want {
+			if got, want := p.led.learned[0], int64(p.learner.samplesSeen()); got != want {
 				t.Fatalf("%s: offsets learned through %d after a step, the learner has %d samples", mode, got, want)
 			}
 			if p.clu != nil && p.clu.confirmed != confirmed {
@@ -222,7 +222,7 @@ func TestCoordinatorDecisions(t *testing.T) {
 		t.Error("cluster: an aborted step keeps the rows for the next and the membership")
 	}
 	g := &fakeGroup{MemSource: ingest.NewMemSource("v", 1), rebalances: make(chan struct{}, 1)}
-	p.consumer = g
+	p.in.src = g
 	if !c.failed(l, errors.New("a round lost")) || c.ready || l.rows != 0 {
 		t.Error("cluster: a lost round leaves the generation, dropping the rows (read again from the group's offsets)")
 	}
@@ -289,7 +289,7 @@ func TestClusterMemberShedsExactlyOnce(t *testing.T) {
 
 func shedsExactlyOnce(t *testing.T, mode string) {
 	p, l := coordinated(t, mode)
-	p.status.LearnedFraction = 0.5
+	p.led.status.LearnedFraction = 0.5
 	l.pace = p.newPace()
 	ctx := context.Background()
 	sem := semaphore.NewWeighted(1)
@@ -314,8 +314,8 @@ func shedsExactlyOnce(t *testing.T, mode string) {
 	if st.Samples+st.Shed != uint64(off) {
 		t.Errorf("learned %d + shed %d = %d of %d messages: each must be learned or shed, once", st.Samples, st.Shed, st.Samples+st.Shed, off)
 	}
-	if p.learned[0] != off {
-		t.Errorf("the group's state covers offsets up to %d, want %d (the shed messages too)", p.learned[0], off)
+	if p.led.learned[0] != off {
+		t.Errorf("the group's state covers offsets up to %d, want %d (the shed messages too)", p.led.learned[0], off)
 	}
 	snap := l.lastCut
 	if snap == nil {
@@ -337,10 +337,10 @@ func TestClusterMemberStoresItsDeadLettersBeforeItSteps(t *testing.T) {
 	p, l := coordinated(t, memoryGroup)
 	p.cfg.Cluster.StepTimeout = 200 * time.Millisecond
 	dl := &ingest.MemDeadLetter{Fail: errors.New("down")}
-	p.dlq.Close(context.Background())
-	p.dlq = ingest.NewDeadLetterQueue(dl, 8, 1<<20, nil, nil) // no spill: nowhere to keep them
+	p.deadLetters().Close(context.Background())
+	p.in.adm = ingest.NewAdmission(p.in.adm.Parser(), shape{p}, ingest.NewDeadLetterQueue(dl, 8, 1<<20, nil, nil)) // no spill: nowhere to keep them
 	fg := &fakeGroup{MemSource: ingest.NewMemSource("v", 1), rebalances: make(chan struct{}, 4)}
-	p.consumer = fg
+	p.in.src = fg
 	ctx := context.Background()
 	sem := semaphore.NewWeighted(1)
 	batch := []parsed{{m: ingest.Message{Topic: "v", Partition: 0, Offset: 0, Value: []byte("x")}, err: &ingest.BadMessageError{Reason: ingest.ReasonMalformed, Err: errors.New("not a vector")}, gen: 1}}

@@ -21,10 +21,10 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		// Kafka first: without it no version comes, and the reason to give
 		// is the brokers, not the missing version.
 		var kafkaDown string
-		if u, ok := p.consumer.(interface{ Unreachable() (time.Time, error) }); ok {
+		if u, ok := p.in.src.(interface{ Unreachable() (time.Time, error) }); ok {
 			if since, err := u.Unreachable(); !since.IsZero() {
 				kafkaDown = fmt.Sprintf("kafka unreachable for %.0f s (%v)", time.Since(since).Seconds(), err)
-				if m, _ := p.cur.Get(); m == nil {
+				if m, _ := p.pub.cur.Get(); m == nil {
 					http.Error(w, "no model version yet: "+kafkaDown+" (kafka.brokers)", http.StatusServiceUnavailable)
 					return
 				}
@@ -34,14 +34,14 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 				}
 			}
 		}
-		if since, err := p.registry.get(); !since.IsZero() {
+		if since, err := p.in.registry.get(); !since.IsZero() {
 			down := fmt.Sprintf("the schema registry has not answered for %.0f s (check kafka.schema_registry.url, user, password_file and tls): %v; the stream waits for it", time.Since(since).Seconds(), err)
-			if m, _ := p.cur.Get(); m == nil || time.Since(since) >= unreachableNotReady {
+			if m, _ := p.pub.cur.Get(); m == nil || time.Since(since) >= unreachableNotReady {
 				http.Error(w, down, http.StatusServiceUnavailable)
 				return
 			}
 		}
-		if m, _ := p.cur.Get(); m == nil {
+		if m, _ := p.pub.cur.Get(); m == nil {
 			msg := "no model version yet: waiting for the first batch of learner.batch messages (or learner.linger) from kafka.topic " + p.cfg.Kafka.Topic
 			if h := p.Status().Hint; h != "" {
 				msg += "; " + h
@@ -49,15 +49,18 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
-		p.mu.Lock()
-		pubSince, pubErr := p.pubDownSince, p.pubDownErr
-		p.mu.Unlock()
+		var pubSince time.Time
+		var pubErr error
+		if p.pub.dist != nil {
+			pubSince, pubErr = p.pub.dist.Down()
+		}
 		if !pubSince.IsZero() && time.Since(pubSince) >= unreachableNotReady {
 			http.Error(w, fmt.Sprintf("publishing to NATS has failed for %.0f s (check nats.url %s): %v; the model is learned and stored, not published",
 				time.Since(pubSince).Seconds(), publish.RedactURL(p.cfg.NATS.URL), pubErr), http.StatusServiceUnavailable)
 			return
 		}
-		if p.dlq != nil && p.dlq.Failing() {
+		dlq := p.deadLetters()
+		if dlq != nil && dlq.Failing() {
 			http.Error(w, "kafka.dead_letter_topic "+p.cfg.Kafka.DeadLetterTopic+" refuses writes and the spill is full (kafka.dead_letter_spill_bytes): snapshots wait until the dead letters are stored", http.StatusServiceUnavailable)
 			return
 		}
@@ -67,7 +70,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			return
 		}
 		p.mu.Lock()
-		behind := p.status.Behind
+		behind := p.led.status.Behind
 		p.mu.Unlock()
 		if behind {
 			// Still ready: the model is served and learns; the lag says
@@ -75,22 +78,22 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			fmt.Fprintf(w, "ready; falling behind kafka.topic %s whatever is shed: the lag grows (learner.target_load; output.topic scores every message)\n", p.cfg.Kafka.Topic)
 			return
 		}
-		if n, _ := p.dlq.Spilled(); n > 0 {
+		if n, _ := dlq.Spilled(); n > 0 {
 			fmt.Fprintf(w, "ready; %d dead letters wait in the spill: kafka.dead_letter_topic %s refuses writes\n", n, p.cfg.Kafka.DeadLetterTopic)
 			return
 		}
 		w.Write([]byte("ready\n"))
 	})
-	api := serve.HTTPHandler(p.cfg.Model, &p.cur, serve.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
-		serve.VersionOptions{Versions: p.versions, CanPin: p.httpToken != "", OnPin: p.tellWatchers})
+	api := serve.HTTPHandler(p.cfg.Model, &p.pub.cur, serve.Limits{MaxVectors: p.cfg.HTTP.MaxVectors, MaxBytes: p.cfg.HTTP.MaxBodyBytes},
+		serve.VersionOptions{Versions: p.pub.versions, CanPin: p.web.token != "", OnPin: p.tellWatchers})
 	srv, ln, err := serve.Listen(serve.ServerConfig{
-		Addr: p.cfg.HTTP.Addr, Token: p.httpToken, ProtectAll: p.cfg.HTTP.ProtectAll,
+		Addr: p.cfg.HTTP.Addr, Token: p.web.token, ProtectAll: p.cfg.HTTP.ProtectAll,
 		TLSCertFile: p.cfg.HTTP.TLSCertFile, TLSKeyFile: p.cfg.HTTP.TLSKeyFile,
 		API: api, Instrument: p.met.instrumentAPI,
 		Routes: map[string]http.Handler{
 			"GET /healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }),
 			"GET /readyz":  ready,
-			"GET /metrics": promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}),
+			"GET /metrics": promhttp.HandlerFor(p.met.reg, promhttp.HandlerOpts{}),
 			"GET /{$}":     p.statusPage(time.Now()),
 		},
 	})
@@ -98,7 +101,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 		return nil, fmt.Errorf("pipeline: http (http.addr, http.tls_cert_file/tls_key_file): %w", err)
 	}
 	p.mu.Lock()
-	p.httpLn = ln
+	p.web.ln = ln
 	p.mu.Unlock()
 	p.log.Info().Str("http", ln.Addr().String()).Msg("serving HTTP: the status page, /v1/models/" + p.cfg.Model + ", /metrics")
 	return srv, nil

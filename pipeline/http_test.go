@@ -76,13 +76,13 @@ func TestReadinessReflectsTheBrokers(t *testing.T) {
 	}
 	// Falling behind whatever is shed: still ready, saying so.
 	h.p.mu.Lock()
-	h.p.status.Behind = true
+	h.p.led.status.Behind = true
 	h.p.mu.Unlock()
 	if code, body := h.get("/readyz"); code != 200 || !strings.Contains(body, "falling behind kafka.topic") {
 		t.Errorf("/readyz falling behind: %d %q, want 200 saying so", code, body)
 	}
 	h.p.mu.Lock()
-	h.p.status.Behind = false
+	h.p.led.status.Behind = false
 	h.p.mu.Unlock()
 	src.mu.Lock()
 	src.since = time.Now().Add(-10 * time.Second)

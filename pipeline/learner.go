@@ -173,3 +173,11 @@ func newLearner(cfg online.Config, snap *snapshot.Snapshot) (learner, error) {
 	}
 	return oneView{l}, nil
 }
+
+// shape is the learner as admission sees it (ingest.Shape): whichever
+// learner the pipeline has now (a cluster member's is replaced).
+type shape struct{ p *Pipeline }
+
+func (s shape) Dims() (int, int)                { return s.p.learner.dims() }
+func (s shape) TwoView() bool                   { return s.p.learner.twoView() }
+func (s shape) CheckInput(x, y []float64) error { return s.p.learner.checkInput(x, y) }

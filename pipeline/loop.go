@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -79,8 +78,8 @@ func (l *loop) outcome(reason string, value []byte) {
 		return
 	}
 	p.mu.Lock()
-	was := p.status.Hint
-	p.status.Hint = hint
+	was := p.led.status.Hint
+	p.led.status.Hint = hint
 	p.mu.Unlock()
 	if hint != "" && hint != was {
 		p.log.Warn().Str("topic", p.cfg.Kafka.Topic).Msg(hint)
@@ -97,7 +96,7 @@ func (l *loop) deciding(m parsed) bool {
 	if l.decided || m.refed {
 		return false
 	}
-	if dx, _ := p.learner.dims(); p.dec.Dim != 0 || dx != 0 || l.model != nil || p.clu != nil {
+	if p.in.adm.Decided() || l.model != nil || p.clu != nil {
 		l.decided = true
 		return false
 	}
@@ -106,29 +105,16 @@ func (l *loop) deciding(m parsed) bool {
 }
 
 // decide fixes the stream's dimension as the most common among the
-// messages in pre (the first of them in a tie) and returns them, to be
+// messages in pre (ingest.Admission.Decide) and returns them, to be
 // handled in order.
 func (l *loop) decide() []parsed {
 	pre := l.pre
 	l.pre, l.decided = nil, true
-	count := map[int]int{}
-	best := 0
-	parsed := 0
-	for _, m := range pre {
-		if d := *l.p.dec; m.err != nil || d.Check(m.x, m.y) != nil {
-			continue // bad whatever the dimension (unparseable, NaN, huge): no say in it
-		}
-		parsed++
-		count[len(m.x)]++
-		if count[len(m.x)] > count[best] {
-			best = len(m.x)
-		}
-	}
-	if parsed > 0 && count[best] < parsed {
-		l.p.log.Warn().Int("dimension", best).Int("of", parsed).Int("with_it", count[best]).
+	best, voters, with := l.p.in.adm.Decide(len(pre), func(i int) ([]float64, []float64, error) { return pre[i].x, pre[i].y, pre[i].err })
+	if voters > 0 && with < voters {
+		l.p.log.Warn().Int("dimension", best).Int("of", voters).Int("with_it", with).
 			Msg("the first batch's messages differ in dimension: the most common is the stream's (set kafka.dim to fix it); the others are dead-lettered")
 	}
-	l.p.dec.Dim = best
 	for i := range pre {
 		pre[i].refed = true
 	}
@@ -166,18 +152,18 @@ func (l *loop) due() bool {
 func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	p := l.p
 	m := pm.m
-	if !p.coord.takes(pm.gen, m.Partition) {
+	if !p.coord().takes(pm.gen, m.Partition) {
 		p.met.Duplicates.Inc()
 		return false
 	}
 	p.mu.Lock()
-	next, seen := p.consumed[m.Partition]
+	next, seen := p.led.consumed[m.Partition]
 	if pm.rewind && seen && m.Offset < next {
 		// The consumer found the partition past its end (a topic
 		// created again) and reads it from its first offset: new
 		// messages, not duplicates.
 		p.log.Info().Int("partition", m.Partition).Int64("from", m.Offset).Int64("was", next).Msg("kafka: the partition is read again from its first offset; its offsets name new messages")
-		p.shed.rewind(m.Partition)
+		p.led.shed.rewind(m.Partition)
 		seen = false
 	}
 	if seen && m.Offset < next {
@@ -185,41 +171,11 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		p.met.Duplicates.Inc()
 		return false
 	}
-	p.consumed[m.Partition] = m.Offset + 1
-	p.status.Consumed++
+	p.led.consumed[m.Partition] = m.Offset + 1
+	p.led.status.Consumed++
 	p.mu.Unlock()
-	n0, m0 := len(l.batch), len(l.batchY)
-	dim0, dimY0 := p.dec.Dim, p.dec.DimY
-	err := pm.err
-	if err == nil {
-		// Checked against the model in order, here: the first good
-		// message fixes an unset dimension.
-		err = p.dec.Check(pm.x, pm.y)
-	}
-	if err == nil {
-		l.batch, l.batchY = append(l.batch, pm.x...), append(l.batchY, pm.y...)
-		err = l.validate(n0, m0)
-	}
+	x, y, err := p.in.adm.Admit(pm.x, pm.y, pm.err)
 	if err != nil {
-		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
-		// A refused message must not fix the dimension for the rest.
-		p.dec.Dim, p.dec.DimY = dim0, dimY0
-	}
-	if err != nil {
-		reason := ingest.Reason(err)
-		if reason == "" {
-			reason = ingest.ReasonMalformed
-		}
-		p.met.BadMessages.WithLabelValues(reason).Inc()
-		p.mu.Lock()
-		p.status.Bad++
-		if p.status.BadByReason == nil {
-			p.status.BadByReason = map[string]uint64{}
-		}
-		p.status.BadByReason[reason]++
-		p.mu.Unlock()
-		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
-		l.outcome(reason, m.Value)
 		// A full queue (the topic refusing writes, the spill full) waits
 		// until the stop or Kill, not past them: the stop's final
 		// snapshot then waits for the dead letters, and is not stored
@@ -228,12 +184,25 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 		if l.enq != nil {
 			ectx = l.enq
 		}
-		if err := p.dlq.Enqueue(ectx, ingest.DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()}); err != nil {
+		reason, qerr := p.in.adm.Refuse(ectx, m, err)
+		p.met.BadMessages.WithLabelValues(reason).Inc()
+		p.mu.Lock()
+		p.led.status.Bad++
+		if p.led.status.BadByReason == nil {
+			p.led.status.BadByReason = map[string]uint64{}
+		}
+		p.led.status.BadByReason[reason]++
+		p.mu.Unlock()
+		p.log.Warn().Str("reason", reason).Int("partition", m.Partition).Int64("offset", m.Offset).Err(err).Msg("bad message dead-lettered")
+		l.outcome(reason, m.Value)
+		if qerr != nil {
 			p.met.DeadLetterErrs.Inc()
-			p.log.Error().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("dead letter not queued (shutting down); the message is counted and logged")
+			p.log.Error().Err(qerr).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("dead letter not queued (shutting down); the message is counted and logged")
 		}
 		return false
 	}
+	n0, m0 := len(l.batch), len(l.batchY)
+	l.batch, l.batchY = append(l.batch, x...), append(l.batchY, y...)
 	l.outcome("", nil)
 	l.scoreLater(m, l.batch[n0:], l.batchY[m0:])
 	defer l.scoreIfMany()
@@ -241,11 +210,11 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	if !l.pace.keep(key) {
 		// Shed to keep up: covered by the offsets, not learned.
 		l.batch, l.batchY = l.batch[:n0], l.batchY[:m0]
-		p.coord.shed()
+		p.coord().shed()
 		p.met.Shed.Inc()
 		p.mu.Lock()
-		p.status.Shed++
-		p.shed.shed(m.Partition, m.Offset)
+		p.led.status.Shed++
+		p.led.shed.shed(m.Partition, m.Offset)
 		p.mu.Unlock()
 		return false
 	}
@@ -277,7 +246,7 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		}
 		if !m.refed {
 			sem.Release(m.n)
-			p.ahead.Add(-1)
+			p.in.ahead.Add(-1)
 		}
 		if l.deciding(m) {
 			linger.Reset(p.cfg.Learner.Linger)
@@ -291,7 +260,7 @@ func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighte
 		}
 		if l.due() {
 			l.learn()
-			if !p.coord.idle() { // a cluster member steps every linger, rows or none
+			if !p.coord().idle() { // a cluster member steps every linger, rows or none
 				linger.Stop()
 			}
 			// With output.topic the first version is cut at once: the
@@ -314,39 +283,13 @@ func (l *loop) everyBatches() int {
 	return n
 }
 
-// validate checks the decoded pair against the model: dimensions, a y for
-// two-view models (dropped for one-view ones), the kernel's domain.
-func (l *loop) validate(n0, m0 int) error {
-	p := l.p
-	dx, dy := p.learner.dims()
-	x, y := l.batch[n0:], l.batchY[m0:]
-	if dx != 0 && len(x) != dx {
-		return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%d values, model dimension %d", len(x), dx)}
-	}
-	if !p.learner.twoView() {
-		l.batchY = l.batchY[:m0] // a one-view model ignores y
-		y = nil
-	} else {
-		if len(y) == 0 {
-			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("%s needs {\"x\":[...],\"y\":[...]} (or \"target\"); the message has no y", p.cfg.Learner.Algorithm)}
-		}
-		if dy != 0 && len(y) != dy {
-			return &ingest.BadMessageError{Reason: ingest.ReasonDimension, Err: fmt.Errorf("y has %d values, model dimension %d", len(y), dy)}
-		}
-	}
-	if err := p.learner.checkInput(x, y); err != nil {
-		return &ingest.BadMessageError{Reason: ingest.ReasonDomain, Err: err}
-	}
-	return nil
-}
-
 // learn feeds the pending batch to the learner.
 func (l *loop) learn() {
 	p := l.p
-	if !p.coord.stepNow(l.rows) {
+	if !p.coord().stepNow(l.rows) {
 		return
 	}
-	if p.coord.idle() {
+	if p.coord().idle() {
 		defer l.linger.Reset(p.cfg.Learner.Linger)
 	}
 	// Test, then train: the batch's records are scored by the version
@@ -363,7 +306,7 @@ func (l *loop) learn() {
 	took := time.Since(t0)
 	l.writeScores(l.enq)
 	p.met.BatchSeconds.Observe(took.Seconds())
-	if err != nil && p.coord.failed(l, err) {
+	if err != nil && p.coord().failed(l, err) {
 		return
 	}
 	if errors.Is(err, online.ErrConfig) {
@@ -402,14 +345,11 @@ func (l *loop) learn() {
 		// Validated upstream; an error here is a bug.
 		p.log.Error().Err(err).Int("rows", l.rows).Msg("batch not learned")
 	}
-	if dx, dy := p.learner.dims(); dx != 0 && p.dec.Dim == 0 {
-		p.dec.Dim, p.dec.DimY = dx, dy
-	}
 	p.mu.Lock()
-	p.coord.covered(p, p.learned)
-	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
-	p.status.Bandwidth, p.status.Budget = p.learner.bandwidth(), p.learner.budget()
-	samples := p.status.Samples
+	p.coord().covered(p, p.led.learned)
+	p.led.status.Samples, p.led.status.Step, p.led.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.led.status.Bandwidth, p.led.status.Budget = p.learner.bandwidth(), p.learner.budget()
+	samples := p.led.status.Samples
 	p.mu.Unlock()
 	lag := p.lag() // not under p.mu: a source's Lag may take the loop's lock (TestStatusDoesNotHoldTheLockAcrossLag)
 	p.mu.Lock()
@@ -422,7 +362,7 @@ func (l *loop) learn() {
 	}
 	l.dropBatch()
 	l.sinceSnap++
-	p.coord.stepped(l)
+	p.coord().stepped(l)
 }
 
 // keepUp updates the fraction of the stream learned after a batch that
@@ -436,13 +376,13 @@ func (l *loop) keepUp(took time.Duration) {
 	}
 	backlog := p.lag()
 	p.mu.Lock()
-	seen := int64(p.status.Consumed)
-	before := p.status.LearnedFraction
+	seen := int64(p.led.status.Consumed)
+	before := p.led.status.LearnedFraction
 	p.mu.Unlock()
-	f := l.pace.observe(p.coord.capacity(l.rows, p.cfg.Learner.Batch), took.Seconds(), seen, backlog, time.Now())
+	f := l.pace.observe(p.coord().capacity(l.rows, p.cfg.Learner.Batch), took.Seconds(), seen, backlog, time.Now())
 	p.met.LearnedFraction.Set(f)
 	p.mu.Lock()
-	p.status.LearnedFraction = f
+	p.led.status.LearnedFraction = f
 	p.mu.Unlock()
 	switch {
 	case f < 1 && before >= 1:
@@ -456,7 +396,7 @@ func (l *loop) keepUp(took time.Duration) {
 	if behind := l.pace.behind(); behind != l.behind {
 		l.behind = behind
 		p.mu.Lock()
-		p.status.Behind = behind
+		p.led.status.Behind = behind
 		p.mu.Unlock()
 		if behind {
 			p.met.Behind.Set(1)
@@ -543,12 +483,12 @@ func (l *loop) assess() {
 		}
 	}
 	p.mu.Lock()
-	candidateBefore := p.status.Quality != nil && p.status.Quality.Candidate
-	p.status.Quality = q
+	candidateBefore := p.led.status.Quality != nil && p.led.status.Quality.Candidate
+	p.led.status.Quality = q
 	if changed {
-		p.status.Changes++
+		p.led.status.Changes++
 	}
-	p.status.Switches, p.status.Rollbacks = switches, rollbacks
+	p.led.status.Switches, p.led.status.Rollbacks = switches, rollbacks
 	p.mu.Unlock()
 	if q != nil && q.Candidate && !candidateBefore && !switched {
 		p.log.Info().Uint64("step", p.learner.step()).Float64("level", q.Level).
@@ -607,7 +547,7 @@ func (l *loop) snapshot(final bool) {
 		p.log.Error().Err(err).Str("output.topic", p.cfg.Output.Topic).Msg("records not stored on the output topic; snapshot postponed (a restart reads their messages again)")
 		return
 	}
-	snap, ok := p.coord.cut(l)
+	snap, ok := p.coord().cut(l)
 	if !ok || !l.storable(final) {
 		return
 	}
@@ -627,7 +567,7 @@ func (l *loop) snapshot(final bool) {
 	l.serve(snap, data)
 	p.log.Info().Str("file", path).Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 		Int("features", snap.Header.Features()).Floats64("eigenvalues", snap.Header.Diagnostics.Eigenvalues).Msg("snapshot persisted")
-	if !p.coord.leads() {
+	if !p.coord().leads() {
 		return // in a group, the lowest-ranked member publishes and commits
 	}
 	l.handOff(snap, data)
@@ -642,21 +582,21 @@ func (l *loop) storable(final bool) bool {
 	// stored before the snapshot says so. While the dead-letter topic
 	// refuses them the queue retries and snapshots wait (learning goes
 	// on; a restart re-reads from the last snapshot, bad messages too).
-	if !final && p.dlq.Failing() {
+	if !final && p.deadLetters().Failing() {
 		p.met.SnapshotErrors.Inc()
 		p.log.Warn().Msg("dead-letter topic refusing writes; snapshot postponed until the dead letters are stored")
 		return false
 	}
 	fctx, cancel := p.stopContext(30 * time.Second) // the stop's deadline, when stopping
-	err := p.dlq.Flush(fctx)
+	err := p.deadLetters().Flush(fctx)
 	cancel()
 	if err != nil {
 		p.met.SnapshotErrors.Inc()
 		p.log.Error().Err(err).Msg("dead letters not flushed; snapshot postponed")
 		return false
 	}
-	if p.lock == nil { // the directory could not be locked at start
-		lock, err := p.store.Lock()
+	if p.dir.lock == nil { // the directory could not be locked at start
+		lock, err := p.dir.store.Lock()
 		if err != nil {
 			p.met.SnapshotErrors.Inc()
 			p.log.Error().Err(err).Msg("snapshot directory not locked; snapshot postponed, learning continues")
@@ -672,7 +612,7 @@ func (l *loop) storable(final bool) bool {
 // failed (counted and logged; the next snapshot retries).
 func (l *loop) persist(snap *snapshot.Snapshot) (string, []byte, bool) {
 	p := l.p
-	path, data, err := p.store.Save(snap)
+	path, data, err := p.dir.store.Save(snap)
 	l.lastSnap = time.Now()
 	if err != nil {
 		p.met.SnapshotErrors.Inc()
@@ -703,13 +643,13 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 	// when neither holds it (after a restart, say), and held once.
 	m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{Reuse: l.model, Shared: p.learner.generated(), CacheBytes: p.mem.servedCache})
 	if err == nil {
-		p.cur.Set(m, data)
+		p.pub.cur.Set(m, data)
 		l.model = m
 	} else {
 		// Persisted (and published below) but not served: say so, with
 		// the version still served.
 		served := uint64(0)
-		if old, _ := p.cur.Get(); old != nil {
+		if old, _ := p.pub.cur.Get(); old != nil {
 			served = old.Header().Version()
 		}
 		p.log.Error().Err(err).Uint64("version", snap.Header.Version()).Uint64("served_version", served).
@@ -717,18 +657,18 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 	}
 	eig := snap.Header.Diagnostics.Eigenvalues
 	p.mu.Lock()
-	p.status.Version, p.status.LastSnapshot, p.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
-	p.status.Restart = snap.Header.Schedule.Restart
+	p.led.status.Version, p.led.status.LastSnapshot, p.led.status.Eigenvalues = snap.Header.Version(), l.lastSnap, eig
+	p.led.status.Restart = snap.Header.Schedule.Restart
 	if len(eig) > 0 {
 		hp := historyPoint{Samples: snap.Header.SamplesSeen, Eigenvalues: eig}
-		if o := p.out; o != nil && p.status.OutRecords > o.lastRecords {
-			hp.Records = p.status.OutRecords - o.lastRecords
-			hp.Novel = float64(p.status.OutNovel-o.lastNovel) / float64(hp.Records)
-			o.lastRecords, o.lastNovel = p.status.OutRecords, p.status.OutNovel
+		if o := p.out; o != nil && p.led.status.OutRecords > o.lastRecords {
+			hp.Records = p.led.status.OutRecords - o.lastRecords
+			hp.Novel = float64(p.led.status.OutNovel-o.lastNovel) / float64(hp.Records)
+			o.lastRecords, o.lastNovel = p.led.status.OutRecords, p.led.status.OutNovel
 		}
-		p.history = append(p.history, hp)
-		if len(p.history) > historyLen {
-			p.history = p.history[len(p.history)-historyLen:]
+		p.led.history = append(p.led.history, hp)
+		if len(p.led.history) > historyLen {
+			p.led.history = p.led.history[len(p.led.history)-historyLen:]
 		}
 	}
 	p.mu.Unlock()
@@ -740,12 +680,8 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 // record).
 func (l *loop) handOff(snap *snapshot.Snapshot, data []byte) {
 	p := l.p
-	if p.pub != nil {
-		select {
-		case <-p.pubReq:
-		default:
-		}
-		p.pubReq <- pubItem{snap: snap.Served(), data: data}
+	if p.pub.dist != nil {
+		p.pub.dist.Offer(snap.Served(), data)
 	}
 	commit := map[int]int64{}
 	for _, o := range snap.Header.Offsets {
@@ -755,7 +691,7 @@ func (l *loop) handOff(snap *snapshot.Snapshot, data []byte) {
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.consumer.Commit(cctx, map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
+	if err := p.in.src.Commit(cctx, map[string]map[int]int64{p.cfg.Kafka.Topic: commit}); err != nil {
 		p.log.Debug().Err(err).Msg("offset commit (a hint for tooling) failed")
 	}
 }
@@ -806,7 +742,7 @@ func (l *loop) revisit() {
 		return
 	}
 	p.mu.Lock()
-	p.status.Step, p.status.Features, p.status.Revisited = p.learner.step(), p.learner.features(), r.Revisited()
+	p.led.status.Step, p.led.status.Features, p.led.status.Revisited = p.learner.step(), p.learner.features(), r.Revisited()
 	p.mu.Unlock()
 	p.met.Features.Set(float64(p.learner.features()))
 }

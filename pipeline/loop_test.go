@@ -297,7 +297,7 @@ func TestDeadLetterSpillKeepsSnapshotsGoing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n, _ := h.p.dlq.Spilled(); n != 2 {
+	if n, _ := h.p.deadLetters().Spilled(); n != 2 {
 		t.Errorf("%d dead letters spilled; want 2", n)
 	}
 	start := time.Now()
@@ -313,7 +313,7 @@ func TestDeadLetterSpillKeepsSnapshotsGoing(t *testing.T) {
 	h2 := startLoop(t, c, ingest.NewMemSource("v", 64), dl2)
 	for {
 		recs, _ := dl2.Records()
-		if n, _ := h2.p.dlq.Spilled(); len(recs) == 2 && n == 0 {
+		if n, _ := h2.p.deadLetters().Spilled(); len(recs) == 2 && n == 0 {
 			if recs[0].Msg.Offset+recs[1].Msg.Offset != 1 || recs[0].Reason == "" {
 				t.Errorf("the spilled dead letters came back as %+v", recs)
 			}
@@ -687,7 +687,7 @@ func TestStatusPageExplainsItself(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		h.p.mu.Lock()
-		n := len(h.p.history)
+		n := len(h.p.led.history)
 		h.p.mu.Unlock()
 		if n >= 2 || time.Now().After(deadline) {
 			break
@@ -776,7 +776,7 @@ func TestStatusPageShowsScore(t *testing.T) {
 		t.Errorf("status page lacks %q", want)
 	}
 	fail.Store(true)
-	h.p.scorer.last = nil // as if a new version were served
+	h.p.opts.scorer.last = nil // as if a new version were served
 	if p := page(); !strings.Contains(p, "not computed: no truth for this version") {
 		t.Error("status page does not say that the score failed")
 	}
@@ -1016,7 +1016,7 @@ func TestStatusPageSettingsAndTrends(t *testing.T) {
 		p.recordRate(t0.Add(time.Duration(i)*time.Second), s, int64(20*i))
 		p.recordRate(t0.Add(time.Duration(i)*time.Second+time.Millisecond), 0, 0) // within the second: ignored
 	}
-	now, lagPerSec, span, ok := rates(p.recent)
+	now, lagPerSec, span, ok := rates(p.led.recent)
 	if !ok || math.Abs(now-100) > 1e-9 || math.Abs(lagPerSec-20) > 1e-9 || span != 60*time.Second {
 		t.Errorf("rates: now %v (want 100: the last 10 s), lag %v/s (want 20), span %v, ok %v", now, lagPerSec, span, ok)
 	}

@@ -189,13 +189,13 @@ func TestMemoryWithinTheContainerLimit(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				vs, _ := h.p.versions.List()
+				vs, _ := h.p.pub.versions.List()
 				for _, v := range vs {
 					if seen[v.Version] {
 						continue
 					}
 					seen[v.Version] = true
-					m, _, release, err := h.p.versions.Hold(t.Context(), v.Version)
+					m, _, release, err := h.p.pub.versions.Hold(t.Context(), v.Version)
 					if err != nil {
 						continue // pruned meanwhile
 					}
@@ -208,7 +208,7 @@ func TestMemoryWithinTheContainerLimit(t *testing.T) {
 				time.Sleep(100 * time.Millisecond) // a collection each time: caches that fill stay full
 			}
 			measure()
-			if vs, _ := h.p.versions.List(); len(vs) > 0 {
+			if vs, _ := h.p.pub.versions.List(); len(vs) > 0 {
 				t.Logf("versions: %d, the newest %d bytes published, %d features", len(vs), vs[0].Size, vs[0].Features)
 			}
 			h.stop()

@@ -13,6 +13,8 @@ import (
 
 // Metrics are the service's Prometheus metrics (names in docs/operations.md).
 type Metrics struct {
+	// reg is the registry they are in, served on /metrics.
+	reg             *prometheus.Registry
 	Samples         prometheus.Counter
 	Batches         prometheus.Counter
 	Rejected        prometheus.Counter
@@ -56,8 +58,9 @@ type Metrics struct {
 	OutPending      prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *Metrics {
+func newMetrics(reg *prometheus.Registry) *Metrics {
 	m := &Metrics{
+		reg:             reg,
 		Samples:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_samples_learned_total", Help: "Samples passed to the learner."}),
 		Batches:         prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_batches_total", Help: "Mini-batches learned."}),
 		Revisited:       prometheus.NewCounter(prometheus.CounterOpts{Name: "streamkpca_replayed_rows_total", Help: "Rows learned again from the window of recent learned rows while the stream left the learner idle (learner.replay); not counted in streamkpca_samples_learned_total."}),
@@ -174,7 +177,7 @@ func newPartitionLags(p *Pipeline) partitionLags {
 func (c partitionLags) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c partitionLags) Collect(ch chan<- prometheus.Metric) {
-	src, ok := c.p.consumer.(interface{ PartitionLags() map[int]int64 })
+	src, ok := c.p.in.src.(interface{ PartitionLags() map[int]int64 })
 	if !ok {
 		return
 	}

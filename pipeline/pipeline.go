@@ -132,78 +132,115 @@ type Status struct {
 
 // Pipeline is the streaming service.
 type Pipeline struct {
-	versions *publish.StoreVersions // snapshot.dir's versions, for HTTP and NATS
-	mem      memPlan                // the parts' bounds under a container's memory limit
-	cfg      configs.Config
-	log      zerolog.Logger
-	reg      *prometheus.Registry
-	met      *Metrics
-	store    *snapshot.Store
-	shed     shedLedger // load shedding's count as snapshots record it (under mu)
-	// newer is set when the store holds a snapshot of a newer format than
-	// this build reads: the service then refuses to start (restore).
-	newer    error
-	learner  learner
-	consumer ingest.Source
-	dlq      *ingest.DeadLetterQueue
-	// out is the output edge's state (output.topic; nil when off).
-	out  *scores
-	lock *snapshot.Lock // the snapshot.dir's, held while the pipeline lives
-	dec  *ingest.Decoder
+	cfg configs.Config
+	log zerolog.Logger
+	met *Metrics
+	mem memPlan // the parts' bounds under a container's memory limit
+	// opts is what Options gave beyond the configuration.
+	opts given
+	dir  snapDir
+	// learner is the model the loop steps; clu is cluster mode's state
+	// (cluster.enabled; nil otherwise), its coordinator (coord).
+	learner learner
+	clu     *clusterState
+	// in is the input edge (the source, admission, parsing ahead), out
+	// the output topic's (output.topic; nil when off), pub the versions'
+	// way out (the distributor, the NATS query service, the served
+	// model).
+	in  intake
+	out *scores
+	pub publication
+	// mu guards led, life.stopBy and web.ln.
+	mu   sync.Mutex
+	led  ledger
+	life lifecycle
+	web  web
+}
+
+// given is what Options gave a Pipeline beyond its configuration.
+type given struct {
+	scorer     scorer
+	paceWindow time.Duration // Options.paceWindow
+}
+
+// snapDir is snapshot.dir: its store, its lock (held while the pipeline
+// lives) and, when the store holds a snapshot of a newer format than
+// this build reads, why the service refuses to start (restore).
+type snapDir struct {
+	store *snapshot.Store
+	lock  *snapshot.Lock
+	newer error
+}
+
+// intake is the input edge: the source (the Kafka consumer group),
+// admission (each message's checks and dead letter, the stream's
+// dimension) and the messages parsed ahead of the loop.
+type intake struct {
+	src ingest.Source
+	adm *ingest.Admission
 	// parsed carries messages parsed ahead of the loop (parseAhead);
 	// ahead counts those not yet handled.
 	parsed chan []parsed
 	ahead  atomic.Int64
-	nc     *nats.Conn
-	ownNC  bool
-	pub    *publish.Publisher
-	svc    *serve.Service // registered while this service owns the model's name
-	svcCfg publish.Config // the NATS service's (nil nc: none)
-	// lease is the model name's ownership (nil with NATS off); owner
-	// says, while another service holds it, who (status page). svc,
-	// owner and leaseOK are p.mu's.
-	// owned holds the goroutines started outside Run's errgroup (a
-	// rejoin's Rebalance, a publish call abandoned after its deadline,
-	// the prune after a publish):
-	// closeParts waits for them, within the stop's deadline, once the
-	// consumer and NATS connection they may wait on are closed.
-	owned   sync.WaitGroup
-	tidying atomic.Bool // a prune after a publish runs (tidyStore)
-	lease   *publish.Lease
-	owner   *publish.NotOwnerError
-	leaseOK bool
-	cur     serve.Current
-
-	mu       sync.Mutex
-	consumed map[int]int64 // partition → next offset consumed
-	learned  map[int]int64 // partition → next offset covered by learned batches
-	status   Status
-
-	history      []historyPoint
-	recent       []ratePoint // the status page's throughput now and lag trend (status.go)
-	stopBy       time.Time   // the graceful stop's deadline (shutdown_timeout), once it began
-	startSamples uint64
-	scorer       scorer
-	paceWindow   time.Duration // Options.paceWindow
-
-	kill     chan struct{}
-	killOnce sync.Once
-	pubReq   chan pubItem
-	pubFinal chan struct{} // closed at shutdown: publish what is pending, then exit
-	// pubDownSince: when publishing started failing (zero while it
-	// works), and the last error (publishFailed).
-	pubDownSince time.Time
-	pubDownErr   error
 	// registry: the Schema Registry's outage (kafka.format avro,
 	// protobuf, jsonschema; parseAhead waits for it).
 	registry outage
-	httpLn   net.Listener
-	// httpToken guards the HTTP API when set (read once, in New).
-	httpToken string
-	// clu is cluster mode's state (cluster.enabled); nil otherwise.
-	clu *clusterState
-	// coord is the loop's coordinator: clu in cluster mode, else solo.
-	coord coordinator
+}
+
+// publication is how versions leave the service: the NATS connection
+// (the service's own when ownNC: drained at the stop), the distributor
+// of persisted versions and its lease (nil with NATS off), the NATS
+// query service it switches with the lease (nil without a connection),
+// the local store's versions the queries list, and the served model.
+type publication struct {
+	nc       *nats.Conn
+	ownNC    bool
+	dist     *publish.Distributor
+	front    *serve.Switch
+	versions *publish.StoreVersions
+	cur      serve.Current
+}
+
+// ledger is what the loop consumed, learned and shed, by partition, and
+// the status built from it (p.mu's).
+type ledger struct {
+	consumed map[int]int64 // partition → next offset consumed
+	learned  map[int]int64 // partition → next offset covered by learned batches
+	shed     shedLedger    // load shedding's count as snapshots record it
+	status   Status
+	// history and recent: the status page's charts, its throughput now
+	// and lag trend (status.go); startSamples: the samples at start.
+	history      []historyPoint
+	recent       []ratePoint
+	startSamples uint64
+}
+
+// lifecycle is the stop's: Kill's channel, the graceful stop's deadline
+// (shutdown_timeout, once it began; p.mu's), and the goroutines started
+// outside Run's errgroup (a rejoin's Rebalance), which closeParts waits
+// for within the stop's deadline once the consumer they may wait on is
+// closed.
+type lifecycle struct {
+	kill     chan struct{}
+	killOnce sync.Once
+	stopBy   time.Time
+	owned    sync.WaitGroup
+}
+
+// web is the HTTP server's listener (p.mu's, once Run started it) and
+// the token that guards its API when set (read once, in New).
+type web struct {
+	ln    net.Listener
+	token string
+}
+
+// coord is the loop's coordinator: the cluster's in cluster mode, else
+// solo.
+func (p *Pipeline) coord() coordinator {
+	if p.clu != nil {
+		return p.clu
+	}
+	return solo{}
 }
 
 // New restores the newest valid snapshot (if any) and builds the parts:
@@ -252,11 +289,11 @@ func build(opt Options) (*Pipeline, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	p := &Pipeline{
-		cfg: cfg, log: log, reg: reg, met: newMetrics(reg),
-		consumed: map[int]int64{}, learned: map[int]int64{},
-		coord: solo{}, kill: make(chan struct{}), pubReq: make(chan pubItem, 1), pubFinal: make(chan struct{}),
-		parsed: make(chan []parsed, 1),
-		scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow, mem: plan,
+		cfg: cfg, log: log, met: newMetrics(reg), mem: plan,
+		opts: given{scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow},
+		led:  ledger{consumed: map[int]int64{}, learned: map[int]int64{}},
+		life: lifecycle{kill: make(chan struct{})},
+		in:   intake{parsed: make(chan []parsed, 1)},
 	}
 	p.registerGauges()
 	if err := p.openStore(); err != nil {
@@ -267,13 +304,14 @@ func build(opt Options) (*Pipeline, error) {
 	if err != nil {
 		return p, err
 	}
-	if err := p.newDecoder(); err != nil {
+	dec, err := p.newDecoder()
+	if err != nil {
 		return p, err
 	}
 	if err := p.readHTTPToken(); err != nil {
 		return p, err
 	}
-	if err := p.connectKafka(opt); err != nil {
+	if err := p.connectKafka(opt, dec); err != nil {
 		return p, err
 	}
 	if err := p.connectNATS(opt, lc.Incarnation, snap); err != nil {
@@ -285,10 +323,10 @@ func build(opt Options) (*Pipeline, error) {
 // registerGauges registers the metrics read from the pipeline's state
 // when scraped.
 func (p *Pipeline) registerGauges() {
-	p.reg.MustRegister(
+	p.met.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_consumer_lag", Help: "Messages behind the partition ends (last fetch, summed over partitions)."},
 			func() float64 {
-				if p.consumer == nil {
+				if p.in.src == nil {
 					return 0
 				}
 				return float64(p.lag())
@@ -296,7 +334,7 @@ func (p *Pipeline) registerGauges() {
 		newPartitionLags(p),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_queue_bytes", Help: "Bytes of fetched messages waiting for the learner, as counted against kafka.queue_bytes (never above it)."},
 			func() float64 {
-				if q, ok := p.consumer.(interface{ QueuedBytes() int64 }); ok {
+				if q, ok := p.in.src.(interface{ QueuedBytes() int64 }); ok {
 					return float64(q.QueuedBytes())
 				}
 				return 0
@@ -304,10 +342,7 @@ func (p *Pipeline) registerGauges() {
 		p.served(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_dead_letters_spilled", Help: "Dead letters the dead-letter topic refused, kept in <snapshot.dir>/<model>.dead-letters until it takes them (kafka.dead_letter_spill_bytes)."},
 			func() float64 {
-				if p.dlq == nil {
-					return 0
-				}
-				n, _ := p.dlq.Spilled()
+				n, _ := p.deadLetters().Spilled() // nil-safe
 				return float64(n)
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "streamkpca_nats_sent_bytes_total", Help: "Bytes this service sent to NATS (its connection's count: the cluster exchange, publishing, answers)."},
@@ -318,10 +353,10 @@ func (p *Pipeline) registerGauges() {
 			func() float64 {
 				p.mu.Lock()
 				defer p.mu.Unlock()
-				if p.status.LastSnapshot.IsZero() {
+				if p.led.status.LastSnapshot.IsZero() {
 					return 0
 				}
-				return time.Since(p.status.LastSnapshot).Seconds()
+				return time.Since(p.led.status.LastSnapshot).Seconds()
 			}),
 	)
 }
@@ -330,10 +365,10 @@ func (p *Pipeline) registerGauges() {
 // (and model), leftover temporary files removed.
 func (p *Pipeline) openStore() error {
 	cfg, log := p.cfg, p.log
-	p.store = &snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model, Keep: cfg.Snapshot.Keep,
+	p.dir.store = &snapshot.Store{Dir: cfg.Snapshot.Dir, Model: cfg.Model, Keep: cfg.Snapshot.Keep,
 		OnSkip: func(path string, err error) {
-			if errors.Is(err, snapshot.ErrNewer) && p.newer == nil {
-				p.newer = fmt.Errorf("%s: %w", path, err)
+			if errors.Is(err, snapshot.ErrNewer) && p.dir.newer == nil {
+				p.dir.newer = fmt.Errorf("%s: %w", path, err)
 			}
 			log.Warn().Err(err).Str("file", path).Msg("skipping invalid snapshot; falling back to an older one")
 		}}
@@ -341,7 +376,7 @@ func (p *Pipeline) openStore() error {
 	// two lives of the model in it.
 	// (A directory that cannot be created yet is not a refusal: learning
 	// starts, and the lock is taken before the first snapshot is saved.)
-	lock, err := p.store.Lock()
+	lock, err := p.dir.store.Lock()
 	switch {
 	case errors.Is(err, snapshot.ErrLocked):
 		return fmt.Errorf("pipeline: %w", err)
@@ -351,8 +386,8 @@ func (p *Pipeline) openStore() error {
 	if lock != nil {
 		p.locked(lock)
 	}
-	p.versions = publish.NewStoreVersions(p.store)
-	p.versions.HoldBytes, p.versions.CacheBytes = p.mem.versionHold, p.mem.versionCache
+	p.pub.versions = publish.NewStoreVersions(p.dir.store)
+	p.pub.versions.HoldBytes, p.pub.versions.CacheBytes = p.mem.versionHold, p.mem.versionCache
 	return nil
 }
 
@@ -360,8 +395,8 @@ func (p *Pipeline) openStore() error {
 // the temporary files a crash left mid-write there (no other process
 // can be writing them).
 func (p *Pipeline) locked(lock *snapshot.Lock) {
-	p.lock = lock
-	if err := p.store.Clean(); err != nil {
+	p.dir.lock = lock
+	if err := p.dir.store.Clean(); err != nil {
 		p.log.Warn().Err(err).Str("dir", p.cfg.Snapshot.Dir).Msg("leftover temporary files in snapshot.dir could not be removed; they take disk until removed by hand")
 	}
 }
@@ -371,11 +406,11 @@ func (p *Pipeline) locked(lock *snapshot.Lock) {
 // It returns the snapshot restored (nil: a new model).
 func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 	cfg, log := p.cfg, p.log
-	snap, data, err := p.store.Latest()
-	if p.newer != nil {
+	snap, data, err := p.dir.store.Latest()
+	if p.dir.newer != nil {
 		// Learning here would let the retention, which keeps the highest
 		// versions, delete the newer release's model or this one's.
-		return nil, fmt.Errorf("pipeline: snapshot.dir holds a snapshot written by a newer streamkpca (%w): run that release or a later one, or point snapshot.dir elsewhere to start a new model", p.newer)
+		return nil, fmt.Errorf("pipeline: snapshot.dir holds a snapshot written by a newer streamkpca (%w): run that release or a later one, or point snapshot.dir elsewhere to start a new model", p.dir.newer)
 	}
 	if err == nil {
 		var diffs []string
@@ -390,11 +425,11 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 				return nil, fmt.Errorf("pipeline: the model stored in %s (version %d) was learned with other settings, which a restored model keeps: %s; put the stored values back in the configuration, point snapshot.dir elsewhere, or start a new model here with learner.reset: true (--set learner.reset=true; the stored snapshots are moved to a subdirectory)",
 					cfg.Snapshot.Dir, snap.Header.Version(), strings.Join(diffs, "; "))
 			}
-			if p.lock == nil {
+			if p.dir.lock == nil {
 				return nil, fmt.Errorf("pipeline: learner.reset: snapshot.dir %s cannot be locked, so its snapshots cannot be moved aside safely", cfg.Snapshot.Dir)
 			}
 			sub := "replaced-" + time.Now().UTC().Format("20060102T150405Z")
-			n, merr := p.store.MoveAside(sub)
+			n, merr := p.dir.store.MoveAside(sub)
 			if merr != nil {
 				return nil, fmt.Errorf("pipeline: learner.reset: %w", merr)
 			}
@@ -426,7 +461,7 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 		}
 		for _, o := range snap.Header.Offsets {
 			if o.Topic == cfg.Kafka.Topic {
-				p.consumed[o.Partition], p.learned[o.Partition] = o.Next, o.Next
+				p.led.consumed[o.Partition], p.led.learned[o.Partition] = o.Next, o.Next
 			}
 		}
 		m, err := snapshot.NewModel(snap.Served(), snapshot.ModelOptions{CacheBytes: p.mem.servedCache})
@@ -436,8 +471,8 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 		if data, err = publish.PublishedBytes(snap, data); err != nil {
 			return nil, err
 		}
-		p.cur.Set(m, data)
-		p.status.Version = snap.Header.Version()
+		p.pub.cur.Set(m, data)
+		p.led.status.Version = snap.Header.Version()
 		log.Info().Uint64("version", snap.Header.Version()).Uint64("samples_seen", snap.Header.SamplesSeen).
 			Interface("offsets", snap.Header.Offsets).Msg("restored snapshot; resuming from its offsets")
 	case errors.Is(err, snapshot.ErrNoSnapshot):
@@ -455,29 +490,28 @@ func (p *Pipeline) restore(lc *online.Config) (*snapshot.Snapshot, error) {
 	default:
 		return nil, err
 	}
-	p.status.Samples, p.status.Step, p.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
-	p.status.LearnedFraction = 1
+	p.led.status.Samples, p.led.status.Step, p.led.status.Features = p.learner.samplesSeen(), p.learner.step(), p.learner.features()
+	p.led.status.LearnedFraction = 1
 	if snap != nil && !cfg.Cluster.Enabled {
 		if f := snap.Header.Diagnostics.LearnedFraction; f > 0 && f < 1 {
-			p.status.LearnedFraction = f
+			p.led.status.LearnedFraction = f
 		}
-		p.status.Shed = snap.Header.Diagnostics.Shed
-		p.shed.restore(snap.Header.Diagnostics.Shed)
+		p.led.status.Shed = snap.Header.Diagnostics.Shed
+		p.led.shed.restore(snap.Header.Diagnostics.Shed)
 	}
-	p.startSamples = p.status.Samples
+	p.led.startSamples = p.led.status.Samples
 	return snap, nil
 }
 
 // newDecoder makes the messages' decoder for the learner's dimensions
 // (configs.Kafka.Decoder).
-func (p *Pipeline) newDecoder() error {
+func (p *Pipeline) newDecoder() (ingest.Decoder, error) {
 	dx, dy := p.learner.dims()
 	dec, err := p.cfg.Kafka.Decoder(dx, dy, !online.Algorithm(p.cfg.Learner.Algorithm).TwoView())
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+		return ingest.Decoder{}, fmt.Errorf("pipeline: %w", err)
 	}
-	p.dec = dec
-	return nil
+	return *dec, nil
 }
 
 // readHTTPToken reads the HTTP token (an unusable one stops start-up).
@@ -487,10 +521,10 @@ func (p *Pipeline) readHTTPToken() error {
 		return nil
 	}
 	var err error
-	if p.httpToken, err = configs.Secret("http.token", h.Token, h.TokenFile); err != nil {
+	if p.web.token, err = configs.Secret("http.token", h.Token, h.TokenFile); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	if h.ProtectAll && p.httpToken == "" {
+	if h.ProtectAll && p.web.token == "" {
 		return errors.New("pipeline: http.protect_all is set but there is no token: set http.token or http.token_file")
 	}
 	return nil
@@ -519,7 +553,7 @@ func outputCluster(cfg configs.Config, cc ingest.ConsumerConfig) (ingest.Consume
 
 // connectKafka reads the Kafka secrets and makes the consumer
 // (opt.Source unless nil) and the dead-letter queue.
-func (p *Pipeline) connectKafka(opt Options) error {
+func (p *Pipeline) connectKafka(opt Options, dec ingest.Decoder) error {
 	cfg, log := p.cfg, p.log
 	kt, err := cfg.Kafka.TLS.Config()
 	if err != nil {
@@ -540,18 +574,17 @@ func (p *Pipeline) connectKafka(opt Options) error {
 	}
 	if cfg.Cluster.Enabled {
 		p.clu = &clusterState{learner: p.learner.(*clusterLearner), events: make(chan genEvent)}
-		p.coord = p.clu
 		cc.OnAssign = p.onAssign
 		p.learner.(*clusterLearner).next = p.myOffsets
 		p.learner.(*clusterLearner).stored = p.deadLettersStored
 	}
-	p.consumer = opt.Source
-	if p.consumer == nil {
-		if p.consumer, err = ingest.NewConsumer(cc); err != nil {
+	p.in.src = opt.Source
+	if p.in.src == nil {
+		if p.in.src, err = ingest.NewConsumer(cc); err != nil {
 			return err
 		}
 	}
-	if _, ok := p.consumer.(groupSource); p.clu != nil && !ok {
+	if _, ok := p.in.src.(groupSource); p.clu != nil && !ok {
 		return errors.New("pipeline: cluster.enabled needs the Kafka consumer group (a Source with generations)") // New releases the consumer
 	}
 	dw := opt.DeadLetters
@@ -575,7 +608,7 @@ func (p *Pipeline) connectKafka(opt Options) error {
 				return fmt.Errorf("pipeline: output topic (output.topic, output.brokers): %w", err)
 			}
 		}
-		restored, _ := p.cur.Get()
+		restored, _ := p.pub.cur.Get()
 		p.out = newScores(prod, cfg.Output.NoveltyWindow, restored)
 	}
 	spill, err := ingest.OpenSpill(filepath.Join(cfg.Snapshot.Dir, cfg.Model+".dead-letters"), cfg.Kafka.DeadLetterSpillBytes)
@@ -589,10 +622,11 @@ func (p *Pipeline) connectKafka(opt Options) error {
 		p.log.Warn().Int64("records", n).Int64("bytes", b).Str("file", spill.Path()).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).
 			Msg("dead letters an earlier run could not write are waiting; sending them to the dead-letter topic")
 	}
-	p.dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, spill, func(recs []ingest.DeadLetterRecord, err error) {
+	var dlq *ingest.DeadLetterQueue
+	dlq = ingest.NewDeadLetterQueue(dw, deadLetterQueue, deadLetterBytes, spill, func(recs []ingest.DeadLetterRecord, err error) {
 		p.met.DeadLetterErrs.Add(float64(len(recs)))
 		if len(recs) == 0 {
-			n, _ := p.dlq.Spilled()
+			n, _ := dlq.Spilled()
 			p.log.Error().Err(err).Int64("spilled", n).Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).Str("file", spill.Path()).
 				Msg("spilled dead letters not sent; retrying with back-off (check the topic exists and this service may write to it)")
 			return
@@ -602,7 +636,16 @@ func (p *Pipeline) connectKafka(opt Options) error {
 			Str("kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic).
 			Msg("dead-letter write failed; the records go to the spill in snapshot.dir (kafka.dead_letter_spill_bytes) or, when it is full, are written again while snapshots wait")
 	})
+	p.in.adm = ingest.NewAdmission(dec, shape{p}, dlq)
 	return nil
+}
+
+// deadLetters is the dead-letter queue (nil before it is made).
+func (p *Pipeline) deadLetters() *ingest.DeadLetterQueue {
+	if p.in.adm == nil {
+		return nil
+	}
+	return p.in.adm.DeadLetters()
 }
 
 // deadLettersStored waits, for at most half cluster.step_timeout, until
@@ -611,7 +654,7 @@ func (p *Pipeline) connectKafka(opt Options) error {
 func (p *Pipeline) deadLettersStored(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Cluster.StepTimeout/2)
 	defer cancel()
-	return p.dlq.Flush(ctx)
+	return p.deadLetters().Flush(ctx)
 }
 
 // connectNATS makes the publisher (opt.Publish, or a NATS connection
@@ -620,41 +663,47 @@ func (p *Pipeline) connectNATS(opt Options, incarnation string, snap *snapshot.S
 	cfg, log := p.cfg, p.log
 	var err error
 	pc := publish.Config{Prefix: cfg.NATS.Prefix, Model: cfg.Model, ObjectBucket: cfg.NATS.ObjectBucket, KVBucket: cfg.NATS.KVBucket, Keep: cfg.NATS.Keep, Replicas: cfg.NATS.Replicas}
+	var pub *publish.Publisher
 	switch {
 	case opt.Publish != nil:
-		if p.pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
+		if pub, err = publish.NewPublisherOn(opt.Publish, pc, log); err != nil {
 			return err
 		}
 	case !cfg.NATS.Disabled:
-		p.nc = opt.NATS
-		if p.nc == nil {
+		p.pub.nc = opt.NATS
+		if p.pub.nc == nil {
 			cc, err := cfg.NATS.ConnectConfig()
 			if err != nil {
 				return err
 			}
-			if p.nc, err = publish.Connect(cc, log); err != nil {
+			if p.pub.nc, err = publish.Connect(cc, log); err != nil {
 				return err
 			}
-			p.ownNC = true
+			p.pub.ownNC = true
 		}
-		if p.pub, err = publish.NewPublisher(p.nc, pc, log); err != nil {
+		if pub, err = publish.NewPublisher(p.pub.nc, pc, log); err != nil {
 			return err
 		}
-		p.svcCfg = pc
+		p.pub.front = serve.NewSwitch(p.pub.nc, pc, &p.pub.cur, serve.Limits{MaxVectors: cfg.HTTP.MaxVectors},
+			serve.VersionOptions{Versions: p.pub.versions, CanPin: cfg.NATS.AllowPin, OnPin: p.tellWatchers})
+	default:
+		return nil
 	}
-	if p.pub != nil {
-		host, _ := os.Hostname()
-		me := publish.Owner{ID: p.ownerID(incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
-		if !cfg.Cluster.Enabled {
-			me.Dir = dirIdentity(cfg.Snapshot.Dir)
-		}
-		if p.lease, err = p.pub.Own(me, nil); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
-		p.leaseChanged(p.lease.Hold(ctx))
-		cancel()
+	host, _ := os.Hostname()
+	me := publish.Owner{ID: p.ownerID(incarnation, snap), Host: host, PID: os.Getpid(), TTL: cfg.NATS.LeaseTTL}
+	if !cfg.Cluster.Enabled {
+		me.Dir = dirIdentity(cfg.Snapshot.Dir)
 	}
+	dc := publish.DistributorConfig{Owner: me}
+	if p.pub.nc != nil {
+		dc.Setting, dc.Address = "nats.url", publish.RedactURL(cfg.NATS.URL)
+	}
+	if p.pub.dist, err = publish.NewDistributor(pub, dc, log, p.distributionHooks()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
+	p.pub.dist.Renew(ctx)
+	cancel()
 	return nil
 }
 
@@ -688,10 +737,10 @@ const (
 // natsStats is the traffic of the service's own NATS connection (zero
 // without one).
 func (p *Pipeline) natsStats() nats.Statistics {
-	if p.nc == nil {
+	if p.pub.nc == nil {
 		return nats.Statistics{}
 	}
-	return p.nc.Stats()
+	return p.pub.nc.Stats()
 }
 
 // served is the streamkpca_served_version gauge: the version the queries
@@ -699,7 +748,7 @@ func (p *Pipeline) natsStats() nats.Statistics {
 func (p *Pipeline) served() prometheus.GaugeFunc {
 	p.met.Served = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "streamkpca_served_version", Help: "Version answered by the HTTP and NATS queries: the pinned one, else the newest (0 before the first)."},
 		func() float64 {
-			if m, _ := p.cur.Get(); m != nil {
+			if m, _ := p.pub.cur.Get(); m != nil {
 				return float64(m.Header().Version())
 			}
 			return 0
@@ -714,14 +763,14 @@ func (p *Pipeline) served() prometheus.GaugeFunc {
 func (p *Pipeline) restorePin() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // start-up must not wait long for NATS
 	defer cancel()
-	pin, err := p.pub.Pinned(ctx)
+	pin, err := p.pub.dist.Publisher().Pinned(ctx)
 	v := pin.Version
 	switch {
 	case err != nil:
 		p.log.Warn().Err(err).Msg("could not read the pin from NATS; serving the newest version")
 	case v == 0:
 	default:
-		m, data, err := p.versions.Load(v)
+		m, data, err := p.pub.versions.Load(v)
 		if err != nil {
 			p.log.Error().Err(err).Uint64("pinned", v).Msg("the pinned version is not in snapshot.dir; serving the newest while Watch clients follow the pin: unpin or pin again")
 			return
@@ -733,7 +782,7 @@ func (p *Pipeline) restorePin() {
 				Msg("the pin names a version of another incarnation of this model; serving the newest while Watch clients follow the pin: unpin or pin again")
 			return
 		}
-		p.cur.Pin(m, data)
+		p.pub.cur.Pin(m, data)
 		p.log.Info().Uint64("pinned", v).Msg("restored the pin: serving the pinned version")
 	}
 }
@@ -742,34 +791,33 @@ func (p *Pipeline) restorePin() {
 // takes effect, so that every Watch follows it; with NATS off it has
 // nothing to tell.
 func (p *Pipeline) tellWatchers(m *snapshot.Model, data []byte) error {
-	if p.pub == nil {
+	if p.pub.dist == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), publish.Timeout)
 	defer cancel()
 	if m == nil {
-		return p.pub.Unpin(ctx)
+		return p.pub.dist.Publisher().Unpin(ctx)
 	}
-	return p.pub.Pin(ctx, m, data)
+	return p.pub.dist.Publisher().Pin(ctx, m, data)
 }
 
 // Current is the served model.
-func (p *Pipeline) Current() *serve.Current { return &p.cur }
+func (p *Pipeline) Current() *serve.Current { return &p.pub.cur }
 
 // Status returns a copy of the current status.
 func (p *Pipeline) Status() Status {
 	lag := p.lag() // the source's lock, never under p.mu (see sourcetest)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.status
+	s := p.led.status
 	s.Lag = lag
-	s.BadByReason = maps.Clone(p.status.BadByReason)
-	if p.owner != nil {
-		o := p.owner.Owner
+	s.BadByReason = maps.Clone(p.led.status.BadByReason)
+	if o := p.standingBy(); o != nil {
 		s.StandingBy = fmt.Sprintf("%s (host %s, pid %d)", o.ID, o.Host, o.PID)
 	}
-	if p.nc != nil && p.nc.IsConnected() {
-		s.NATSServer = p.nc.ConnectedUrlRedacted()
+	if p.pub.nc != nil && p.pub.nc.IsConnected() {
+		s.NATSServer = p.pub.nc.ConnectedUrlRedacted()
 	}
 	return s
 }
@@ -778,22 +826,36 @@ func (p *Pipeline) Status() Status {
 func (p *Pipeline) HTTPAddr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.httpLn == nil {
+	if p.web.ln == nil {
 		return ""
 	}
-	return p.httpLn.Addr().String()
+	return p.web.ln.Addr().String()
 }
 
-// waitOwned waits for the goroutines of p.owned until the stop's
-// deadline (5 s outside a graceful stop), and says so if one is left.
+// standingBy is the live owner of the model name while this service
+// stands by (nil: it owns the name, or publishes nothing).
+func (p *Pipeline) standingBy() *publish.Owner {
+	if p.pub.dist == nil {
+		return nil
+	}
+	return p.pub.dist.StandingBy()
+}
+
+// waitOwned waits for the goroutines of p.life.owned and those the
+// distributor left running until the stop's deadline (5 s outside a
+// graceful stop), and says so if one is left.
 func (p *Pipeline) waitOwned() {
 	done := make(chan struct{})
-	go func() { p.owned.Wait(); close(done) }()
+	go func() { p.life.owned.Wait(); close(done) }()
 	ctx, cancel := p.stopContext(5 * time.Second)
 	defer cancel()
+	ok := p.pub.dist == nil || p.pub.dist.Wait(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
+		ok = false
+	}
+	if !ok {
 		p.log.Warn().Msg("a network call (a publish or a consumer group rejoin) had not returned by the stop's deadline; stopping without it")
 	}
 }
@@ -801,7 +863,7 @@ func (p *Pipeline) waitOwned() {
 // killed reports whether Kill was called.
 func (p *Pipeline) killed() bool {
 	select {
-	case <-p.kill:
+	case <-p.life.kill:
 		return true
 	default:
 		return false
@@ -809,20 +871,20 @@ func (p *Pipeline) killed() bool {
 }
 
 // Kill stops Run at once with no final snapshot, as a crash would (tests).
-func (p *Pipeline) Kill() { p.killOnce.Do(func() { close(p.kill) }) }
+func (p *Pipeline) Kill() { p.life.killOnce.Do(func() { close(p.life.kill) }) }
 
 // nextOffset tells the consumer where the model needs a partition to start.
 func (p *Pipeline) nextOffset(topic string, partition int) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	off, ok := p.consumed[partition]
+	off, ok := p.led.consumed[partition]
 	return off, ok
 }
 
 // lag is the consumer's lag plus the messages parsed ahead and not yet
 // taken by the loop.
 func (p *Pipeline) lag() int64 {
-	return p.consumer.Lag() + p.ahead.Load()
+	return p.in.src.Lag() + p.in.ahead.Load()
 }
 
 // newPace is the loop's load shedding (see pace): off with
@@ -833,7 +895,7 @@ func (p *Pipeline) lag() int64 {
 // group's, so it sheds when its partitions bring more rows than the
 // group's steps can take.
 func (p *Pipeline) newPace() *pace {
-	return newPace(p.cfg.Learner.LoadShedding == "off", p.cfg.Learner.TargetLoad, p.status.LearnedFraction, p.paceWindow)
+	return newPace(p.cfg.Learner.LoadShedding == "off", p.cfg.Learner.TargetLoad, p.led.status.LearnedFraction, p.opts.paceWindow)
 }
 
 // errKilled is returned by Run after Kill.
@@ -877,7 +939,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// stops the service: learning would halt without a word otherwise.
 	srcErr := make(chan error, 1)
 	g.Go(func() error {
-		if err := p.consumer.Run(fetchCtx, p.nextOffset); err != nil && fetchCtx.Err() == nil {
+		if err := p.in.src.Run(fetchCtx, p.nextOffset); err != nil && fetchCtx.Err() == nil {
 			p.log.Error().Err(err).Msg("kafka consumer stopped; stopping the service (a final snapshot of what was learned)")
 			srcErr <- err
 		}
@@ -886,12 +948,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	pubDone := make(chan struct{})
 	g.Go(func() error {
 		defer close(pubDone)
-		p.publishLoop(pubCtx)
+		if p.pub.dist != nil {
+			p.pub.dist.Run(pubCtx)
+		}
 		return nil
 	})
 	g.Go(func() error {
 		select {
-		case <-p.kill:
+		case <-p.life.kill:
 			stopWork()
 		case <-work.Done():
 		}
@@ -909,7 +973,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	budget := p.cfg.Kafka.QueueBytes
 	sem := semaphore.NewWeighted(budget)
 	g.Go(func() error {
-		parseAhead(fetchCtx, p.log, *p.dec, p.consumer, p.parsed, sem, budget, p.cfg.Learner.Batch, &p.ahead, &p.registry)
+		parseAhead(fetchCtx, p.log, p.in.adm.Parser(), p.in.src, p.in.parsed, sem, budget, p.cfg.Learner.Batch, &p.in.ahead, &p.in.registry)
 		return nil
 	})
 	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone, srcErr: srcErr})
@@ -933,7 +997,7 @@ type runEnds struct {
 // snapshots on time and follows the group's generations.
 func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 	linger := l.linger
-	generations := p.coord.generations() // cluster mode: the consumer's new generations
+	generations := p.coord().generations() // cluster mode: the consumer's new generations
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	// pending: messages handed over and not yet handled (the loop was
@@ -951,7 +1015,7 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 			pending = l.consume(e.work, pending, e.sem, linger)
 			continue
 		}
-		inbox := p.parsed
+		inbox := p.in.parsed
 		if l.full() || len(pending) > 0 {
 			inbox = nil
 		}
@@ -960,7 +1024,7 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 			revisit = alwaysReady
 		}
 		select {
-		case <-p.kill:
+		case <-p.life.kill:
 			e.stopFetch()
 			e.stopPub()
 			return errKilled
@@ -1014,8 +1078,8 @@ var alwaysReady = func() chan struct{} {
 // served (a restored one's blocks are reused by the next), a linger
 // timer stopped, and growth held when the restored model was shedding.
 func (p *Pipeline) newLoop(ctx context.Context) *loop {
-	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.dec.Dim, 1)), lastSnap: time.Now(), pace: p.newPace(), run: ctx}
-	if f := p.status.LearnedFraction; f < 1 {
+	l := &loop{p: p, batch: make([]float64, 0, p.cfg.Learner.Batch*max(p.in.adm.Dim(), 1)), lastSnap: time.Now(), pace: p.newPace(), run: ctx}
+	if f := p.led.status.LearnedFraction; f < 1 {
 		l.holding = true
 		p.learner.holdGrowth(true)
 		p.log.Info().Float64("learned_fraction", f).Msg("resuming with the restored snapshot's learned fraction (load shedding)")
@@ -1023,7 +1087,7 @@ func (p *Pipeline) newLoop(ctx context.Context) *loop {
 	if _, ok := p.learner.(revisiter); ok && p.clu == nil { // a group's step is the group's: no member revisits alone
 		l.replay = online.NewWindow(p.cfg.Learner.Replay, p.cfg.Learner.ReplayBytes, p.cfg.Learner.Seed)
 	}
-	l.model, _ = p.cur.Get()
+	l.model, _ = p.pub.cur.Get()
 	l.linger = time.NewTimer(time.Hour)
 	l.linger.Stop()
 	return l
@@ -1038,18 +1102,20 @@ func (p *Pipeline) newLoop(ctx context.Context) *loop {
 func (l *loop) stop(stopFetch func(), pubDone <-chan struct{}) {
 	p := l.p
 	p.mu.Lock()
-	p.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
+	p.life.stopBy = time.Now().Add(p.cfg.ShutdownTimeout)
 	p.mu.Unlock()
 	p.log.Info().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("stopping: learning the partial batch, then a final snapshot, its offsets committed and its publish")
 	stopFetch()
-	if p.coord.learnsAtStop() {
+	if p.coord().learnsAtStop() {
 		l.learn()
 	}
 	l.snapshot(true)
-	close(p.pubFinal)
+	if p.pub.dist != nil {
+		p.pub.dist.Final()
+	}
 	select {
 	case <-pubDone:
-	case <-time.After(time.Until(p.stopBy)):
+	case <-time.After(time.Until(p.life.stopBy)):
 		p.log.Warn().Dur("shutdown_timeout", p.cfg.ShutdownTimeout).Msg("the final publish did not finish within shutdown_timeout; the snapshot is on disk and will be published on the next start")
 	}
 }
@@ -1067,7 +1133,7 @@ func (p *Pipeline) stopContext(d time.Duration) (context.Context, context.Cancel
 func (p *Pipeline) stopDeadline() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stopBy
+	return p.life.stopBy
 }
 
 // Close releases a pipeline that will not Run (Run releases it itself):
@@ -1081,7 +1147,7 @@ func (p *Pipeline) release() { p.closeParts(false) }
 func (p *Pipeline) close() {
 	p.closeParts(true)
 	p.mu.Lock()
-	v, samples := p.status.Version, p.status.Samples
+	v, samples := p.led.status.Version, p.led.status.Samples
 	p.mu.Unlock()
 	p.log.Info().Uint64("version", v).Uint64("samples_learned", samples).Msg("stopped")
 }
@@ -1091,44 +1157,44 @@ func (p *Pipeline) close() {
 // deadline), the NATS service and connection (drained after a run,
 // closed otherwise) and the learner.
 func (p *Pipeline) closeParts(drain bool) {
-	if p.consumer != nil {
-		p.consumer.Close()
+	if p.in.src != nil {
+		p.in.src.Close()
 	}
-	p.coord.close()
+	p.coord().close()
 	if p.out != nil {
 		if err := p.out.prod.Close(); err != nil {
 			p.log.Warn().Err(err).Msg("output topic's producer not closed cleanly")
 		}
 	}
-	if p.dlq != nil {
+	if dlq := p.deadLetters(); dlq != nil {
 		dctx, cancel := p.stopContext(30 * time.Second)
 		defer cancel()
-		if err := p.dlq.Close(dctx); err != nil {
+		if err := dlq.Close(dctx); err != nil {
 			p.log.Error().Err(err).Msg("dead-letter queue not flushed at shutdown")
 		}
 	}
 	p.serveNATS(false)
-	if p.lease != nil && drain && !p.killed() && !p.cfg.Cluster.Enabled && (p.nc == nil || !p.nc.IsClosed()) {
+	if p.pub.dist != nil && drain && !p.killed() && !p.cfg.Cluster.Enabled && (p.pub.nc == nil || !p.pub.nc.IsClosed()) {
 		// A clean stop gives the name up: a successor takes it at once.
 		// Not a cluster member's: the group's members hold the lease
 		// together and the others may run on (they renew it; once the
 		// last has gone it lapses after a TTL).
 		lctx, cancel := p.stopContext(2 * time.Second)
-		if err := p.lease.Release(lctx); err != nil {
+		if err := p.pub.dist.Release(lctx); err != nil {
 			p.log.Warn().Err(err).Msg("the model name's lease was not released; a successor with another incarnation waits nats.lease_ttl")
 		}
 		cancel()
 	}
-	if p.ownNC && p.nc != nil {
+	if p.pub.ownNC && p.pub.nc != nil {
 		if !drain {
-			p.nc.Close()
+			p.pub.nc.Close()
 		} else {
-			p.nc.Drain()
+			p.pub.nc.Drain()
 			deadline := time.Now().Add(5 * time.Second)
 			if by := p.stopDeadline(); !by.IsZero() {
 				deadline = by
 			}
-			for !p.nc.IsClosed() && time.Now().Before(deadline) {
+			for !p.pub.nc.IsClosed() && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
@@ -1137,7 +1203,7 @@ func (p *Pipeline) closeParts(drain bool) {
 	if p.learner != nil {
 		p.learner.close()
 	}
-	if err := p.lock.Release(); err != nil {
+	if err := p.dir.lock.Release(); err != nil {
 		p.log.Warn().Err(err).Msg("the snapshot directory's lock could not be released")
 	}
 }

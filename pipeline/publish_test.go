@@ -249,11 +249,11 @@ func TestStopDoesNotWaitForAHungPublish(t *testing.T) {
 	h.cancel()
 	select {
 	case <-h.exited:
-	case <-time.After(3*publishGrace + publishTimeout):
+	case <-time.After(3*publish.Grace + publish.Timeout):
 		t.Fatal("Run did not return")
 	}
-	if took := time.Since(start); took >= publishTimeout {
-		t.Fatalf("the stop took %v with shutdown_timeout %v: it waited for the hung publish (deadline %v)", took.Round(time.Millisecond), c.ShutdownTimeout, publishTimeout)
+	if took := time.Since(start); took >= publish.Timeout {
+		t.Fatalf("the stop took %v with shutdown_timeout %v: it waited for the hung publish (deadline %v)", took.Round(time.Millisecond), c.ShutdownTimeout, publish.Timeout)
 	}
 }
 
@@ -307,11 +307,11 @@ func TestPublishedOnceThePointerMoves(t *testing.T) {
 	h := startLoop(t, c, src, &ingest.MemDeadLetter{}, func(o *Options) { o.Publish = mem })
 	hung("a prune")
 	// The pointer moved before the prune began: the status says so well
-	// inside the publish's deadline (publishTimeout), not after it.
-	deadline := time.Now().Add(publishTimeout / 2)
+	// inside the publish's deadline (publish.Timeout), not after it.
+	deadline := time.Now().Add(publish.Timeout / 2)
 	for h.p.Status().Published == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("status: published version 0 %v after the prune hung, though the key points at a version", publishTimeout/2)
+			t.Fatalf("status: published version 0 %v after the prune hung, though the key points at a version", publish.Timeout/2)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

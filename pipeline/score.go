@@ -39,11 +39,11 @@ type scorer struct {
 // per version; ok is false without a Score (Options.Score) or before the
 // first served model.
 func (p *Pipeline) Score() (v ScoreValue, ok bool) {
-	sc := &p.scorer
+	sc := &p.opts.scorer
 	if sc.s == nil {
 		return ScoreValue{}, false
 	}
-	m, _ := p.cur.Get()
+	m, _ := p.pub.cur.Get()
 	if m == nil {
 		return ScoreValue{}, false
 	}

@@ -384,8 +384,8 @@ func (l *loop) writeScores(ctx context.Context) error {
 			p.met.OutNovel.Add(float64(s.pendNovel))
 			p.met.OutPending.Set(0)
 			p.mu.Lock()
-			p.status.OutRecords += uint64(len(s.pend))
-			p.status.OutNovel += s.pendNovel
+			p.led.status.OutRecords += uint64(len(s.pend))
+			p.led.status.OutNovel += s.pendNovel
 			s.pend, s.pendNovel = s.pend[:0], 0
 			if !s.downSince.IsZero() {
 				p.log.Info().Str("output.topic", p.cfg.Output.Topic).Dur("after", time.Since(s.downSince)).Msg("output topic writable again; learning goes on")

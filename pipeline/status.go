@@ -30,15 +30,15 @@ const (
 
 // recordRate adds a rate sample (p.mu held), one a second at most.
 func (p *Pipeline) recordRate(now time.Time, samples uint64, lag int64) {
-	if n := len(p.recent); n > 0 && now.Sub(p.recent[n-1].t) < time.Second {
+	if n := len(p.led.recent); n > 0 && now.Sub(p.led.recent[n-1].t) < time.Second {
 		return
 	}
-	p.recent = append(p.recent, ratePoint{now, samples, lag})
+	p.led.recent = append(p.led.recent, ratePoint{now, samples, lag})
 	i := 0
-	for i < len(p.recent)-1 && now.Sub(p.recent[i].t) > rateSpan {
+	for i < len(p.led.recent)-1 && now.Sub(p.led.recent[i].t) > rateSpan {
 		i++
 	}
-	p.recent = p.recent[i:]
+	p.led.recent = p.led.recent[i:]
 }
 
 // rates returns the learned samples per second over the last rateNow and
@@ -150,8 +150,8 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 		}
 		st := p.Status()
 		p.mu.Lock()
-		hist := append([]historyPoint(nil), p.history...)
-		nowRate, lagPerSec, span, rateOK := rates(p.recent)
+		hist := append([]historyPoint(nil), p.led.history...)
+		nowRate, lagPerSec, span, rateOK := rates(p.led.recent)
 		p.mu.Unlock()
 		last := "none yet"
 		if !st.LastSnapshot.IsZero() {
@@ -179,8 +179,8 @@ func (p *Pipeline) statusPage(start time.Time) http.HandlerFunc {
 			"Bound": 1 - p.cfg.Output.NoveltyQuantile, "OutDown": outDown, "NoveltyChart": template.HTML(noveltyChart(hist, 1-p.cfg.Output.NoveltyQuantile)),
 			"Score":   score,
 			"Reasons": reasons,
-			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store, "NATSServer": st.NATSServer, "NATSConfigured": p.nc != nil,
-			"Samples": st.Samples, "Rate": float64(st.Samples-p.startSamples) / time.Since(start).Seconds(),
+			"Model":   p.cfg.Model, "Algorithm": p.cfg.Learner.Algorithm, "Version": st.Version, "Published": st.Published, "StandingBy": st.StandingBy, "Store": st.Store, "NATSServer": st.NATSServer, "NATSConfigured": p.pub.nc != nil,
+			"Samples": st.Samples, "Rate": float64(st.Samples-p.led.startSamples) / time.Since(start).Seconds(),
 			"Features": st.Features, "Budget": st.Budget, "MaxFeatures": p.cfg.Learner.MaxFeatures, "Lag": st.Lag, "Bad": st.Bad, "Hint": st.Hint, "Eigenvalues": st.Eigenvalues,
 			"LastSnapshot": last, "Chart": template.HTML(eigenChart(hist)),
 			"Cluster": p.cfg.Cluster.Enabled, "Members": st.Members, "Generation": st.Generation,

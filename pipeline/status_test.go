@@ -51,15 +51,15 @@ func TestRecordRateKeepsOneASecondForTwoMinutes(t *testing.T) {
 	for ms := 0; ms <= 300_000; ms += 250 { // 5 minutes, four calls a second
 		p.recordRate(t0.Add(time.Duration(ms)*time.Millisecond), uint64(ms), 0)
 	}
-	if n := len(p.recent); n < 120 || n > 122 {
+	if n := len(p.led.recent); n < 120 || n > 122 {
 		t.Errorf("%d samples kept, want about 121 (one a second over 2 minutes)", n)
 	}
-	first, last := p.recent[0], p.recent[len(p.recent)-1]
+	first, last := p.led.recent[0], p.led.recent[len(p.led.recent)-1]
 	if span := last.t.Sub(first.t); span > rateSpan || span < rateSpan-time.Second {
 		t.Errorf("samples span %s, want 2 minutes", span)
 	}
-	for i := 1; i < len(p.recent); i++ {
-		if d := p.recent[i].t.Sub(p.recent[i-1].t); d < time.Second {
+	for i := 1; i < len(p.led.recent); i++ {
+		if d := p.led.recent[i].t.Sub(p.led.recent[i-1].t); d < time.Second {
 			t.Fatalf("samples %d and %d are %s apart, less than a second", i-1, i, d)
 		}
 	}

@@ -15,11 +15,11 @@ import (
 // from the source, and the most they may be. A change that lowers one
 // lowers its bound here; none may raise it.
 const (
-	maxPipelineFields    = 49 // pipeline.Pipeline's fields (goal: about 15)
+	maxPipelineFields    = 15 // pipeline.Pipeline's fields (the bound)
 	maxContextFields     = 7  // context.Context fields of structs outside tests (goal: none outside a goroutine's own type)
 	maxInterfaceMethods  = 18 // methods of the largest interface outside tests (pipeline's learner)
 	maxPipelineFiles     = 19 // pipeline's non-test files
-	maxPipelineMethodsOf = 51 // methods with receiver *Pipeline
+	maxPipelineMethodsOf = 48 // methods with receiver *Pipeline
 )
 
 // TestTheCarveOnlyGoesForward measures the counts above with go/ast and
