@@ -44,7 +44,7 @@ import (
 // compile (Avro references to other subjects are not resolved), a
 // JSON value its schema refuses. A registry that cannot be reached, or
 // refuses the credentials, is not the message's fault: Parse returns a
-// *RegistryError and the caller retries the message (parseAhead), so
+// *RegistryError and the caller retries the message (Ahead.Run), so
 // nothing is dead-lettered or skipped while the registry is down.
 //
 // The libraries: franz-go's sr client (the registry's REST API and the

@@ -33,13 +33,13 @@ func TestClusterDropsStaleGenerations(t *testing.T) {
 	p.clu = &clusterState{ready: true, gen: 2, mine: map[int]bool{0: true}}
 	p.led.consumed[0] = 500 // the group's offset, set by the rejoin
 	l := &loop{p: p}
-	msg := func(partition int, offset int64, gen int32) parsed {
-		return parsed{m: ingest.Message{Topic: "v", Partition: partition, Offset: offset, Value: []byte("1,2")}, x: []float64{1, 2}, gen: gen}
+	msg := func(partition int, offset int64, gen int32) ingest.Parsed {
+		return ingest.Parsed{Msg: ingest.Message{Topic: "v", Partition: partition, Offset: offset, Value: []byte("1,2")}, X: []float64{1, 2}, Generation: gen}
 	}
 	ctx := context.Background()
-	for _, stale := range []parsed{msg(0, 520, 1), msg(1, 7, 2)} {
+	for _, stale := range []ingest.Parsed{msg(0, 520, 1), msg(1, 7, 2)} {
 		if l.handle(ctx, stale) || l.rows != 0 {
-			t.Fatalf("took partition %d offset %d of generation %d", stale.m.Partition, stale.m.Offset, stale.gen)
+			t.Fatalf("took partition %d offset %d of generation %d", stale.Msg.Partition, stale.Msg.Offset, stale.Generation)
 		}
 	}
 	if p.led.consumed[0] != 500 {
@@ -246,7 +246,7 @@ func TestClusterFailedStepDropsHeldRows(t *testing.T) {
 	p.learner = &clusterLearner{cfg: c.Learner.Online(c.Model, 1), stepCtx: ended}
 	l := &loop{p: p}
 	for off := int64(0); l.heldRows == 0 && off < 64; off++ {
-		l.handle(context.Background(), parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off, Value: []byte("1")}, x: []float64{1}, gen: 2})
+		l.handle(context.Background(), ingest.Parsed{Msg: ingest.Message{Topic: "v", Partition: 0, Offset: off, Value: []byte("1")}, X: []float64{1}, Generation: 2})
 	}
 	if l.heldRows == 0 || l.rows == 0 {
 		t.Fatalf("no held-out row among the batch's (rows %d)", l.rows)

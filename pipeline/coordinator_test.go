@@ -133,9 +133,9 @@ func TestCoordinatorsPersistWhatTheyCover(t *testing.T) {
 		var taken, written int
 		var confirmed, cut *snapshot.Snapshot
 		for range steps {
-			batch := make([]parsed, p.cfg.Learner.Batch)
+			batch := make([]ingest.Parsed, p.cfg.Learner.Batch)
 			for i := range batch {
-				batch[i] = parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1}
+				batch[i] = ingest.Parsed{Msg: ingest.Message{Topic: "v", Partition: 0, Offset: off}, X: []float64{rng.NormFloat64(), rng.NormFloat64()}, Generation: 1}
 				off++
 			}
 			if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
@@ -296,9 +296,9 @@ func shedsExactlyOnce(t *testing.T, mode string) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	var off int64
 	for range 40 {
-		batch := make([]parsed, p.cfg.Learner.Batch)
+		batch := make([]ingest.Parsed, p.cfg.Learner.Batch)
 		for i := range batch {
-			batch[i] = parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: off}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1}
+			batch[i] = ingest.Parsed{Msg: ingest.Message{Topic: "v", Partition: 0, Offset: off}, X: []float64{rng.NormFloat64(), rng.NormFloat64()}, Generation: 1}
 			off++
 		}
 		if rest := l.consume(ctx, batch, sem, l.linger); len(rest) != 0 || l.fatal != nil {
@@ -343,10 +343,10 @@ func TestClusterMemberStoresItsDeadLettersBeforeItSteps(t *testing.T) {
 	p.in.src = fg
 	ctx := context.Background()
 	sem := semaphore.NewWeighted(1)
-	batch := []parsed{{m: ingest.Message{Topic: "v", Partition: 0, Offset: 0, Value: []byte("x")}, err: &ingest.BadMessageError{Reason: ingest.ReasonMalformed, Err: errors.New("not a vector")}, gen: 1}}
+	batch := []ingest.Parsed{{Msg: ingest.Message{Topic: "v", Partition: 0, Offset: 0, Value: []byte("x")}, Err: &ingest.BadMessageError{Reason: ingest.ReasonMalformed, Err: errors.New("not a vector")}, Generation: 1}}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := 1; i <= p.cfg.Learner.Batch; i++ {
-		batch = append(batch, parsed{m: ingest.Message{Topic: "v", Partition: 0, Offset: int64(i)}, x: []float64{rng.NormFloat64(), rng.NormFloat64()}, gen: 1})
+		batch = append(batch, ingest.Parsed{Msg: ingest.Message{Topic: "v", Partition: 0, Offset: int64(i)}, X: []float64{rng.NormFloat64(), rng.NormFloat64()}, Generation: 1})
 	}
 	l.consume(ctx, batch, sem, l.linger)
 	if got := p.Status().Samples; got != 0 {

@@ -34,7 +34,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 				}
 			}
 		}
-		if since, err := p.in.registry.get(); !since.IsZero() {
+		if since, err := p.in.registry.Since(); !since.IsZero() {
 			down := fmt.Sprintf("the schema registry has not answered for %.0f s (check kafka.schema_registry.url, user, password_file and tls): %v; the stream waits for it", time.Since(since).Seconds(), err)
 			if m, _ := p.pub.cur.Get(); m == nil || time.Since(since) >= unreachableNotReady {
 				http.Error(w, down, http.StatusServiceUnavailable)

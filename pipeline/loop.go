@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/streamkpca/streamkpca/ingest"
 	"github.com/streamkpca/streamkpca/online"
 	"github.com/streamkpca/streamkpca/publish"
 	"github.com/streamkpca/streamkpca/snapshot"
@@ -57,7 +58,7 @@ type loop struct {
 	enq context.Context
 	// pre holds the first messages while the stream's dimension is
 	// undecided (deciding); decided: it no longer is.
-	pre     []parsed
+	pre     []ingest.Parsed
 	decided bool
 	// hints watches for a stream refused for one reason (hint.go).
 	hints badHints
@@ -91,9 +92,9 @@ func (l *loop) outcome(reason string, value []byte) {
 // batch's most common dimension is the stream's (decide), so a stray
 // first message of another dimension is dead-lettered instead of fixing
 // the dimension for the whole good stream.
-func (l *loop) deciding(m parsed) bool {
+func (l *loop) deciding(m ingest.Parsed) bool {
 	p := l.p
-	if l.decided || m.refed {
+	if l.decided {
 		return false
 	}
 	if p.in.adm.Decided() || l.model != nil || p.clu != nil {
@@ -107,16 +108,13 @@ func (l *loop) deciding(m parsed) bool {
 // decide fixes the stream's dimension as the most common among the
 // messages in pre (ingest.Admission.Decide) and returns them, to be
 // handled in order.
-func (l *loop) decide() []parsed {
+func (l *loop) decide() []ingest.Parsed {
 	pre := l.pre
 	l.pre, l.decided = nil, true
-	best, voters, with := l.p.in.adm.Decide(len(pre), func(i int) ([]float64, []float64, error) { return pre[i].x, pre[i].y, pre[i].err })
+	best, voters, with := l.p.in.adm.Decide(len(pre), func(i int) ([]float64, []float64, error) { return pre[i].X, pre[i].Y, pre[i].Err })
 	if voters > 0 && with < voters {
 		l.p.log.Warn().Int("dimension", best).Int("of", voters).Int("with_it", with).
 			Msg("the first batch's messages differ in dimension: the most common is the stream's (set kafka.dim to fix it); the others are dead-lettered")
-	}
-	for i := range pre {
-		pre[i].refed = true
 	}
 	return pre
 }
@@ -149,16 +147,16 @@ func (l *loop) due() bool {
 
 // handle decodes one message into the batch or dead-letters it. It reports
 // whether the message started a new partial batch.
-func (l *loop) handle(ctx context.Context, pm parsed) bool {
+func (l *loop) handle(ctx context.Context, pm ingest.Parsed) bool {
 	p := l.p
-	m := pm.m
-	if !p.coord().takes(pm.gen, m.Partition) {
+	m := pm.Msg
+	if !p.coord().takes(pm.Generation, m.Partition) {
 		p.met.Duplicates.Inc()
 		return false
 	}
 	p.mu.Lock()
 	next, seen := p.led.consumed[m.Partition]
-	if pm.rewind && seen && m.Offset < next {
+	if pm.Rewind && seen && m.Offset < next {
 		// The consumer found the partition past its end (a topic
 		// created again) and reads it from its first offset: new
 		// messages, not duplicates.
@@ -174,7 +172,7 @@ func (l *loop) handle(ctx context.Context, pm parsed) bool {
 	p.led.consumed[m.Partition] = m.Offset + 1
 	p.led.status.Consumed++
 	p.mu.Unlock()
-	x, y, err := p.in.adm.Admit(pm.x, pm.y, pm.err)
+	x, y, err := p.in.adm.Admit(pm.X, pm.Y, pm.Err)
 	if err != nil {
 		// A full queue (the topic refusing writes, the spill full) waits
 		// until the stop or Kill, not past them: the stop's final
@@ -238,23 +236,21 @@ func (l *loop) dropBatch() {
 // consume handles the messages of ms in order while the loop may take
 // them, learning each full batch (and snapshotting on the cadence), and
 // releases their budget; it returns the messages it did not take.
-func (l *loop) consume(work context.Context, ms []parsed, sem *semaphore.Weighted, linger *time.Timer) []parsed {
+func (l *loop) consume(work context.Context, ms []ingest.Parsed, sem *semaphore.Weighted, linger *time.Timer) []ingest.Parsed {
 	p := l.p
 	for i, m := range ms {
 		if l.full() || l.fatal != nil {
 			return ms[i:]
 		}
-		if !m.refed {
-			sem.Release(m.n)
-			p.in.ahead.Add(-1)
-		}
-		if l.deciding(m) {
+		if l.deciding(m) { // its budget is released when it is handled, after the decision
 			linger.Reset(p.cfg.Learner.Linger)
 			if len(l.pre) < p.cfg.Learner.Batch {
 				continue
 			}
 			return l.consume(work, append(l.decide(), ms[i+1:]...), sem, linger)
 		}
+		sem.Release(m.Bytes)
+		p.in.ahead.Add(-1)
 		if l.handle(work, m) || l.held {
 			linger.Reset(p.cfg.Learner.Linger)
 		}

@@ -178,13 +178,13 @@ type snapDir struct {
 type intake struct {
 	src ingest.Source
 	adm *ingest.Admission
-	// parsed carries messages parsed ahead of the loop (parseAhead);
+	// parsed carries messages parsed ahead of the loop (ingest.Ahead);
 	// ahead counts those not yet handled.
-	parsed chan []parsed
+	parsed chan []ingest.Parsed
 	ahead  atomic.Int64
 	// registry: the Schema Registry's outage (kafka.format avro,
-	// protobuf, jsonschema; parseAhead waits for it).
-	registry outage
+	// protobuf, jsonschema; parsing ahead waits for it).
+	registry ingest.Outage
 }
 
 // publication is how versions leave the service: the NATS connection
@@ -293,7 +293,7 @@ func build(opt Options) (*Pipeline, error) {
 		opts: given{scorer: scorer{s: opt.Score}, paceWindow: opt.paceWindow},
 		led:  ledger{consumed: map[int]int64{}, learned: map[int]int64{}},
 		life: lifecycle{kill: make(chan struct{})},
-		in:   intake{parsed: make(chan []parsed, 1)},
+		in:   intake{parsed: make(chan []ingest.Parsed, 1)},
 	}
 	p.registerGauges()
 	if err := p.openStore(); err != nil {
@@ -973,7 +973,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	budget := p.cfg.Kafka.QueueBytes
 	sem := semaphore.NewWeighted(budget)
 	g.Go(func() error {
-		parseAhead(fetchCtx, p.log, p.in.adm.Parser(), p.in.src, p.in.parsed, sem, budget, p.cfg.Learner.Batch, &p.in.ahead, &p.in.registry)
+		ingest.Ahead{Source: p.in.src, Decoder: p.in.adm.Parser(), Log: p.log, Max: p.cfg.Learner.Batch,
+			Budget: sem, Bytes: budget, Pending: &p.in.ahead, Registry: &p.in.registry}.Run(fetchCtx, p.in.parsed)
 		return nil
 	})
 	return p.drive(ctx, l, runEnds{work: work, sem: sem, stopFetch: stopFetch, stopPub: stopPub, pubDone: pubDone, srcErr: srcErr})
@@ -1002,7 +1003,7 @@ func (p *Pipeline) drive(ctx context.Context, l *loop, e runEnds) error {
 	defer tick.Stop()
 	// pending: messages handed over and not yet handled (the loop was
 	// full, or a batch ended inside the slice).
-	var pending []parsed
+	var pending []ingest.Parsed
 	p.log.Info().Str("topic", p.cfg.Kafka.Topic).Strs("brokers", p.cfg.Kafka.Brokers).Str("model", p.cfg.Model).Msg("learning")
 	for {
 		if errors.Is(l.fatal, cluster.ErrRefused) {

@@ -1,27 +1,25 @@
-package pipeline
+package ingest
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/rs/zerolog"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
-
-	"github.com/streamkpca/streamkpca/ingest"
 )
 
-// TestParseAheadOrderAndBudget: messages come out parsed and in order, in
+// TestAheadOrderAndBudget: messages come out parsed and in order, in
 // slices of at most a fetch, parse errors travel with their message, and
 // the stage holds no more than its byte budget while the loop releases
 // nothing; it returns when its context ends.
-func TestParseAheadOrderAndBudget(t *testing.T) {
-	src := ingest.NewMemSource("p", 16)
+func TestAheadOrderAndBudget(t *testing.T) {
+	src := NewMemSource("p", 16)
 	for i := range 10 {
 		v := []byte("[" + strconv.Itoa(i) + ",1,2]")
 		if i == 3 {
@@ -32,7 +30,7 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go src.Run(ctx, func(string, int) (int64, bool) { return 0, false })
-	out := make(chan []parsed, 16)
+	out := make(chan []Parsed, 16)
 	// Each good message holds 7 bytes of text + 24 of values: the budget
 	// of 70 holds two.
 	const budget = 70
@@ -40,7 +38,7 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 	var ahead atomic.Int64
 	done := make(chan struct{})
 	go func() {
-		parseAhead(ctx, zerolog.Nop(), ingest.Decoder{Format: ingest.FormatJSON}, src, out, sem, budget, 4, &ahead, nil)
+		Ahead{Source: src, Decoder: Decoder{Format: FormatJSON}, Log: zerolog.Nop(), Max: 4, Budget: sem, Bytes: budget, Pending: &ahead}.Run(ctx, out)
 		close(done)
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ahead.Load() < 2 && time.Now().Before(deadline); {
@@ -51,7 +49,7 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 		t.Fatalf("%d messages parsed ahead with nothing released, want the 2 the budget holds", n)
 	}
 	for i := 0; i < 10; {
-		var ps []parsed
+		var ps []Parsed
 		select {
 		case ps = <-out:
 		case <-time.After(5 * time.Second):
@@ -61,17 +59,17 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 			t.Fatalf("a slice of %d messages from fetches of at most 4", len(ps))
 		}
 		for _, pm := range ps {
-			sem.Release(pm.n)
+			sem.Release(pm.Bytes)
 			ahead.Add(-1)
-			if pm.m.Offset != int64(i) {
-				t.Fatalf("message %d came as offset %d: out of order", i, pm.m.Offset)
+			if pm.Msg.Offset != int64(i) {
+				t.Fatalf("message %d came as offset %d: out of order", i, pm.Msg.Offset)
 			}
 			if i == 3 {
-				if ingest.Reason(pm.err) != ingest.ReasonMalformed {
-					t.Errorf("bad message: %v, want a malformed parse error", pm.err)
+				if Reason(pm.Err) != ReasonMalformed {
+					t.Errorf("bad message: %v, want a malformed parse error", pm.Err)
 				}
-			} else if pm.err != nil || len(pm.x) != 3 || pm.x[0] != float64(i) {
-				t.Errorf("message %d: %v, %v", i, pm.x, pm.err)
+			} else if pm.Err != nil || len(pm.X) != 3 || pm.X[0] != float64(i) {
+				t.Errorf("message %d: %v, %v", i, pm.X, pm.Err)
 			}
 			i++
 		}
@@ -86,33 +84,33 @@ func TestParseAheadOrderAndBudget(t *testing.T) {
 
 // failingSource is a source whose Fetch fails until ok is set.
 type failingSource struct {
-	*ingest.MemSource
+	*MemSource
 	calls atomic.Int64
 	ok    atomic.Bool
 }
 
-func (s *failingSource) Fetch(ctx context.Context, max int) (ingest.Batch, error) {
+func (s *failingSource) Fetch(ctx context.Context, max int) (Batch, error) {
 	s.calls.Add(1)
 	if !s.ok.Load() {
-		return ingest.Batch{}, errors.New("broker unreachable")
+		return Batch{}, errors.New("broker unreachable")
 	}
 	return s.MemSource.Fetch(ctx, max)
 }
 
-// TestParseAheadBacksOffAFailingFetch: a Fetch that fails (not for the
+// TestAheadBacksOffAFailingFetch: a Fetch that fails (not for the
 // context) is logged once and retried with a doubling back-off, its unit
 // in the field's name. Before, it was retried in a tight loop with no log:
 // millions of calls a second, a core busy, nothing said.
-func TestParseAheadBacksOffAFailingFetch(t *testing.T) {
-	src := &failingSource{MemSource: ingest.NewMemSource("p", 16)}
+func TestAheadBacksOffAFailingFetch(t *testing.T) {
+	src := &failingSource{MemSource: NewMemSource("p", 16)}
 	src.Produce(0, []byte("[1,2]"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go src.Run(ctx, func(string, int) (int64, bool) { return 0, false })
 	var logs bytes.Buffer
-	out := make(chan []parsed, 4)
+	out := make(chan []Parsed, 4)
 	var ahead atomic.Int64
-	go parseAhead(ctx, zerolog.New(&logs), ingest.Decoder{Format: ingest.FormatJSON}, src, out, semaphore.NewWeighted(1<<20), 1<<20, 4, &ahead, nil)
+	go Ahead{Source: src, Decoder: Decoder{Format: FormatJSON}, Log: zerolog.New(&logs), Max: 4, Budget: semaphore.NewWeighted(1 << 20), Bytes: 1 << 20, Pending: &ahead}.Run(ctx, out)
 	time.Sleep(time.Second) // 100 + 200 + 400 ms of back-off: 4 calls
 	if n := src.calls.Load(); n > 10 {
 		t.Errorf("%d fetches in a second while the source fails: want a back-off", n)
