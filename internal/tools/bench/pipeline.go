@@ -83,6 +83,9 @@ type PipelineRow struct {
 	// batches, each adding a feature block.
 	LearnerSteps uint64 `json:"learner_steps"`
 	ServiceSteps uint64 `json:"service_steps"`
+	// ServiceRevisited is the rows the service revisited by then
+	// (learner.replay; not counted in ServiceSteps).
+	ServiceRevisited uint64 `json:"service_revisited"`
 	// StartSeconds is the service's time from Run to its first learned
 	// batch (group join, first fetch).
 	StartSeconds float64 `json:"start_seconds"`
@@ -243,24 +246,29 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "service")))
 	go func() { done <- p.Run(runCtx) }()
 	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "wait")))
-	wait := func(n uint64) error {
-		for p.Status().Samples < n {
+	// wait returns the status in which n samples were first seen learned.
+	wait := func(n uint64) (pipeline.Status, error) {
+		for {
+			st := p.Status()
+			if st.Samples >= n {
+				return st, nil
+			}
 			select {
 			case err := <-done:
-				return fmt.Errorf("the service stopped: %v", err)
+				return st, fmt.Errorf("the service stopped: %v", err)
 			case <-ctx.Done():
-				return ctx.Err()
+				return st, ctx.Err()
 			case <-time.After(time.Millisecond):
 			}
 		}
-		return nil
 	}
-	if err := wait(uint64(cfg.Batch)); err != nil {
+	if _, err := wait(uint64(cfg.Batch)); err != nil {
 		return row, err
 	}
 	t0, cpu0 = time.Now(), cpuNow()
 	row.StartSeconds = t0.Sub(start).Seconds()
-	if err := wait(uint64(cfg.Points)); err != nil {
+	st, err := wait(uint64(cfg.Points))
+	if err != nil {
 		return row, err
 	}
 	row.ServicePointsPerSec = float64(cfg.Points-cfg.Batch) / time.Since(t0).Seconds()
@@ -268,7 +276,10 @@ func runPipelineDim(ctx context.Context, cfg PipelineConfig, d, run int) (Pipeli
 	if row.LearnerCPUMicros > 0 {
 		row.CPUOverhead = row.ServiceCPUMicros/row.LearnerCPUMicros - 1
 	}
-	row.ServiceSteps = p.Status().Step
+	// The stream's steps: a revisit (learner.replay) is a step of
+	// Batch rows too, and one may come once the backlog is learned,
+	// before this goroutine looks.
+	row.ServiceSteps, row.ServiceRevisited = st.Step-st.Revisited/uint64(cfg.Batch), st.Revisited
 	row.Overhead = row.LearnerPointsPerSec/row.ServicePointsPerSec - 1
 	stop()
 	if err := <-done; err != nil {

@@ -221,8 +221,9 @@ func TestBenchPipelineTakesEveryBatch(t *testing.T) {
 		t.Fatalf("rows %+v, want one (d = 4)", rows)
 	}
 	r := rows[0]
+	t.Logf("service steps %d, rows revisited once the backlog was learned %d", r.ServiceSteps, r.ServiceRevisited)
 	if r.D != 4 || r.Points != 4096 || r.LearnerSteps != 8 || r.ServiceSteps != 8 {
-		t.Errorf("d %d, points %d, steps %d (learner) and %d (service): want 4, 4096, 8 and 8", r.D, r.Points, r.LearnerSteps, r.ServiceSteps)
+		t.Errorf("d %d, points %d, steps %d (learner) and %d (service; %d rows revisited besides): want 4, 4096, 8 and 8", r.D, r.Points, r.LearnerSteps, r.ServiceSteps, r.ServiceRevisited)
 	}
 	if rel(r.Overhead, r.LearnerPointsPerSec/r.ServicePointsPerSec-1) > 1e-12 || len(r.Overheads) != 1 {
 		t.Errorf("overhead %v of %v and %v", r.Overhead, r.LearnerPointsPerSec, r.ServicePointsPerSec)
