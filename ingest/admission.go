@@ -30,10 +30,11 @@ type Shape interface {
 // decides them. Admission is owned by one goroutine (the run loop); the
 // decoder that parses ahead on another reads none of its state.
 type Admission struct {
-	limits    Decoder // the value bound and the dimensions as set (kafka.dim)
-	dim, dimY int     // the stream's dimensions once decided (0: not yet)
-	model     Shape
-	dlq       *DeadLetterQueue
+	// limits is the value bound and, in Dim and DimY, the stream's
+	// dimensions once decided (0: not yet).
+	limits Decoder
+	model  Shape
+	dlq    *DeadLetterQueue
 }
 
 // NewAdmission returns the admission of messages parsed by dec (its
@@ -41,14 +42,14 @@ type Admission struct {
 // refused messages go to dlq (nil: none are written, for tools that
 // only count them).
 func NewAdmission(dec Decoder, model Shape, dlq *DeadLetterQueue) *Admission {
-	return &Admission{limits: dec, dim: dec.Dim, dimY: dec.DimY, model: model, dlq: dlq}
+	return &Admission{limits: dec, model: model, dlq: dlq}
 }
 
 // Dim is the stream's dimension of x: decided, or the model's, or 0
 // while neither is known.
 func (a *Admission) Dim() int {
-	if a.dim != 0 {
-		return a.dim
+	if a.limits.Dim != 0 {
+		return a.limits.Dim
 	}
 	dx, _ := a.model.Dims()
 	return dx
@@ -66,9 +67,7 @@ func (a *Admission) Admit(x, y []float64, parseErr error) ([]float64, []float64,
 	if parseErr != nil {
 		return nil, nil, parseErr
 	}
-	lim := a.limits
-	lim.Dim, lim.DimY = a.dim, a.dimY
-	if err := lim.check(x, y); err != nil {
+	if err := a.limits.check(x, y); err != nil {
 		return nil, nil, err
 	}
 	dx, dy := a.model.Dims()
@@ -90,11 +89,11 @@ func (a *Admission) Admit(x, y []float64, parseErr error) ([]float64, []float64,
 		return nil, nil, &BadMessageError{Reason: ReasonDomain, Err: err}
 	}
 	// Only a message that passed every check fixes an unset dimension.
-	if a.dim == 0 {
-		a.dim = len(x)
+	if a.limits.Dim == 0 {
+		a.limits.Dim = len(x)
 	}
-	if a.dimY == 0 && len(y) > 0 {
-		a.dimY = len(y)
+	if a.limits.DimY == 0 && len(y) > 0 {
+		a.limits.DimY = len(y)
 	}
 	return x, learnY, nil
 }
@@ -122,7 +121,7 @@ func (a *Admission) Decide(n int, at func(i int) (x, y []float64, err error)) (d
 			dim = len(x)
 		}
 	}
-	a.dim = dim
+	a.limits.Dim = dim
 	return dim, voters, count[dim]
 }
 
@@ -141,8 +140,8 @@ func (a *Admission) Refuse(ctx context.Context, m Message, err error) (string, e
 	return reason, a.dlq.Enqueue(ctx, DeadLetterRecord{Msg: m, Reason: reason, Error: err.Error()})
 }
 
-// Parser is the decoder to parse messages with, on any goroutine: its
-// format and size bound (Decoder.Parse reads nothing Admit changes).
+// Parser is the decoder to parse messages with, on any goroutine: a
+// copy, whose format and size bound are all Decoder.Parse reads.
 func (a *Admission) Parser() Decoder { return a.limits }
 
 // DeadLetters is the queue refused messages go to (nil: none).

@@ -49,11 +49,7 @@ func (p *Pipeline) startHTTP() (*http.Server, error) {
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
-		var pubSince time.Time
-		var pubErr error
-		if p.pub.dist != nil {
-			pubSince, pubErr = p.pub.dist.Down()
-		}
+		pubSince, pubErr := p.pub.dist.Down()
 		if !pubSince.IsZero() && time.Since(pubSince) >= unreachableNotReady {
 			http.Error(w, fmt.Sprintf("publishing to NATS has failed for %.0f s (check nats.url %s): %v; the model is learned and stored, not published",
 				time.Since(pubSince).Seconds(), publish.RedactURL(p.cfg.NATS.URL), pubErr), http.StatusServiceUnavailable)

@@ -676,9 +676,7 @@ func (l *loop) serve(snap *snapshot.Snapshot, data []byte) {
 // record).
 func (l *loop) handOff(snap *snapshot.Snapshot, data []byte) {
 	p := l.p
-	if p.pub.dist != nil {
-		p.pub.dist.Offer(snap.Served(), data)
-	}
+	p.pub.dist.Offer(snap.Served(), data)
 	commit := map[int]int64{}
 	for _, o := range snap.Header.Offsets {
 		if o.Topic == p.cfg.Kafka.Topic {

@@ -813,7 +813,7 @@ func (p *Pipeline) Status() Status {
 	s := p.led.status
 	s.Lag = lag
 	s.BadByReason = maps.Clone(p.led.status.BadByReason)
-	if o := p.standingBy(); o != nil {
+	if o := p.pub.dist.StandingBy(); o != nil {
 		s.StandingBy = fmt.Sprintf("%s (host %s, pid %d)", o.ID, o.Host, o.PID)
 	}
 	if p.pub.nc != nil && p.pub.nc.IsConnected() {
@@ -832,15 +832,6 @@ func (p *Pipeline) HTTPAddr() string {
 	return p.web.ln.Addr().String()
 }
 
-// standingBy is the live owner of the model name while this service
-// stands by (nil: it owns the name, or publishes nothing).
-func (p *Pipeline) standingBy() *publish.Owner {
-	if p.pub.dist == nil {
-		return nil
-	}
-	return p.pub.dist.StandingBy()
-}
-
 // waitOwned waits for the goroutines of p.life.owned and those the
 // distributor left running until the stop's deadline (5 s outside a
 // graceful stop), and says so if one is left.
@@ -849,7 +840,7 @@ func (p *Pipeline) waitOwned() {
 	go func() { p.life.owned.Wait(); close(done) }()
 	ctx, cancel := p.stopContext(5 * time.Second)
 	defer cancel()
-	ok := p.pub.dist == nil || p.pub.dist.Wait(ctx)
+	ok := p.pub.dist.Wait(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -948,9 +939,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	pubDone := make(chan struct{})
 	g.Go(func() error {
 		defer close(pubDone)
-		if p.pub.dist != nil {
-			p.pub.dist.Run(pubCtx)
-		}
+		p.pub.dist.Run(pubCtx)
 		return nil
 	})
 	g.Go(func() error {
@@ -1111,9 +1100,7 @@ func (l *loop) stop(stopFetch func(), pubDone <-chan struct{}) {
 		l.learn()
 	}
 	l.snapshot(true)
-	if p.pub.dist != nil {
-		p.pub.dist.Final()
-	}
+	p.pub.dist.Final()
 	select {
 	case <-pubDone:
 	case <-time.After(time.Until(p.life.stopBy)):

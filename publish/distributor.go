@@ -54,7 +54,8 @@ type Hooks struct {
 // renews the model name's lease (a standby publishes nothing until the
 // lease is its own), and prunes what readers no longer need after a
 // publish. Its goroutine's life is Run's; Final ends it once what is
-// pending is published, and Wait waits for the calls it abandoned.
+// pending is published, and Wait waits for the calls it abandoned. A nil
+// *Distributor (nothing to publish to) publishes nothing and says so.
 type Distributor struct {
 	pub              *Publisher
 	lease            *Lease // nil: no lease (nothing to fence)
@@ -117,6 +118,9 @@ func (d *Distributor) Publisher() *Publisher { return d.pub }
 // Offer hands a persisted snapshot over for publishing, replacing one
 // still pending: only the newest matters. It never waits.
 func (d *Distributor) Offer(snap *snapshot.Snapshot, data []byte) {
+	if d == nil {
+		return
+	}
 	select {
 	case <-d.req:
 	default:
@@ -126,11 +130,18 @@ func (d *Distributor) Offer(snap *snapshot.Snapshot, data []byte) {
 
 // Final asks Run to publish what is pending and end (a standby ends at
 // once: its final snapshot is on disk). Safe to call more than once.
-func (d *Distributor) Final() { d.finalOnce.Do(func() { close(d.final) }) }
+func (d *Distributor) Final() {
+	if d != nil {
+		d.finalOnce.Do(func() { close(d.final) })
+	}
+}
 
 // Down says since when publishing has failed and why (zero while it
 // works).
 func (d *Distributor) Down() (time.Time, error) {
+	if d == nil {
+		return time.Time{}, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.downSince, d.downErr
@@ -139,6 +150,9 @@ func (d *Distributor) Down() (time.Time, error) {
 // StandingBy is the live owner of the model name while this service
 // stands by, nil while it owns the name (or nothing is known).
 func (d *Distributor) StandingBy() *Owner {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.other == nil {
@@ -150,6 +164,9 @@ func (d *Distributor) StandingBy() *Owner {
 
 // Run publishes until ctx ends or, after Final, nothing is pending.
 func (d *Distributor) Run(ctx context.Context) {
+	if d == nil {
+		return
+	}
 	var pending *offered
 	backoff := 500 * time.Millisecond
 	renew := time.NewTicker(d.renew)
@@ -298,7 +315,7 @@ func (d *Distributor) leaseChanged(err error) {
 // Release gives the model name up (a clean stop: a successor takes it
 // at once); nothing without a lease.
 func (d *Distributor) Release(ctx context.Context) error {
-	if d.lease == nil {
+	if d == nil || d.lease == nil {
 		return nil
 	}
 	return d.lease.Release(ctx)
@@ -358,6 +375,9 @@ func (d *Distributor) tidy(ctx context.Context, n Notice) {
 // past its deadline, a prune) until ctx ends; it reports whether they
 // all returned.
 func (d *Distributor) Wait(ctx context.Context) bool {
+	if d == nil {
+		return true
+	}
 	done := make(chan struct{})
 	go func() { d.owned.Wait(); close(done) }()
 	select {

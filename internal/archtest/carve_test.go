@@ -19,7 +19,7 @@ const (
 	maxContextFields     = 7  // context.Context fields of structs outside tests (goal: none outside a goroutine's own type)
 	maxInterfaceMethods  = 18 // methods of the largest interface outside tests (pipeline's learner)
 	maxPipelineFiles     = 18 // pipeline's non-test files
-	maxPipelineMethodsOf = 48 // methods with receiver *Pipeline
+	maxPipelineMethodsOf = 47 // methods with receiver *Pipeline
 )
 
 // TestTheCarveOnlyGoesForward measures the counts above with go/ast and
