@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/streamkpca/streamkpca/online"
@@ -58,5 +59,69 @@ func TestDriftKCCACase(t *testing.T) {
 		if len(r.Curve) != 31 || last.Points != 3*2560 || !(r.SumKAt100 > 1.5) || r.SumKAt100 != last.SumK {
 			t.Errorf("%s: %d checkpoints ending at %d points, S_2 at +100%% %.3f (last %.3f); want 31 ending at %d, above 1.5", r.Name, len(r.Curve), last.Points, r.SumKAt100, last.SumK, 3*2560)
 		}
+	}
+}
+
+// TestDriftReplayPacesRevisits: with Replay ρ a one-view run revisits ρ
+// batches of the window after each batch it learns, as the service does
+// on a stream that leaves it idle: on a stationary stream (no switch, no
+// restart) the learner takes 1 + ρ steps a batch, and its samples are
+// the stream's alone (a revisit is not a sample). Without Replay it takes
+// one step a batch.
+func TestDriftReplayPacesRevisits(t *testing.T) {
+	for _, rho := range []float64{0, 3} {
+		cfg := DriftConfig{Case: "stationary", Points: 2048, K: 3, Batch: 256, Seed: 1, Replay: rho,
+			Learner: online.Config{MaxFeatures: 512, BlockSize: 128, Forget: online.ForgetOff}}
+		d := newOneViewDrift(cfg, newHermiteDrift(cfg), "forget-off")
+		if err := d.start(); err != nil {
+			t.Fatal(err)
+		}
+		const batches = 12
+		for i := range batches {
+			if _, _, err := d.step(i*cfg.Batch, cfg.Batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps, seen := d.l.Step(), d.l.SamplesSeen()
+		d.close()
+		if want := uint64(batches * (1 + int(rho))); steps != want || seen != batches*uint64(cfg.Batch) {
+			t.Errorf("replay %v: %d steps and %d samples after %d batches of %d; want %d steps and %d samples", rho, steps, seen, batches, cfg.Batch, want, batches*cfg.Batch)
+		}
+	}
+}
+
+// TestPassesWeighEveryItemAlike: items are taken in passes, each a
+// permutation of all n, so that after any number of draws every item has
+// been taken as often as any other, give or take one — the stream weighs
+// its rows as the truth of those rows does — and the order is the seed's.
+func TestPassesWeighEveryItemAlike(t *testing.T) {
+	const n = 7
+	var p, q passes
+	rp, rq := rand.New(rand.NewPCG(5, 2)), rand.New(rand.NewPCG(5, 2))
+	counts := make([]int, n)
+	var firstPass []int
+	for i := range 5*n + 3 {
+		v := p.draw(rp, n)
+		if w := q.draw(rq, n); w != v {
+			t.Fatalf("draw %d: %d and %d from one seed", i, v, w)
+		}
+		counts[v]++
+		if i < n {
+			firstPass = append(firstPass, v)
+		}
+		lo, hi := counts[0], counts[0]
+		for _, c := range counts {
+			lo, hi = min(lo, c), max(hi, c)
+		}
+		if hi-lo > 1 {
+			t.Fatalf("after %d draws the counts are %v: more than one apart", i+1, counts)
+		}
+	}
+	seen := make([]bool, n)
+	for _, v := range firstPass {
+		seen[v] = true
+	}
+	if slices.Contains(seen, false) || slices.Equal(firstPass, []int{0, 1, 2, 3, 4, 5, 6}) {
+		t.Errorf("first pass %v: want a shuffled permutation of 0…%d", firstPass, n-1)
 	}
 }

@@ -158,6 +158,7 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.K, "k", 0, "components (0: 5; mnist 10)")
 	fs.IntVar(&cfg.Batch, "batch", 512, "mini-batch b")
 	fs.IntVar(&cfg.Holdout, "holdout", 16, "one point in this many is scored before it is learned")
+	fs.Float64Var(&cfg.Replay, "replay", 0, "one-view runs: the service's learner.replay as on a slow stream — after each batch, revisit recent learned rows up to this many per learned row (0: none)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed")
 	fs.Func("runs", "learners to run, comma-separated: defaults, forget-off, restarted (default all)", func(v string) error {
 		cfg.Runs = strings.Split(v, ",")
@@ -169,6 +170,8 @@ func benchDrift(ctx context.Context, args []string) error {
 	fs.IntVar(&lc.MaxFeatures, "max-features", 0, "feature budget (0: the learner's default)")
 	fs.IntVar(&lc.Oversample, "oversample", 0, "kpca: columns learned beyond k (0: the learner's default, min(k, 16); -1: none)")
 	fs.Float64Var(&lc.Theta0, "theta0", 0, "the step's θ₀ (0: the learner's default)")
+	fs.Float64Var(&lc.Theta1, "theta1", 0, "the step's decay θ₁ (0: the learner's default)")
+	fs.Float64Var(&lc.Average, "average", 0, "the subspace solver's averaging window, a share of the steps (0: the learner's default; -1: serve the last iterate)")
 	fs.Func("forget", "the defaults run's learner.forget: follow, detect or off (default follow)", func(v string) error { lc.Forget = online.Forgetting(v); return nil })
 	stop, err := parseProfiled(fs, args)
 	if err != nil {
