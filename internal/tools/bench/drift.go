@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/streamkpca/streamkpca/configs"
 	"github.com/streamkpca/streamkpca/features"
 	"github.com/streamkpca/streamkpca/internal/mnist"
 	"github.com/streamkpca/streamkpca/internal/synth"
@@ -59,12 +59,11 @@ type DriftConfig struct {
 	Holdout int
 	// Replay is the service's learner.replay for one-view runs: after
 	// each batch it learns, the learner revisits batches of recent
-	// learned rows (online.Window of ReplayBytes, default
-	// configs.DefaultReplayBytes' 32 MiB) up to Replay rows per learned
-	// row, as the service's loop does while a slow stream leaves it idle
+	// learned rows (online.Window of the service's default
+	// learner.replay_bytes) up to Replay rows per learned row, as the
+	// service's loop does while a slow stream leaves it idle
 	// (pipeline/loop.go: the window emptied at a switch). 0: none.
-	Replay      float64
-	ReplayBytes int64
+	Replay float64
 	// Learner overrides the learner's defaults (Model, K, Kernel and Seed
 	// are set here).
 	Learner online.Config
@@ -487,9 +486,9 @@ func newOneViewDrift(cfg DriftConfig, st driftStream, run string) *oneViewDrift 
 	lcfg := cfg.Learner
 	lcfg.Model, lcfg.K, lcfg.Seed = "drift", cfg.K, cfg.Seed
 	lcfg.Kernel = st.kernel()
-	d := &oneViewDrift{learnerSlot: learnerSlot[*online.KPCA]{cfg: cfg, lcfg: runForget(lcfg, run), make: online.New}, st: st, x: make([]float64, cfg.Batch*st.dim())}
-	d.make = func(c online.Config) (*online.KPCA, error) {
-		d.replay = online.NewWindow(cfg.Replay, cmp.Or(cfg.ReplayBytes, 32<<20), cfg.Seed)
+	d := &oneViewDrift{learnerSlot: learnerSlot[*online.KPCA]{cfg: cfg, lcfg: runForget(lcfg, run)}, st: st, x: make([]float64, cfg.Batch*st.dim())}
+	d.make = func(c online.Config) (*online.KPCA, error) { // a new learner, a new window
+		d.replay = online.NewWindow(cfg.Replay, configs.DefaultReplayBytes, cfg.Seed)
 		return online.New(c)
 	}
 	return d
