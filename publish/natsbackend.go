@@ -617,28 +617,34 @@ func (b *NATSBackend) StoreUsage(ctx context.Context) (StoreUsage, error) {
 	return u, nil
 }
 
-// WatchKeys waits for the buckets (every 250 ms), then watches keys.
+// WatchKeys waits for the buckets (every 250 ms), then watches keys. A
+// consumer the server did not make (slower than nats.go's request
+// timeout, a leader being elected) is asked for again, 250 ms doubling to
+// 5 s apart: a watch ends with its context, not with a passing fault.
 func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error) {
-	var kv jetstream.KeyValue
+	wait := watchWaitFirst // before the consumer is asked for again
 	for {
-		var err error
-		if _, kv, err = b.handles(ctx); err == nil {
-			break
+		pause := watchWaitFirst
+		_, kv, err := b.handles(ctx)
+		if err == nil {
+			var w jetstream.KeyWatcher
+			if w, err = kv.WatchFiltered(ctx, keys); err == nil {
+				out := make(chan KeyUpdate)
+				go watchSupervised(ctx, kv, keys, w, out, watchCheck)
+				return out, nil
+			}
+			pause, wait = wait, min(2*wait, watchWaitMax)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
-	w, err := kv.WatchFiltered(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("publish: watch %v: %w", keys, err)
-	}
-	out := make(chan KeyUpdate)
-	go watchSupervised(ctx, kv, keys, w, out, watchCheck)
-	return out, nil
 }
+
+// watchWaitFirst and watchWaitMax bound WatchKeys' waits between tries.
+const watchWaitFirst, watchWaitMax = 250 * time.Millisecond, 5 * time.Second
 
 // watchCheck is how often a watch compares the keys' revisions with what
 // it delivered.

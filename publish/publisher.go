@@ -771,7 +771,8 @@ func fetch(ctx context.Context, b Backend, notice []byte) (*snapshot.Model, Noti
 // does not count as seen: it is tried again after a backoff (0.5 s
 // doubling to 30 s) until it is fetched or a newer version is announced,
 // and the next fetchable version is delivered. Buckets that do not exist
-// yet are waited for.
+// yet are waited for, and a watch the server did not make at once is
+// asked for again.
 func Watch(ctx context.Context, nc *nats.Conn, cfg Config, fn func(*snapshot.Model, Notice)) error {
 	b, err := NewNATSBackend(nc, cfg, false)
 	if err != nil {

@@ -7,6 +7,7 @@ package publishtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -243,6 +244,7 @@ type watched struct {
 	mu   sync.Mutex
 	got  []publish.Notice
 	skip []error
+	end  error // what WatchFrom returned, once it has
 }
 
 func (w *watched) last() (publish.Notice, bool) {
@@ -279,7 +281,7 @@ func (f *fixture) watch() *watched {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = publish.WatchFrom(ctx, f.open(false), cfg, func(m *snapshot.Model, n publish.Notice) {
+		err := publish.WatchFrom(ctx, f.open(false), cfg, func(m *snapshot.Model, n publish.Notice) {
 			if m == nil || m.Header().Version() != n.Version {
 				f.t.Errorf("a watch delivered notice %d with model %v", n.Version, m)
 			}
@@ -287,17 +289,26 @@ func (f *fixture) watch() *watched {
 			w.got = append(w.got, n)
 			w.mu.Unlock()
 		})
+		w.mu.Lock()
+		w.end = fmt.Errorf("the watch ended: %w", err)
+		w.mu.Unlock()
 	}()
 	f.t.Cleanup(func() { cancel(); <-done })
 	return w
 }
 
-func (f *fixture) waitFor(what string, cond func() bool) {
+// waitFor waits up to 20 s for cond; on a time-out the test fails with
+// what and what state says.
+func (f *fixture) waitFor(what string, cond func() bool, state ...func() string) {
 	f.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
+			var says []string
+			for _, s := range state {
+				says = append(says, s())
+			}
+			f.t.Fatalf("timed out waiting for %s %v", what, says)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -308,8 +319,21 @@ func (f *fixture) watchAt(w *watched, inc string, v uint64) {
 	f.waitFor(fmt.Sprintf("the watch at version %d of %q", v, inc), func() bool {
 		n, ok := w.last()
 		return ok && n.Version == v && n.Incarnation == inc
-	})
+	}, w.String)
 }
+
+// String says what the watch delivered, passed over and returned.
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	vs := make([]string, len(w.got))
+	for i, n := range w.got {
+		vs[i] = fmt.Sprintf("%s/%d", n.Incarnation, n.Version)
+	}
+	return fmt.Sprintf("(delivered %v; passed over %v; %v)", vs, w.skip, cmp.Or(w.end, error(errRunning)))
+}
+
+var errRunning = errors.New("the watch still runs")
 
 // reset: a model publishes versions 1…20 (keep 3), then starts again
 // without local history (a new incarnation) at versions 1…6. The store
