@@ -93,8 +93,9 @@ type KeepUpConfig struct {
 	Ramp, RampFrom int
 	MNIST          mnist.Set
 	// Output turns output.topic on (<topic>.scores, as many partitions):
-	// every message scored and written; the result then has the records'
-	// rate and their delay from the input's append to the record's.
+	// every message scored and written, its record waited for before the
+	// stop; the result then has the records' rate and their delay from
+	// the input's append to the record's.
 	Output bool
 	// Progress, if set, is called with every sample.
 	Progress func(KeepUpPoint)
@@ -368,12 +369,8 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		// stop leaves a lagging service's backlog unlearned): every
 		// message learned or shed, n a whole number of batches.
 		for st := ps[0].Status(); st.Samples+st.Shed < uint64(n); st = ps[0].Status() {
-			select {
-			case err := <-done:
-				return res, fmt.Errorf("the service stopped: %v", err)
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			if err := nap(ctx, done); err != nil {
+				return res, err
 			}
 			if cfg.Ramp > 0 && res.RampAt20At == 0 { // the +20% point may come after the producer's end
 				res.Samples = append(res.Samples, sample())
@@ -381,6 +378,22 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 		if cfg.Ramp > 0 { // the last sample at the end (a +20% point learned between two samples is measured there: RampAt20At says when)
 			res.Samples = append(res.Samples, sample())
+		}
+	}
+	if cfg.Output {
+		// Every message's record is waited for before the stop (a stop
+		// leaves the records of a lagging service's backlog unwritten,
+		// and a busy machine's service starts late): the records counted
+		// are the stream's, not what a wall-clock window let through.
+		// Records that stop coming for outputDrainIdle end the wait.
+		last, since := uint64(0), time.Now()
+		for recs := outRecords(ps); recs < uint64(n) && time.Since(since) < outputDrainIdle; recs = outRecords(ps) {
+			if recs > last {
+				last, since = recs, time.Now()
+			}
+			if err := nap(ctx, done); err != nil {
+				return res, err
+			}
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -418,9 +431,7 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 		}
 	}
 	if cfg.Output {
-		for _, p := range ps {
-			res.Records += p.Status().OutRecords
-		}
+		res.Records = outRecords(ps)
 		res.RecordRate = float64(res.Records) / res.Seconds
 		res.LearnedRate = float64(st.Samples) / res.Seconds
 		if err := outputDelays(ctx, stack, topic, scores, cfg.Partitions, &res); err != nil {
@@ -429,6 +440,31 @@ func RunKeepUp(ctx context.Context, cfg KeepUpConfig) (KeepUpResult, error) {
 	}
 	return res, nil
 }
+
+// nap waits 100 ms, unless a service stops (done) or ctx ends first.
+func nap(ctx context.Context, done <-chan error) error {
+	select {
+	case err := <-done:
+		return fmt.Errorf("the service stopped: %v", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(100 * time.Millisecond):
+		return nil
+	}
+}
+
+// outRecords is the records the instances wrote to the output topic.
+func outRecords(ps []*pipeline.Pipeline) uint64 {
+	var n uint64
+	for _, p := range ps {
+		n += p.Status().OutRecords
+	}
+	return n
+}
+
+// outputDrainIdle ends keepup --output's wait for the last records when
+// none has come for this long.
+const outputDrainIdle = 30 * time.Second
 
 // outputDelays reads both topics back and sets res's delay figures: for
 // each record, its append time less its source message's (both the
