@@ -618,9 +618,11 @@ func (b *NATSBackend) StoreUsage(ctx context.Context) (StoreUsage, error) {
 }
 
 // WatchKeys waits for the buckets (every 250 ms), then watches keys. A
-// consumer the server did not make (slower than nats.go's request
-// timeout, a leader being elected) is asked for again, 250 ms doubling to
-// 5 s apart: a watch ends with its context, not with a passing fault.
+// consumer the server did not make for a passing fault (slower than
+// nats.go's request timeout, no responder yet, a leader being elected) is
+// asked for again, 250 ms doubling to 5 s apart: a watch ends with its
+// context, not with a passing fault. A refusal (permissions, a bad
+// request) is returned.
 func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyUpdate, error) {
 	wait := watchWaitFirst // before the consumer is asked for again
 	for {
@@ -632,6 +634,9 @@ func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyU
 				out := make(chan KeyUpdate)
 				go watchSupervised(ctx, kv, keys, w, out, watchCheck)
 				return out, nil
+			}
+			if !passing(err) && ctx.Err() == nil {
+				return nil, fmt.Errorf("publish: watch %v: %w", keys, err)
 			}
 			pause, wait = wait, min(2*wait, watchWaitMax)
 		}
@@ -645,6 +650,26 @@ func (b *NATSBackend) WatchKeys(ctx context.Context, keys []string) (<-chan KeyU
 
 // watchWaitFirst and watchWaitMax bound WatchKeys' waits between tries.
 const watchWaitFirst, watchWaitMax = 250 * time.Millisecond, 5 * time.Second
+
+// passing reports whether err, from a JetStream request, is a fault that
+// passes — the server slower than the request's timeout, no responder
+// yet, the connection reconnecting, JetStream unavailable for the moment
+// (a 5xx API error: no leader yet) — rather than a refusal that asking
+// again does not change.
+func passing(err error) bool {
+	var api *nats.APIError
+	var jsAPI *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrNoHeartbeat), errors.Is(err, jetstream.ErrNoHeartbeat):
+		return true
+	case errors.As(err, &api):
+		return api.Code >= 500
+	case errors.As(err, &jsAPI):
+		return jsAPI.Code >= 500
+	}
+	return false
+}
 
 // watchCheck is how often a watch compares the keys' revisions with what
 // it delivered.

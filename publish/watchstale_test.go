@@ -41,7 +41,8 @@ type fakeKV struct {
 	mu      sync.Mutex
 	keys    map[string]fakeEntry
 	watches int
-	fail    int // the next fail watches are refused with nats.ErrTimeout
+	fail    int   // the next fail watches are refused with failErr
+	failErr error // nats.ErrTimeout when nil
 }
 
 func (kv *fakeKV) Get(_ context.Context, key string) (jetstream.KeyValueEntry, error) {
@@ -60,6 +61,9 @@ func (kv *fakeKV) WatchFiltered(_ context.Context, keys []string, _ ...jetstream
 	kv.watches++
 	if kv.fail > 0 {
 		kv.fail--
+		if kv.failErr != nil {
+			return nil, kv.failErr
+		}
 		return nil, nats.ErrTimeout
 	}
 	w := &fakeWatcher{ch: make(chan jetstream.KeyValueEntry, len(keys)+1)}
@@ -141,24 +145,38 @@ type fakeObjects struct{ jetstream.ObjectStore }
 // it (streamkpca watch) never hears of the model. Creating the consumer
 // is now tried again with a backoff, as finding the buckets is.
 func TestWatchWaitsForItsConsumer(t *testing.T) {
-	kv := &fakeKV{keys: map[string]fakeEntry{"m": {key: "m", value: "v1", rev: 1}}, fail: 2}
+	for _, fault := range []error{nats.ErrTimeout, nats.ErrNoResponders, &nats.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}} {
+		kv := &fakeKV{keys: map[string]fakeEntry{"m": {key: "m", value: "v1", rev: 1}}, fail: 2, failErr: fault}
+		b := &NATSBackend{obs: fakeObjects{}, kv: kv}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := b.WatchKeys(ctx, []string{"m"})
+		if err != nil {
+			cancel()
+			t.Fatalf("WatchKeys with two consumers not made (%v): %v, want a watch once the third is made", fault, err)
+		}
+		if u := <-out; u.Key != "m" || string(u.Value) != "v1" {
+			t.Fatalf("first update %+v, want m = v1", u)
+		}
+		if u := <-out; !u.Initial {
+			t.Fatalf("second update %+v, want the initial marker", u)
+		}
+		cancel()
+		kv.mu.Lock()
+		if kv.watches != 3 {
+			t.Errorf("%v: %d watches asked for, want 3", fault, kv.watches)
+		}
+		kv.mu.Unlock()
+	}
+}
+
+// A refusal is not waited out: a watch the server refuses (permissions)
+// ends at once with the server's reason.
+func TestWatchRefusedEndsWithTheReason(t *testing.T) {
+	refused := &nats.APIError{Code: 403, Description: "permissions violation"}
+	kv := &fakeKV{keys: map[string]fakeEntry{}, fail: 1, failErr: refused}
 	b := &NATSBackend{obs: fakeObjects{}, kv: kv}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := b.WatchKeys(ctx, []string{"m"})
-	if err != nil {
-		t.Fatalf("WatchKeys with two refused consumers: %v, want a watch once the third is made", err)
-	}
-	if u := <-out; u.Key != "m" || string(u.Value) != "v1" {
-		t.Fatalf("first update %+v, want m = v1", u)
-	}
-	if u := <-out; !u.Initial {
-		t.Fatalf("second update %+v, want the initial marker", u)
-	}
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	if kv.watches != 3 {
-		t.Errorf("%d watches asked for, want 3", kv.watches)
+	if _, err := b.WatchKeys(context.Background(), []string{"m"}); !errors.Is(err, refused) {
+		t.Fatalf("WatchKeys refused: %v, want the refusal", err)
 	}
 }
 
